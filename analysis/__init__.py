@@ -1,0 +1,1 @@
+"""Aggregation across runs, statistics, regressions, probing, figures and reports."""

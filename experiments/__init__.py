@@ -1,0 +1,1 @@
+"""Configs, the ``synbench`` CLI, runs, training, evaluation, tuning and launchers."""

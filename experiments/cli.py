@@ -1,0 +1,47 @@
+"""The ``synbench`` command line: a registry of subcommands and the one error convention.
+
+Bad input anywhere (files, configs, checkpoints) raises ``InputError``; it is printed as a single line
+``synbench: error: LOCATION: message`` and the process exits with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from lightning_modules.errors import InputError
+
+# Subcommand modules, in the order ``synbench --help`` lists them.
+COMMANDS = [
+    "experiments.commands.prepare",
+    "experiments.commands.data",
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="synbench",
+        description="Benchmark harness for syntactic language models: train, evaluate, tune, report.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name in COMMANDS:
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except InputError as e:
+        print(f"synbench: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("synbench: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Everything that becomes tensors and trains: trees, encodings, layers and LightningModules."""
