@@ -1,0 +1,115 @@
+"""Configs: YAML presets composed with ``key=value`` overrides, validated, hashed.
+
+A resolved config is a plain nested dict with four sections: ``model`` (architecture), ``data`` (corpus and
+encoding), ``train`` (optimisation and schedule) and ``runtime`` (paths, logging, devices — everything that
+must not change results). The run identity hashes everything except ``runtime``, so moving a run folder or
+switching W&B online never forks a run, while any change that could change a number does.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from lightning_modules.errors import InputError
+
+VOLATILE_SECTIONS = ("runtime",)
+
+
+def configs_dir() -> Path:
+    """The shipped ``experiments/configs`` folder."""
+    return Path(str(resources.files("experiments") / "configs"))
+
+
+def load_yaml(path: Path) -> dict[str, Any]:
+    """Read a YAML mapping with ``yaml.safe_load``; errors carry ``FILE:LINE``."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as e:
+        raise InputError(f"cannot read config: {e.strerror}", str(path)) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark is not None else ""
+        raise InputError(f"invalid YAML: {getattr(e, 'problem', e)}", f"{path}{line}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise InputError("a config file must be a YAML mapping", f"{path}:1")
+    return data
+
+
+def merge(base: dict[str, Any], update: dict[str, Any], strict: bool = False, prefix: str = "") -> dict[str, Any]:
+    """Deep-merge ``update`` into a copy of ``base``; with ``strict`` unknown keys are an error."""
+    out = copy.deepcopy(base)
+    for key, value in update.items():
+        path = f"{prefix}{key}"
+        if strict and key not in out:
+            raise InputError(f"unknown config key (known here: {', '.join(sorted(out)) or 'none'})", path)
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value, strict, prefix=f"{path}.")
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def parse_overrides(items: list[str]) -> dict[str, Any]:
+    """``["train.lr=3e-4", "model.n_layers=2"]`` -> nested dict; values parsed as YAML scalars."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key or any(not part for part in key.split(".")):
+            raise InputError(f"override {item!r} is not KEY=VALUE (e.g. train.max_steps=200)")
+        try:
+            value = yaml.safe_load(raw) if raw != "" else ""
+        except yaml.YAMLError:
+            raise InputError(f"cannot parse value {raw!r}", key) from None
+        node = out
+        parts = key.split(".")
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise InputError("conflicting overrides", key)
+        node[parts[-1]] = value
+    return out
+
+
+def check_types(cfg: dict[str, Any], reference: dict[str, Any], prefix: str = "") -> None:
+    """Every value must have the type of the default it replaces (ints may fill float slots; null is free)."""
+    for key, value in cfg.items():
+        path = f"{prefix}{key}"
+        if key not in reference:
+            continue
+        ref = reference[key]
+        if isinstance(ref, dict):
+            if not isinstance(value, dict):
+                raise InputError(f"expected a mapping, got {value!r}", path)
+            check_types(value, ref, f"{path}.")
+        elif ref is None or value is None:
+            continue
+        elif isinstance(ref, bool) != isinstance(value, bool):
+            raise InputError(f"expected {type(ref).__name__}, got {value!r}", path)
+        elif isinstance(ref, float) and isinstance(value, int | float):
+            continue
+        elif not isinstance(value, type(ref)):
+            raise InputError(f"expected {type(ref).__name__}, got {value!r}", path)
+
+
+def config_hash(cfg: dict[str, Any]) -> str:
+    """Stable hash of everything that can change results (all sections but ``runtime``)."""
+    payload = {k: v for k, v in cfg.items() if k not in VOLATILE_SECTIONS}
+    text = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def run_id(cfg: dict[str, Any], seed: int) -> str:
+    """Run identity: short config hash plus seed, e.g. ``tg-3f9a1c02d4-s7``."""
+    family = cfg.get("family", "run")
+    return f"{family}-{config_hash(cfg)[:10]}-s{seed}"
