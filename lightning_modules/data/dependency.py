@@ -7,10 +7,13 @@ reproduces the file, as UD defines them: neither is a syntactic word, neither ta
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from lightning_modules.errors import InputError
+
+_DIGITS = re.compile(r"[0-9]+").fullmatch
 
 COLUMNS = ("id", "form", "lemma", "upos", "xpos", "feats", "head", "deprel", "deps", "misc")
 
@@ -43,7 +46,7 @@ class DepTree:
         return out
 
     def is_projective(self) -> bool:
-        """True when no arc crosses another (every word between a head and its dependent is its descendant)."""
+        """True when no arc crosses another (each word between a head and its dependent is its descendant)."""
         return not non_projective_arcs(self)
 
     @property
@@ -120,7 +123,7 @@ def _parse_sentence(block: list[tuple[int, str]], source: str) -> DepTree:
                 raise InputError(f"bad ID {wid!r}", f"{source}:{lineno}")
             extra.append(tuple(cols))
             continue
-        if not wid.isdigit() or int(wid) != len(words) + 1:
+        if not _DIGITS(wid) or int(wid) != len(words) + 1:
             raise InputError(f"bad ID {wid!r}: expected {len(words) + 1}", f"{source}:{lineno}")
         words.append((lineno, cols))
     if not words:
@@ -129,7 +132,7 @@ def _parse_sentence(block: list[tuple[int, str]], source: str) -> DepTree:
     heads: list[int] = []
     for lineno, cols in words:
         h = cols[6]
-        if not h.isdigit() or int(h) > n:
+        if not _DIGITS(h) or int(h) > n:
             raise InputError(f"bad HEAD {h!r} (sentence has {n} words)", f"{source}:{lineno}")
         if int(h) == int(cols[0]):
             raise InputError(f"word {cols[0]} is its own HEAD", f"{source}:{lineno}")
@@ -145,14 +148,15 @@ def _parse_sentence(block: list[tuple[int, str]], source: str) -> DepTree:
 def _valid_range_or_empty(wid: str) -> bool:
     sep = "-" if "-" in wid else "."
     a, _, b = wid.partition(sep)
-    return a.isdigit() and b.isdigit()
+    return bool(_DIGITS(a)) and bool(_DIGITS(b))
 
 
 def _check_tree(heads: list[int], words: list[tuple[int, list[str]]], source: str) -> None:
     roots = [i for i, h in enumerate(heads) if h == 0]
     if len(roots) != 1:
         where = words[roots[1]][0] if len(roots) > 1 else words[0][0]
-        raise InputError(f"sentence must have exactly one root (HEAD 0), found {len(roots)}", f"{source}:{where}")
+        raise InputError(f"sentence must have exactly one root (HEAD 0), found {len(roots)}",
+                         f"{source}:{where}")
     state = [0] * len(heads)  # 0 unknown, 1 on path, 2 reaches root
     for start in range(len(heads)):
         path = []

@@ -2,7 +2,8 @@
 
 All functions take and return immutable trees and preserve the terminal sequence. The TG ablations
 (``reverse_structure``, ``left_branching``, ``right_branching``) operate on POS-free trees, as TG applies
-them after ``drop_pos_tags``; they keep the multiset of node labels and the order of labels in pre-order.
+them after ``drop_pos_tags``; all three keep the multiset of node labels, left/right branching also keep
+their pre-order sequence.
 """
 
 from __future__ import annotations
@@ -130,7 +131,8 @@ def collapse_unary(tree: Tree, collapse_pos: bool = False, collapse_root: bool =
             return node
         label, kids = node.label, node.children
         if not is_root or collapse_root:
-            while len(kids) == 1 and isinstance(kids[0], Tree) and (collapse_pos or not kids[0].is_preterminal):
+            while (len(kids) == 1 and isinstance(kids[0], Tree)
+                   and (collapse_pos or not kids[0].is_preterminal)):
                 label = f"{label}{join_char}{kids[0].label}"
                 kids = kids[0].children
         return Tree(label, tuple(go(c, False) for c in kids))

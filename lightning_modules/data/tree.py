@@ -14,6 +14,7 @@ from pathlib import Path
 
 from lightning_modules.errors import InputError
 
+
 @dataclass(frozen=True, slots=True)
 class Tree:
     """A constituency tree node."""
@@ -211,7 +212,8 @@ def clean(tree: Tree) -> Tree:
 
 def unwrap_root(tree: Tree) -> Tree:
     """Remove the PTB wrapper ``( (S ...) )`` and ``(ROOT ...)``/``(TOP ...)`` unary roots."""
-    while tree.label in ("", "ROOT", "TOP") and len(tree.children) == 1 and isinstance(tree.children[0], Tree):
+    while (tree.label in ("", "ROOT", "TOP") and len(tree.children) == 1
+           and isinstance(tree.children[0], Tree)):
         tree = tree.children[0]
     return tree
 
