@@ -16,6 +16,8 @@ from lightning_modules.errors import InputError
 COMMANDS = [
     "experiments.commands.prepare",
     "experiments.commands.data",
+    "experiments.commands.evalb",
+    "experiments.commands.eval",
 ]
 
 
