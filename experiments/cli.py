@@ -16,8 +16,11 @@ from lightning_modules.errors import InputError
 COMMANDS = [
     "experiments.commands.prepare",
     "experiments.commands.data",
+    "experiments.commands.train",
     "experiments.commands.evalb",
     "experiments.commands.eval",
+    "experiments.commands.inspect",
+    "experiments.commands.model_info",
 ]
 
 

@@ -113,3 +113,26 @@ def run_id(cfg: dict[str, Any], seed: int) -> str:
     """Run identity: short config hash plus seed, e.g. ``tg-3f9a1c02d4-s7``."""
     family = cfg.get("family", "run")
     return f"{family}-{config_hash(cfg)[:10]}-s{seed}"
+
+
+def resolve_train_config(family: str, preset: str, overrides: list[str] | None = None) -> dict[str, Any]:
+    """Compose ``configs/model/FAMILY.yaml[preset]`` with ``configs/train.yaml[preset]`` and overrides.
+
+    Unknown keys and values of the wrong type are errors naming the config key, so a typo never trains a
+    silently different model.
+    """
+    root = configs_dir()
+    model_file = root / "model" / f"{family}.yaml"
+    if not model_file.is_file():
+        known = sorted(p.stem for p in (root / "model").glob("*.yaml"))
+        raise InputError(f"unknown model family {family!r} (known: {', '.join(known)})")
+    models = load_yaml(model_file)
+    train_defaults = load_yaml(root / "train.yaml")
+    if preset not in models or preset not in train_defaults:
+        presets = sorted(set(models) & set(train_defaults))
+        raise InputError(f"unknown preset {preset!r} for {family} (known: {', '.join(presets)})", "--preset")
+    base = {"family": family, "preset": preset, "model": models[preset], **train_defaults[preset],
+            "runtime": train_defaults["runtime"]}
+    cfg = merge(base, parse_overrides(overrides or []), strict=True)
+    check_types(cfg, base)
+    return cfg

@@ -1,0 +1,77 @@
+"""Model families as training sees them: how a config becomes data, a module and final metrics.
+
+Each family adapter turns a resolved config into ``TrainData`` (encoded sequences, a collate function, the
+vocabularies stored in checkpoints) and a LightningModule. Families register in ``FAMILIES``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from lightning_modules.data.train_data import TrainData, unigram_nll
+from lightning_modules.errors import InputError
+
+
+class TGFamily:
+    """Transformer Grammars and their Transformer-XL baselines (TG §2–§3)."""
+
+    names = ("tg", "txl-trees", "txl-terminals")
+
+    def __init__(self, name: str):
+        self.name = name
+
+    # -- data --------------------------------------------------------------------------------------------
+    def build_data(self, cfg: dict[str, Any]) -> TrainData:
+        from lightning_modules.data import tg_data
+
+        return tg_data.build(self.name, cfg)
+
+    # -- model -------------------------------------------------------------------------------------------
+    def build_module(self, cfg: dict[str, Any], data: TrainData) -> Any:
+        from lightning_modules.models.tg import build
+
+        return build({**cfg["model"], "vocab_size": data.vocab_size})
+
+    def final_metrics(self, module: Any, data: TrainData, best_path: str) -> dict[str, Any]:
+        """Validation NLL of the best checkpoint per token and per word, beside a unigram baseline."""
+        import torch
+
+        if best_path:
+            state = torch.load(best_path, map_location="cpu", weights_only=True)["state_dict"]
+            module.load_state_dict(state)
+        module.eval()
+        total, count = 0.0, 0
+        with torch.no_grad():
+            for batch in data.valid_batches(32):
+                nll, n = module.nll([chunk.to(module.device) for chunk in batch])
+                total += float(nll)
+                count += int(n)
+        unigram = unigram_nll(data.train, data.valid, data.vocab_size)
+        words = max(data.valid_words, 1)
+        out = {
+            "val_tokens": count,
+            "val_words": data.valid_words,
+            "val_token_nll": total / max(count, 1),
+            "val_token_ppl": math.exp(total / max(count, 1)),
+            "unigram_val_token_ppl": math.exp(unigram / max(count, 1)),
+            # joint models: -log p(x, y_gold) >= -log p(x), so this is an upper bound on word perplexity
+            "val_word_ppl": math.exp(total / words),
+            "val_word_ppl_convention": (
+                "exact, </s> predicted, denominator = words" if self.name == "txl-terminals"
+                else "gold-tree bound exp(-log p(x, y_gold) / words)"),
+            "unigram_val_word_ppl": math.exp(unigram / words),
+        }
+        out.update(data.stats)
+        return out
+
+
+FAMILIES: dict[str, Callable[[str], Any]] = {name: TGFamily for name in TGFamily.names}
+
+
+def get_family(name: str) -> Any:
+    """The adapter of family ``name``; unknown names are an error listing the known ones."""
+    if name not in FAMILIES:
+        raise InputError(f"unknown model family {name!r} (known: {', '.join(FAMILIES)})", "family")
+    return FAMILIES[name](name)

@@ -1,0 +1,129 @@
+"""Train one run: (resolved config, seed) -> run folder with checkpoints, logs and final metrics.
+
+The run folder is the source of truth: ``config.json``, ``checkpoints/{best,last}.ckpt``, ``csv/metrics.csv``,
+``wandb/`` (offline by default), ``HEARTBEAT`` while training, and ``DONE`` (final metrics) written last and
+atomically. Calling ``train`` again on the same folder resumes from ``last.ckpt`` and ends where an
+uninterrupted run would (same batches, same dropout masks, same optimizer and scheduler state); a folder with
+``DONE`` is never trained twice.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from lightning_modules.data.atomic import atomic_write_text
+from lightning_modules.errors import InputError
+
+
+def train(cfg: dict[str, Any], seed: int, run_dir: Path) -> dict[str, Any]:
+    """Train (or resume) the run in ``run_dir``; returns the final metrics (also written to ``DONE``)."""
+    import pytorch_lightning as pl
+    import torch
+    from pytorch_lightning.callbacks import ModelCheckpoint
+    from pytorch_lightning.loggers import CSVLogger
+
+    from experiments.batching import StepBatches
+    from experiments.checkpoints import Metadata
+    from experiments.families import get_family
+    from experiments.training_callbacks import Heartbeat, NaNGuard, StepSeeding
+
+    run_dir = Path(run_dir)
+    done = run_dir / "DONE"
+    if done.exists():
+        return json.loads(done.read_text())
+    run_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(run_dir / "config.json", json.dumps({"seed": seed, **cfg}, indent=2, sort_keys=True))
+
+    rt, tc = cfg["runtime"], cfg["train"]
+    if rt.get("threads"):
+        torch.set_num_threads(int(rt["threads"]))
+    elif os.environ.get("SLURM_CPUS_PER_TASK"):
+        torch.set_num_threads(int(os.environ["SLURM_CPUS_PER_TASK"]))
+    pl.seed_everything(seed, workers=True, verbose=False)
+    torch.use_deterministic_algorithms(bool(tc.get("deterministic", True)), warn_only=True)
+
+    family = get_family(cfg["family"])
+    data = family.build_data(cfg)
+    pl.seed_everything(seed, workers=True, verbose=False)  # initialisation independent of data-building RNG use
+    module = family.build_module(cfg, data)
+
+    ckpt_dir = run_dir / "checkpoints"
+    best = ModelCheckpoint(dirpath=ckpt_dir, filename="best", monitor="val/loss", mode="min", save_top_k=1,
+                           save_last=False, enable_version_counter=False)
+    last = ModelCheckpoint(dirpath=ckpt_dir, filename="last", every_n_train_steps=int(tc["ckpt_every"]),
+                           save_top_k=1, enable_version_counter=False)
+    loggers: list[Any] = [CSVLogger(save_dir=str(run_dir), name="csv", version="")]
+    if rt.get("wandb", "offline") != "disabled":
+        loggers.append(_wandb_logger(cfg, seed, run_dir))
+    trainer = pl.Trainer(
+        max_steps=int(tc["max_steps"]),
+        val_check_interval=int(tc["val_every"]),
+        check_val_every_n_epoch=None,
+        limit_val_batches=tc.get("limit_val_batches") or 1.0,
+        num_sanity_val_steps=0,
+        accumulate_grad_batches=int(tc.get("accumulate", 1)),
+        deterministic=bool(tc.get("deterministic", True)),
+        accelerator=rt.get("accelerator", "auto"),
+        devices=1,
+        precision=rt.get("precision", "32-true"),
+        logger=loggers,
+        log_every_n_steps=int(tc.get("log_every", 10)),
+        enable_progress_bar=_progress(rt),
+        enable_model_summary=False,
+        default_root_dir=str(run_dir),
+        callbacks=[
+            StepSeeding(seed), NaNGuard(), Heartbeat(run_dir / "HEARTBEAT"),
+            Metadata(cfg["family"], cfg, seed, data.vocab), best, last,
+        ],
+    )
+    train_batches = StepBatches(data.train, int(tc["batch_size"]), seed, data.collate,
+                                consumed=lambda: trainer.global_step * trainer.accumulate_grad_batches)
+    val_batches = data.valid_batches(int(tc.get("eval_batch_size", tc["batch_size"])))
+    resume = ckpt_dir / "last.ckpt"
+    trainer.fit(module, train_dataloaders=train_batches, val_dataloaders=val_batches,
+                ckpt_path=str(resume) if resume.exists() else None)
+    if trainer.interrupted:
+        raise InputError("training was interrupted; run the same command again to resume", str(run_dir))
+
+    metrics = {
+        "best_val_loss": float(best.best_model_score) if best.best_model_score is not None else None,
+        "global_step": trainer.global_step,
+        "family": cfg["family"],
+        "seed": seed,
+    }
+    metrics.update(family.final_metrics(module, data, best.best_model_path))
+    atomic_write_text(done, json.dumps(metrics, indent=2, sort_keys=True))
+    return metrics
+
+
+def _progress(rt: dict[str, Any]) -> bool:
+    mode = rt.get("progress", "auto")
+    if mode == "auto":  # quiet in SLURM logs and pipes, bars on a terminal
+        import sys
+
+        return sys.stderr.isatty() and "SLURM_JOB_ID" not in os.environ
+    return bool(mode)
+
+
+def _wandb_logger(cfg: dict[str, Any], seed: int, run_dir: Path) -> Any:
+    from pytorch_lightning.loggers import WandbLogger
+
+    from experiments.config import run_id
+
+    rt = cfg["runtime"]
+    os.environ.setdefault("WANDB_X_DISABLE_STATS", "true")
+    return WandbLogger(
+        project=rt.get("wandb_project", "synbench"),
+        group=rt.get("experiment") or cfg["family"],
+        job_type="train",
+        id=run_id(cfg, seed),
+        name=run_id(cfg, seed),
+        tags=[cfg["family"], f"seed={seed}"],
+        save_dir=str(run_dir),
+        offline=rt.get("wandb", "offline") == "offline",
+        resume="allow",
+        config={"seed": seed, **cfg},
+    )

@@ -1,0 +1,165 @@
+"""The generalised Transformer-XL of Transformer Grammars: embeddings, post-LN blocks, memory, tied output.
+
+Per chunk (TG §2.2): ``h⁰ = drop(drop_emb(E[x]))``; for each layer k,
+``h = LN(h + drop(SelfAttn(h, m_k)))``, ``h = LN(h + drop(FFN(h)))``; logits ``= drop_out(h^K) Eᵀ + b``.
+No final LayerNorm. The memory of layer k holds that layer's *inputs*; after a chunk, slot m of the next
+memory is ``concat(memory_k, layer-k inputs)[mem_src[m]]`` (-1: empty, zeros), detached (stop-gradient, as
+TXL). A plain TXL memory is ``mem_src = [L, ..., L+M-1]`` (with L = M); TG's smart memory gathers the stack.
+
+With ``n_attention_fns = 2`` each layer has a second set of attention parameters used at COMPOSE positions
+(the official ``attn_indicator`` / ``num_attns=2``); both are evaluated and selected per position, as there.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from lightning_modules.layers.relative_attention import (
+    AttentionPattern,
+    RelativeMultiHeadAttention,
+    sinusoid_table,
+)
+
+
+class FeedForward(nn.Module):
+    """``Linear(d, f) -> GELU (tanh approximation, JAX's default) -> dropout -> Linear(f, d)``."""
+
+    def __init__(self, d_model: int, d_ff: int, dropout: float):
+        super().__init__()
+        self.inner = nn.Linear(d_model, d_ff)
+        self.outer = nn.Linear(d_ff, d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.outer(self.dropout(F.gelu(self.inner(x), approximate="tanh")))
+
+
+class TransformerXLLayer(nn.Module):
+    """One post-LN block; ``compose`` picks the second attention function where it is on."""
+
+    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float, attention_dropout: float,
+                 relative: bool, n_attention_fns: int):
+        super().__init__()
+        self.attentions = nn.ModuleList(
+            RelativeMultiHeadAttention(d_model, n_heads, attention_dropout, relative)
+            for _ in range(n_attention_fns)
+        )
+        self.ffn = FeedForward(d_model, d_ff, dropout)
+        self.ln1 = nn.LayerNorm(d_model, eps=1e-5)
+        self.ln2 = nn.LayerNorm(d_model, eps=1e-5)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, h: Tensor, memory: Tensor | None, pattern: AttentionPattern, table: Tensor | None,
+                compose: Tensor | None, flex: bool, compiled_flex: bool) -> Tensor:
+        outs = [attn(h, memory, pattern, table, flex, compiled_flex) for attn in self.attentions]
+        attn_out = outs[0] if len(outs) == 1 else torch.where(compose[..., None], outs[1], outs[0])
+        h = self.ln1(h + self.dropout(attn_out))
+        return self.ln2(h + self.dropout(self.ffn(h)))
+
+
+class TransformerXL(nn.Module):
+    """Embedding, ``n_layers`` blocks with memory, tied output projection with an output bias.
+
+    ``min_rel``/``max_rel`` give the relative positions the sinusoid table covers (raw relative positions are
+    clipped to it); ``relative=False`` removes position information (no relative keys, u or v).
+    """
+
+    def __init__(self, *, vocab_size: int, d_model: int, n_layers: int, n_heads: int, d_ff: int,
+                 embedding_dropout: float, core_dropout: float, core_output_dropout: float,
+                 attention_dropout: float, memory_length: int, min_rel: int, max_rel: int,
+                 relative: bool = True, n_attention_fns: int = 1):
+        super().__init__()
+        if n_attention_fns not in (1, 2):
+            raise ValueError(f"n_attention_fns must be 1 or 2, got {n_attention_fns}")
+        if min_rel > max_rel:
+            raise ValueError(f"min_rel={min_rel} > max_rel={max_rel}")
+        self.d_model = d_model
+        self.n_layers = n_layers
+        self.memory_length = memory_length
+        self.min_rel, self.max_rel = min_rel, max_rel
+        self.relative = relative
+        self.embedding = nn.Embedding(vocab_size, d_model)
+        self.output_bias = nn.Parameter(torch.zeros(vocab_size))
+        self.embedding_dropout = nn.Dropout(embedding_dropout)
+        self.core_dropout = nn.Dropout(core_dropout)
+        self.output_dropout = nn.Dropout(core_output_dropout)
+        self.layers = nn.ModuleList(
+            TransformerXLLayer(d_model, n_heads, d_ff, core_dropout, attention_dropout, relative,
+                               n_attention_fns)
+            for _ in range(n_layers)
+        )
+        if relative:
+            self.register_buffer("table", sinusoid_table(max_rel, min_rel, d_model), persistent=False)
+        else:
+            self.table = None
+        self.reset_parameters()
+
+    @torch.no_grad()
+    def reset_parameters(self) -> None:
+        """The official initialisers (Haiku): embeddings uniform with variance 1/d; every core linear
+        truncated-normal (±2σ) with variance (2 / n_layers) / fan_in; u, v variance 1/(H·d_head); biases 0."""
+
+        def truncated_normal(w: Tensor, variance: float) -> None:
+            std = math.sqrt(variance) / 0.87962566103423978  # Haiku's correction for the truncation
+            nn.init.trunc_normal_(w, std=std, a=-2 * std, b=2 * std)
+
+        limit = math.sqrt(3.0 / self.d_model)
+        nn.init.uniform_(self.embedding.weight, -limit, limit)
+        nn.init.zeros_(self.output_bias)
+        scale = 2.0 / self.n_layers
+        for module in self.layers.modules():
+            if isinstance(module, nn.Linear):
+                truncated_normal(module.weight, scale / module.in_features)
+                if module.bias is not None:
+                    nn.init.zeros_(module.bias)
+            elif isinstance(module, nn.LayerNorm):
+                nn.init.ones_(module.weight)
+                nn.init.zeros_(module.bias)
+            elif isinstance(module, RelativeMultiHeadAttention) and module.relative:
+                truncated_normal(module.r_w_bias, 1.0 / module.r_w_bias.numel())
+                truncated_normal(module.r_r_bias, 1.0 / module.r_r_bias.numel())
+
+    def initial_memory(self, batch_size: int) -> Tensor | None:
+        """Zeros [n_layers, B, M, D], or None without memory."""
+        if self.memory_length == 0:
+            return None
+        return self.embedding.weight.new_zeros(self.n_layers, batch_size, self.memory_length, self.d_model)
+
+    def forward(self, inputs: Tensor, attn_mask: Tensor, relpos: Tensor | None, mem_src: Tensor,
+                reset: Tensor, memory: Tensor | None, compose: Tensor | None = None, flex: bool = False,
+                compiled_flex: bool = False) -> tuple[Tensor, Tensor | None]:
+        """One chunk -> (logits [B, L, V], next memory [n_layers, B, M, D] or None)."""
+        batch, length = inputs.shape
+        keys = self.memory_length + length
+        if attn_mask.shape != (batch, length, keys):
+            raise ValueError(f"attn_mask has shape {tuple(attn_mask.shape)}, "
+                             f"expected {(batch, length, keys)}")
+        if self.relative and relpos is None:
+            raise ValueError("this model uses relative positions: relpos is required")
+        if self.memory_length and memory is None:
+            memory = self.initial_memory(batch)
+        if memory is not None:
+            memory = memory.masked_fill(reset[None, :, None, None], 0.0)
+        pattern = AttentionPattern.build(attn_mask, relpos if self.relative else None,
+                                         self.min_rel, self.max_rel, flex)
+
+        h = self.core_dropout(self.embedding_dropout(self.embedding(inputs)))
+        new_memory = []
+        for k, layer in enumerate(self.layers):
+            layer_memory = None if memory is None else memory[k]
+            if layer_memory is not None:
+                new_memory.append(gather_memory(layer_memory, h, mem_src))
+            h = layer(h, layer_memory, pattern, self.table, compose, flex, compiled_flex)
+        logits = F.linear(self.output_dropout(h), self.embedding.weight, self.output_bias)
+        return logits, (torch.stack(new_memory) if new_memory else None)
+
+
+def gather_memory(memory: Tensor, h: Tensor, mem_src: Tensor) -> Tensor:
+    """Next memory ``concat(memory, h)[mem_src]`` (-1 -> zeros), detached; shapes [B,M,D], [B,L,D], [B,M]."""
+    pool = torch.cat([memory, h], dim=1).detach()
+    index = mem_src.clamp(min=0)[..., None].expand(-1, -1, pool.shape[-1])
+    return torch.gather(pool, 1, index) * (mem_src >= 0)[..., None].to(pool.dtype)
