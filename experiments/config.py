@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import re
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ import yaml
 from lightning_modules.errors import InputError
 
 VOLATILE_SECTIONS = ("runtime",)
+_FLOAT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
 
 
 def configs_dir() -> Path:
@@ -71,6 +73,8 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
             value = yaml.safe_load(raw) if raw != "" else ""
         except yaml.YAMLError:
             raise InputError(f"cannot parse value {raw!r}", key) from None
+        if isinstance(value, str) and _FLOAT.fullmatch(raw.strip()):
+            value = float(raw)  # YAML 1.1 reads "3e-4" as a string; users mean a number
         node = out
         parts = key.split(".")
         for part in parts[:-1]:

@@ -1,6 +1,7 @@
 """Train one run: (resolved config, seed) -> run folder with checkpoints, logs and final metrics.
 
-The run folder is the source of truth: ``config.json``, ``checkpoints/{best,last}.ckpt``, ``csv/metrics.csv``,
+The run folder is the source of truth: ``config.json``, ``checkpoints/{best,last}.ckpt``, ``csv/version_K/metrics.csv``
+(one version per resumed segment),
 ``wandb/`` (offline by default), ``HEARTBEAT`` while training, and ``DONE`` (final metrics) written last and
 atomically. Calling ``train`` again on the same folder resumes from ``last.ckpt`` and ends where an
 uninterrupted run would (same batches, same dropout masks, same optimizer and scheduler state); a folder with
@@ -14,12 +15,25 @@ import os
 from pathlib import Path
 from typing import Any
 
+from experiments.runs import write_done, write_failed
 from lightning_modules.data.atomic import atomic_write_text
 from lightning_modules.errors import InputError
 
 
 def train(cfg: dict[str, Any], seed: int, run_dir: Path) -> dict[str, Any]:
-    """Train (or resume) the run in ``run_dir``; returns the final metrics (also written to ``DONE``)."""
+    """Train (or resume) the run in ``run_dir``; returns the final metrics (also written to ``DONE``).
+
+    Any error is also recorded in ``FAILED`` (one line) so ``synbench status`` can say why a run stopped.
+    """
+    try:
+        return _train(cfg, seed, Path(run_dir))
+    except BaseException as e:
+        if Path(run_dir).is_dir() and not isinstance(e, KeyboardInterrupt | SystemExit):
+            write_failed(Path(run_dir), str(e) or type(e).__name__)
+        raise
+
+
+def _train(cfg: dict[str, Any], seed: int, run_dir: Path) -> dict[str, Any]:
     import pytorch_lightning as pl
     import torch
     from pytorch_lightning.callbacks import ModelCheckpoint
@@ -30,7 +44,6 @@ def train(cfg: dict[str, Any], seed: int, run_dir: Path) -> dict[str, Any]:
     from experiments.families import get_family
     from experiments.training_callbacks import Heartbeat, NaNGuard, StepSeeding
 
-    run_dir = Path(run_dir)
     done = run_dir / "DONE"
     if done.exists():
         return json.loads(done.read_text())
@@ -55,7 +68,7 @@ def train(cfg: dict[str, Any], seed: int, run_dir: Path) -> dict[str, Any]:
                            save_last=False, enable_version_counter=False)
     last = ModelCheckpoint(dirpath=ckpt_dir, filename="last", every_n_train_steps=int(tc["ckpt_every"]),
                            save_top_k=1, enable_version_counter=False)
-    loggers: list[Any] = [CSVLogger(save_dir=str(run_dir), name="csv", version="")]
+    loggers: list[Any] = [CSVLogger(save_dir=str(run_dir), name="csv")]
     if rt.get("wandb", "offline") != "disabled":
         loggers.append(_wandb_logger(cfg, seed, run_dir))
     trainer = pl.Trainer(
@@ -75,7 +88,7 @@ def train(cfg: dict[str, Any], seed: int, run_dir: Path) -> dict[str, Any]:
         enable_model_summary=False,
         default_root_dir=str(run_dir),
         callbacks=[
-            StepSeeding(seed), NaNGuard(), Heartbeat(run_dir / "HEARTBEAT"),
+            StepSeeding(seed), NaNGuard(), Heartbeat(run_dir),
             Metadata(cfg["family"], cfg, seed, data.vocab), best, last,
         ],
     )
@@ -95,13 +108,13 @@ def train(cfg: dict[str, Any], seed: int, run_dir: Path) -> dict[str, Any]:
         "seed": seed,
     }
     metrics.update(family.final_metrics(module, data, best.best_model_path))
-    atomic_write_text(done, json.dumps(metrics, indent=2, sort_keys=True))
+    write_done(run_dir, metrics)
     return metrics
 
 
 def _progress(rt: dict[str, Any]) -> bool:
-    mode = rt.get("progress", "auto")
-    if mode == "auto":  # quiet in SLURM logs and pipes, bars on a terminal
+    mode = rt.get("progress")
+    if mode is None:  # quiet in SLURM logs and pipes, bars on a terminal
         import sys
 
         return sys.stderr.isatty() and "SLURM_JOB_ID" not in os.environ

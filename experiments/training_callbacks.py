@@ -10,7 +10,7 @@ from typing import Any
 import pytorch_lightning as pl
 import torch
 
-from lightning_modules.data.atomic import atomic_write_text
+from experiments.runs import write_heartbeat
 from lightning_modules.errors import InputError
 
 
@@ -31,7 +31,8 @@ class StepSeeding(pl.Callback):
 
     def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any,
                              batch_idx: int) -> None:
-        torch.manual_seed(step_seed(self.seed, trainer.global_step * 1000 + batch_idx % trainer.accumulate_grad_batches))
+        accumulate = trainer.accumulate_grad_batches
+        torch.manual_seed(step_seed(self.seed, trainer.global_step * accumulate + batch_idx % accumulate))
 
 
 class NaNGuard(pl.Callback):
@@ -46,10 +47,10 @@ class NaNGuard(pl.Callback):
 
 
 class Heartbeat(pl.Callback):
-    """Touch ``HEARTBEAT`` in the run folder so ``synbench status`` can tell running from dead runs."""
+    """Rewrite ``HEARTBEAT`` in the run folder so ``synbench status`` can tell running from dead runs."""
 
-    def __init__(self, path: Path, every_s: float = 10.0):
-        self.path = Path(path)
+    def __init__(self, folder: Path, every_s: float = 10.0):
+        self.folder = Path(folder)
         self.every_s = every_s
         self._last = 0.0
 
@@ -57,11 +58,14 @@ class Heartbeat(pl.Callback):
         now = time.time()
         if now - self._last >= self.every_s:
             self._last = now
-            atomic_write_text(self.path, f"{now:.0f} {trainer.global_step}\n")
+            write_heartbeat(self.folder, trainer.global_step, now)
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._last = 0.0
         self._beat(trainer)
 
     def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, *args: Any) -> None:
+        self._beat(trainer)
+
+    def on_validation_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, *args: Any) -> None:
         self._beat(trainer)

@@ -17,8 +17,8 @@ from lightning_modules.data.encodings import tg as tg_encoding
 from lightning_modules.data.encodings import txl as txl_encoding
 from lightning_modules.data.encodings.batch import collate_chunk
 from lightning_modules.data.encodings.choe_charniak import (
-    ActionVocab,
     Actions,
+    ActionVocab,
     choe_charniak,
     document_choe_charniak,
     terminal_actions,

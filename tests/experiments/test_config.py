@@ -8,8 +8,8 @@ BASE = {"family": "tg", "model": {"d_model": 64, "dropout": 0.1, "attention": "d
 
 
 def test_overrides_parse_yaml_scalars_and_nest():
-    assert parse_overrides(["train.max_steps=200", "model.dropout=0", "runtime.data_dir=/x y"]) == {
-        "train": {"max_steps": 200}, "model": {"dropout": 0}, "runtime": {"data_dir": "/x y"}}
+    assert parse_overrides(["train.max_steps=200", "model.dropout=0", "runtime.data_dir=/x y", "m.lr=3e-4"]) == {
+        "train": {"max_steps": 200}, "model": {"dropout": 0}, "runtime": {"data_dir": "/x y"}, "m": {"lr": 3e-4}}
 
 
 @pytest.mark.parametrize("bad", ["nokey", "=3", "a..b=1", "train.=1"])

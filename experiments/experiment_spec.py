@@ -1,0 +1,366 @@
+"""Experiment specs: a grid of model configs x data x seeds, plus the evaluations to run after training.
+
+``experiments/configs/experiment/NAME.yaml``::
+
+    description: tiny TG and TXL for tests and demos
+    models:                      # required: one entry per model config
+      - family: tg               #   required
+        preset: cpu-small        #   optional: `synbench train --preset` (default: train's default)
+        name: tg-short           #   optional label (default: the family)
+        overrides: {train.max_steps: 20, model: {n_layers: 2}}   # dotted keys or nested mappings
+    data: [ptb-sample]           # optional: corpus names (= data.corpus), or {name, overrides} entries
+    seeds: 0-3                   # required: 7 | 0-99 | "0-9,20-29" | [0, 1, 5-7]
+    evaluations: [perplexity]    # optional: names, or {name: ..., other options}
+    launcher:                    # optional per-executor options (see experiments/launchers)
+      slurm: {time: "00:10:00", max_parallel: 4}
+
+Expanding a spec resolves every (model, data) cell to a full config with the caller's resolver (the same
+function ``synbench train`` uses, fed the same ``key=value`` strings), so the run ids computed at submission
+are exactly the ones training computes. Every error names the spec file, line and key.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from experiments.config import configs_dir, load_yaml, run_id
+from lightning_modules.errors import InputError
+
+TOP_KEYS = ("name", "description", "models", "data", "seeds", "evaluations", "launcher")
+MODEL_KEYS = ("family", "preset", "name", "overrides")
+DATA_KEYS = ("name", "overrides")
+MAX_SEEDS = 100_000
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
+KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+
+# resolve(family, preset or None, ["train.max_steps=20", ...]) -> resolved config; raises InputError.
+Resolver = Callable[[str, str | None, list[str]], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    name: str
+    family: str
+    preset: str | None
+    overrides: dict[str, Any]
+    where: str
+
+
+@dataclass(frozen=True)
+class DataEntry:
+    name: str
+    overrides: dict[str, Any]
+    where: str
+
+
+@dataclass(frozen=True)
+class ExperimentSpec:
+    """A parsed, validated spec; ``where(*keys)`` gives ``FILE:LINE`` of a key for later error messages."""
+
+    name: str
+    path: Path
+    description: str
+    models: tuple[ModelEntry, ...]
+    data: tuple[DataEntry, ...]
+    seeds: tuple[int, ...]
+    evaluations: tuple[dict[str, Any], ...]
+    launcher: dict[str, dict[str, Any]]
+    lines: dict[tuple, int] = field(repr=False, compare=False)
+
+    def where(self, *keys: str | int) -> str:
+        """``FILE:LINE`` of the deepest of ``keys`` that the file spells out (the file alone if none)."""
+        return _Locator(self.path, self.lines).where(*keys)
+
+
+@dataclass(frozen=True)
+class Run:
+    """One (resolved config, seed) of an experiment, with the ``key=value`` overrides that reproduce it."""
+
+    experiment: str
+    run_id: str
+    seed: int
+    family: str
+    preset: str | None
+    model: str
+    data: str
+    overrides: tuple[str, ...]
+    evaluations: tuple[dict[str, Any], ...]
+    config: dict[str, Any] = field(compare=False, repr=False)
+
+
+# --- locating keys ---
+
+
+def _key_lines(node: yaml.Node, prefix: tuple = ()) -> dict[tuple, int]:
+    """Map each key path (mapping keys and sequence indices) to its 1-based line in the file."""
+    out: dict[tuple, int] = {}
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            path = (*prefix, key_node.value)
+            out[path] = key_node.start_mark.line + 1
+            out.update(_key_lines(value_node, path))
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            out[(*prefix, i)] = item.start_mark.line + 1
+            out.update(_key_lines(item, (*prefix, i)))
+    return out
+
+
+def _key_name(keys: tuple) -> str:
+    text = ""
+    for k in keys:
+        text += f"[{k}]" if isinstance(k, int) else (f".{k}" if text else str(k))
+    return text
+
+
+class _Locator:
+    def __init__(self, path: Path, lines: dict[tuple, int]):
+        self.path, self.lines = path, lines
+
+    def where(self, *keys: str | int) -> str:
+        """``FILE:LINE`` of the deepest of ``keys`` that the file spells out."""
+        for n in range(len(keys), 0, -1):
+            if keys[:n] in self.lines:
+                return f"{self.path}:{self.lines[keys[:n]]}"
+        return str(self.path)
+
+    def error(self, message: str, *keys: str | int) -> InputError:
+        return InputError(f"{_key_name(keys)}: {message}" if keys else message, self.where(*keys))
+
+
+# --- seeds ---
+
+
+def parse_seeds(value: Any, location: str = "seeds") -> tuple[int, ...]:
+    """``7``, ``"0-99"``, ``"0-9,20-29"``, ``[0, 1, "5-7"]`` -> seeds in the given order; no duplicates."""
+    items = value if isinstance(value, list) else [value]
+    seeds: list[int] = []
+    for item in items:
+        if isinstance(item, bool) or not isinstance(item, int | str):
+            raise InputError(f"expected a seed, a range like 0-99 or a list, got {item!r}", location)
+        for part in str(item).split(","):
+            m = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", part)
+            if not m:
+                raise InputError(f"bad seed or range {part.strip()!r} (e.g. 7, 0-99, 0-9,20-29)", location)
+            lo, hi = int(m[1]), int(m[2] or m[1])
+            if hi < lo:
+                raise InputError(f"empty seed range {lo}-{hi}", location)
+            if len(seeds) + hi - lo + 1 > MAX_SEEDS:
+                raise InputError(f"more than {MAX_SEEDS} seeds", location)
+            seeds.extend(range(lo, hi + 1))
+    if not seeds:
+        raise InputError("no seeds given", location)
+    dupes = sorted({s for s in seeds if seeds.count(s) > 1}) if len(set(seeds)) != len(seeds) else []
+    if dupes:
+        raise InputError(f"seed {dupes[0]} is listed twice", location)
+    return tuple(seeds)
+
+
+# --- overrides ---
+
+
+def _flatten(overrides: Any, loc: _Locator, keys: tuple) -> dict[str, Any]:
+    """Nested mappings and dotted keys -> {"a.b.c": value}."""
+    if overrides is None:
+        return {}
+    if not isinstance(overrides, dict):
+        raise loc.error("expected a mapping of config keys to values", *keys)
+    flat: dict[str, Any] = {}
+    for key, value in overrides.items():
+        if not isinstance(key, str) or not KEY.fullmatch(key):
+            raise loc.error(f"bad config key {key!r} (expected e.g. train.max_steps)", *keys, key)
+        if isinstance(value, dict) and value:
+            for sub, v in _flatten(value, loc, (*keys, key)).items():
+                flat[f"{key}.{sub}"] = v
+        elif isinstance(value, dict | list | str | int | float | bool) or value is None:
+            flat[key] = value
+        else:
+            raise loc.error(f"unsupported value {value!r}", *keys, key)
+    return flat
+
+
+def format_override(key: str, value: Any) -> str:
+    """``key=value`` that ``experiments.config.parse_overrides`` reads back as exactly ``value``."""
+    text = yaml.safe_dump(value, default_flow_style=True, width=2**31, allow_unicode=True).strip()
+    if text.endswith("\n..."):
+        text = text[: -len("\n...")]
+    elif text.endswith("..."):
+        text = text[:-3].rstrip()
+    return f"{key}={text}"
+
+
+# --- parsing ---
+
+
+def find_spec(name_or_path: str) -> Path:
+    """A spec file: an existing path, or the name of a shipped spec (``smoke``)."""
+    path = Path(name_or_path)
+    if path.suffix in (".yaml", ".yml") or path.is_file():
+        if not path.is_file():
+            raise InputError("experiment spec not found", str(path))
+        return path
+    shipped = configs_dir() / "experiment"
+    candidate = shipped / f"{name_or_path}.yaml"
+    if NAME.fullmatch(name_or_path) and candidate.is_file():
+        return candidate
+    known = ", ".join(sorted(p.stem for p in shipped.glob("*.yaml"))) or "none"
+    raise InputError(f"no experiment {name_or_path!r} (shipped: {known}; or give a path to a YAML file)")
+
+
+def load_spec(name_or_path: str | Path) -> ExperimentSpec:
+    """Read and validate an experiment spec (a shipped name or a path)."""
+    path = find_spec(str(name_or_path))
+    data = load_yaml(path)
+    with open(path, encoding="utf-8") as f:
+        lines = _key_lines(yaml.compose(f, Loader=yaml.SafeLoader))
+    return parse_spec(data, path, lines)
+
+
+def _check_keys(mapping: dict, allowed: tuple[str, ...], loc: _Locator, keys: tuple) -> None:
+    for key in mapping:
+        if key not in allowed:
+            raise loc.error(f"unknown key (allowed: {', '.join(allowed)})", *keys, key)
+
+
+def _name(value: Any, loc: _Locator, keys: tuple) -> str:
+    if not isinstance(value, str) or not NAME.fullmatch(value):
+        raise loc.error(f"expected a name of letters, digits and _.+- (got {value!r})", *keys)
+    return value
+
+
+def parse_spec(data: dict[str, Any], path: Path, lines: dict[tuple, int] | None = None) -> ExperimentSpec:
+    """Validate the mapping read from ``path``; ``lines`` maps key paths to lines for error locations."""
+    lines = lines or {}
+    loc = _Locator(path, lines)
+    _check_keys(data, TOP_KEYS, loc, ())
+    name = _name(data.get("name", path.stem), loc, ("name",))
+    description = data.get("description", "")
+    if not isinstance(description, str):
+        raise loc.error("expected a string", "description")
+
+    raw_models = data.get("models")
+    if not isinstance(raw_models, list) or not raw_models:
+        raise loc.error("expected a non-empty list of {family, name, overrides} entries", "models")
+    models: list[ModelEntry] = []
+    for i, entry in enumerate(raw_models):
+        keys = ("models", i)
+        if not isinstance(entry, dict):
+            raise loc.error("expected a mapping with at least 'family'", *keys)
+        _check_keys(entry, MODEL_KEYS, loc, keys)
+        if "family" not in entry:
+            raise loc.error("missing 'family'", *keys)
+        family = _name(entry["family"], loc, (*keys, "family"))
+        label = _name(entry.get("name", family), loc, (*keys, "name"))
+        if any(m.name == label for m in models):
+            raise loc.error(f"two models are named {label!r}; give each a distinct 'name'", *keys)
+        preset = _name(entry["preset"], loc, (*keys, "preset")) if "preset" in entry else None
+        overrides = _flatten(entry.get("overrides"), loc, (*keys, "overrides"))
+        models.append(ModelEntry(label, family, preset, overrides, loc.where(*keys)))
+
+    raw_data = data.get("data", [])
+    if not isinstance(raw_data, list):
+        raise loc.error("expected a list of corpus names or {name, overrides} entries", "data")
+    entries: list[DataEntry] = []
+    for i, entry in enumerate(raw_data):
+        keys = ("data", i)
+        if isinstance(entry, str):
+            entry = {"name": entry, "overrides": {"data.corpus": entry}}
+        if not isinstance(entry, dict) or "name" not in entry:
+            raise loc.error("expected a corpus name or a mapping with 'name' and 'overrides'", *keys)
+        _check_keys(entry, DATA_KEYS, loc, keys)
+        label = _name(entry["name"], loc, (*keys, "name"))
+        if any(d.name == label for d in entries):
+            raise loc.error(f"data {label!r} is listed twice", *keys)
+        entries.append(
+            DataEntry(label, _flatten(entry.get("overrides"), loc, (*keys, "overrides")), loc.where(*keys))
+        )
+
+    if "seeds" not in data:
+        raise loc.error("missing 'seeds' (e.g. seeds: 0-9)")
+    seeds = parse_seeds(data["seeds"], loc.where("seeds"))
+
+    raw_evals = data.get("evaluations", [])
+    if not isinstance(raw_evals, list):
+        raise loc.error("expected a list of evaluation names or {name: ..., options} mappings", "evaluations")
+    evaluations: list[dict[str, Any]] = []
+    for i, entry in enumerate(raw_evals):
+        entry = {"name": entry} if isinstance(entry, str) else entry
+        if not isinstance(entry, dict) or "name" not in entry:
+            raise loc.error("expected an evaluation name or a mapping with 'name'", "evaluations", i)
+        _name(entry["name"], loc, ("evaluations", i, "name"))
+        evaluations.append(dict(entry))
+
+    launcher = data.get("launcher", {}) or {}
+    if not isinstance(launcher, dict) or not all(isinstance(v, dict) for v in launcher.values()):
+        raise loc.error("expected a mapping of executor name to its options", "launcher")
+    _check_keys(launcher, ("local", "slurm", "submitit"), loc, ("launcher",))
+
+    return ExperimentSpec(
+        name,
+        path,
+        description,
+        tuple(models),
+        tuple(entries),
+        seeds,
+        tuple(evaluations),
+        {k: dict(v) for k, v in launcher.items()},
+        lines,
+    )
+
+
+# --- expansion ---
+
+
+def expand(spec: ExperimentSpec, resolve: Resolver, seeds: tuple[int, ...] | None = None) -> list[Run]:
+    """All runs of the spec (models x data x seeds, in that order); ``seeds`` replaces the spec's seeds.
+
+    ``resolve(family, preset, overrides)`` must resolve exactly as ``synbench train`` does (with
+    ``experiments.config.resolve_train_config``, and train's default preset when ``preset`` is None); its
+    ``InputError`` is re-raised at the spec location of the model or data entry responsible."""
+    runs: list[Run] = []
+    seen: dict[str, str] = {}
+    cells = [(m, d) for m in spec.models for d in (spec.data or (None,))]
+    for model, data in cells:
+        merged = dict(model.overrides)
+        if data is not None:
+            clash = sorted(set(merged) & set(data.overrides))
+            if clash:
+                raise InputError(
+                    f"data {data.name!r} sets {clash[0]}, which model {model.name!r} sets too", data.where
+                )
+            merged.update(data.overrides)
+        overrides = [format_override(k, v) for k, v in merged.items()]
+        try:
+            config = resolve(model.family, model.preset, overrides)
+        except InputError as e:
+            where = data.where if data is not None and e.location in (data.overrides or {}) else model.where
+            raise InputError(
+                f"model {model.name!r}{f' on {data.name!r}' if data else ''}: {e}", where
+            ) from None
+        for seed in seeds if seeds is not None else spec.seeds:
+            rid = run_id(config, seed)
+            label = f"{model.name}/{data.name}" if data else model.name
+            if rid in seen:
+                raise InputError(f"{label} and {seen[rid]} are the same run ({rid}); remove one", model.where)
+            seen[rid] = label
+            runs.append(
+                Run(
+                    spec.name,
+                    rid,
+                    seed,
+                    model.family,
+                    model.preset,
+                    model.name,
+                    data.name if data else "",
+                    tuple(overrides),
+                    spec.evaluations,
+                    config,
+                )
+            )
+    return runs

@@ -1,0 +1,262 @@
+"""Run folders: the filesystem protocol between training, launchers and ``synbench status``.
+
+The filesystem is the source of truth for every run (W&B only mirrors it)::
+
+    RUNS/EXPERIMENT/RUN_ID/
+        config.json    resolved config + seed
+        QUEUED         written by the launcher at submission: {"executor", "job_id", "submitted_at"}
+        HEARTBEAT      "unix_time global_step", rewritten by training every ~10 s
+        FAILED         the error line of a run that stopped with an error
+        DONE           the final metrics (JSON), written last and atomically
+        checkpoints/
+
+A run's state follows from these markers alone (plus, optionally, what the scheduler says about the job named
+in ``QUEUED``), so ``status`` works for local, SLURM and submitit runs alike and after any crash.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from lightning_modules.data.atomic import atomic_write_text
+from lightning_modules.errors import InputError
+
+CONFIG = "config.json"
+QUEUED = "QUEUED"
+HEARTBEAT = "HEARTBEAT"
+FAILED = "FAILED"
+DONE = "DONE"
+CHECKPOINTS = "checkpoints"
+
+State = Literal["PENDING", "RUNNING", "DONE", "FAILED"]
+# What a launcher knows about the job of a QUEUED marker: still queued or running, or gone for good.
+JobStatus = Literal["active", "ended"]
+
+# Training beats every ~10 s; a run whose last beat is older than this is considered dead.
+DEFAULT_STALE_AFTER_S = 120.0
+
+
+def runs_root(runs_dir: str | Path | None = None) -> Path:
+    """Where run folders live: ``--runs-dir`` if given, else ``$SYNBENCH_RUNS``, else ``./runs``."""
+    if runs_dir is not None:
+        return Path(runs_dir)
+    return Path(os.environ.get("SYNBENCH_RUNS") or "runs")
+
+
+def run_folder(root: Path, experiment: str, run_id: str) -> Path:
+    """``ROOT/EXPERIMENT/RUN_ID``."""
+    return Path(root) / experiment / run_id
+
+
+# --- markers written by training ---
+
+
+def write_done(folder: Path, metrics: Mapping[str, Any]) -> None:
+    """Write the final metrics to ``DONE`` atomically; call it last, after every other output is on disk."""
+    atomic_write_text(Path(folder) / DONE, json.dumps(dict(metrics), indent=2, sort_keys=True) + "\n")
+
+
+def write_failed(folder: Path, error: str) -> None:
+    """Record why a run stopped (one line) in ``FAILED``."""
+    line = " ".join(str(error).split()) or "unknown error"
+    atomic_write_text(Path(folder) / FAILED, line + "\n")
+
+
+def write_heartbeat(folder: Path, global_step: int, now: float | None = None) -> None:
+    """Rewrite ``HEARTBEAT`` as ``unix_time global_step`` (what the training callback does every ~10 s)."""
+    atomic_write_text(Path(folder) / HEARTBEAT, f"{time.time() if now is None else now:.3f} {global_step}\n")
+
+
+# --- markers written by launchers ---
+
+
+@dataclass(frozen=True)
+class Queued:
+    """Contents of ``QUEUED``: which executor holds the run and under which job id."""
+
+    executor: str
+    job_id: str
+    submitted_at: float
+
+
+def prepare_submission(folder: Path) -> None:
+    """Create the run folder and clear the ``FAILED`` marker of an earlier attempt (the run is retried).
+
+    Call it before handing the run to the executor, so an error of the new attempt is never erased."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / FAILED).unlink(missing_ok=True)
+
+
+def write_queued(folder: Path, executor: str, job_id: str, submitted_at: float) -> None:
+    """Mark a run as submitted. ``submitted_at`` is the time taken *before* submitting, so that every
+    heartbeat of the new attempt is newer than the marker."""
+    payload = {"executor": executor, "job_id": str(job_id), "submitted_at": submitted_at}
+    atomic_write_text(Path(folder) / QUEUED, json.dumps(payload, sort_keys=True) + "\n")
+
+
+def read_queued(folder: Path) -> Queued | None:
+    """The ``QUEUED`` marker, or None. A damaged marker is an error naming the file."""
+    path = Path(folder) / QUEUED
+    try:
+        data = json.loads(path.read_text())
+        return Queued(str(data["executor"]), str(data["job_id"]), float(data["submitted_at"]))
+    except FileNotFoundError:
+        return None
+    except (ValueError, KeyError, TypeError):
+        raise InputError(
+            "damaged QUEUED marker (expected JSON with executor, job_id, submitted_at)", str(path)
+        ) from None
+
+
+# --- reading a run's state ---
+
+
+@dataclass(frozen=True)
+class RunStatus:
+    """One row of ``synbench status``: the state, and whatever the markers say about it."""
+
+    run_id: str
+    seed: int | None
+    state: State
+    metrics: dict[str, Any] | None = None
+    error: str | None = None
+    job_id: str | None = None
+    global_step: int | None = None
+    heartbeat_age_s: float | None = field(default=None, compare=False)
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``{"run_id", "seed", "state", "metrics"}`` row of the status JSON contract (plus details)."""
+        row: dict[str, Any] = {
+            "run_id": self.run_id,
+            "seed": self.seed,
+            "state": self.state,
+            "metrics": self.metrics,
+        }
+        for key in ("error", "job_id", "global_step"):
+            if getattr(self, key) is not None:
+                row[key] = getattr(self, key)
+        return row
+
+
+def _heartbeat(folder: Path) -> tuple[float, int | None] | None:
+    """(time of the last beat, its global step); the file's mtime when the content is unreadable."""
+    path = folder / HEARTBEAT
+    try:
+        text = path.read_text()
+        mtime = path.stat().st_mtime
+    except FileNotFoundError:
+        return None
+    parts = text.split()
+    try:
+        return float(parts[0]), int(parts[1]) if len(parts) > 1 else None
+    except (ValueError, IndexError):
+        return mtime, None
+
+
+def _read_metrics(path: Path) -> dict[str, Any]:
+    try:
+        metrics = json.loads(path.read_text())
+    except ValueError:
+        raise InputError("damaged DONE marker (expected the final metrics as JSON)", str(path)) from None
+    if not isinstance(metrics, dict):
+        raise InputError("damaged DONE marker (expected a JSON object)", str(path))
+    return metrics
+
+
+def run_status(
+    folder: Path,
+    run_id: str | None = None,
+    seed: int | None = None,
+    jobs: Mapping[str, JobStatus] | None = None,
+    stale_after_s: float = DEFAULT_STALE_AFTER_S,
+    now: float | None = None,
+) -> RunStatus:
+    """The state of one run folder.
+
+    In order: ``DONE`` -> DONE; a ``FAILED`` newer than the submission -> FAILED; a job the scheduler reports
+    ended (without ``DONE``) -> FAILED; a heartbeat younger than ``stale_after_s`` -> RUNNING. Otherwise a
+    submitted run (``QUEUED``) is PENDING while its job is active (queued, requeued after preemption, or
+    starting up). When
+    the scheduler was not asked (``jobs`` is None) or does not know the job, a run that has not beaten since
+    its submission is PENDING and one whose heartbeat went stale is FAILED (its process died). A folder that
+    was never submitted nor started (or does not exist) is PENDING.
+    """
+    folder = Path(folder)
+    now = time.time() if now is None else now
+    run_id = run_id or folder.name
+    queued = read_queued(folder)
+    job_id = queued.job_id if queued else None
+    beat = _heartbeat(folder)
+    step = beat[1] if beat else None
+    age = now - beat[0] if beat else None
+
+    def status(state: State, **extra: Any) -> RunStatus:
+        return RunStatus(run_id, seed, state, job_id=job_id, global_step=step, heartbeat_age_s=age, **extra)
+
+    if (folder / DONE).exists():
+        return status("DONE", metrics=_read_metrics(folder / DONE))
+    failed = folder / FAILED
+    if failed.exists() and (queued is None or failed.stat().st_mtime >= queued.submitted_at):
+        return status("FAILED", error=failed.read_text().strip() or "unknown error")
+    job = jobs.get(queued.job_id) if jobs is not None and queued is not None else None
+    if job == "ended":
+        return status("FAILED", error=f"job {job_id} ended without writing DONE")
+    if age is not None and age <= stale_after_s:
+        return status("RUNNING")
+    if queued is not None:
+        if job == "active":
+            return status("PENDING")
+        if beat is None or beat[0] < queued.submitted_at:
+            return status("PENDING")
+    if beat is not None:
+        return status("FAILED", error=f"no heartbeat for {age:.0f} s (the training process died)")
+    return status("PENDING")
+
+
+def run_state(
+    folder: Path,
+    stale_after_s: float = DEFAULT_STALE_AFTER_S,
+    jobs: Mapping[str, JobStatus] | None = None,
+    now: float | None = None,
+) -> State:
+    """Just the state of :func:`run_status`: PENDING, RUNNING, DONE or FAILED."""
+    return run_status(folder, jobs=jobs, stale_after_s=stale_after_s, now=now).state
+
+
+def queued_job_ids(folders: Iterable[Path]) -> dict[str, list[str]]:
+    """Job ids in the ``QUEUED`` markers of runs not yet DONE, by executor (to ask the scheduler)."""
+    out: dict[str, list[str]] = {}
+    for folder in folders:
+        queued = read_queued(Path(folder))
+        if queued is not None and not (Path(folder) / DONE).exists():
+            out.setdefault(queued.executor, []).append(queued.job_id)
+    return out
+
+
+def status_report(statuses: Iterable[RunStatus]) -> dict[str, Any]:
+    """The ``synbench status --json`` document: ``{"runs": [{"run_id", "seed", "state", "metrics"}]}``."""
+    return {"runs": [s.to_json() for s in statuses]}
+
+
+def select_for_submission(
+    statuses: Iterable[RunStatus], only_missing: bool
+) -> tuple[list[str], dict[str, str]]:
+    """Which runs ``submit`` sends: never a DONE run; with ``only_missing`` also not a PENDING (submitted)
+    or RUNNING one. Returns (run ids to submit, {skipped run id: its state}). A run that was never submitted
+    is PENDING without a job id and is always sent."""
+    send: list[str] = []
+    skipped: dict[str, str] = {}
+    for s in statuses:
+        in_flight = s.state == "RUNNING" or (s.state == "PENDING" and s.job_id is not None)
+        if s.state == "DONE" or (only_missing and in_flight):
+            skipped[s.run_id] = s.state
+        else:
+            send.append(s.run_id)
+    return send, skipped

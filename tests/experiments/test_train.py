@@ -1,0 +1,91 @@
+"""End-to-end training of tiny TG-family models: runs, checkpoints, exact resume, bad input."""
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from experiments.checkpoints import read_checkpoint
+from experiments.cli import main
+from experiments.config import resolve_train_config
+from experiments.train import train
+from lightning_modules.data.tree import read_bracketed, to_bracketed
+from lightning_modules.errors import InputError
+
+TINY = ["model.d_model=32", "model.n_layers=2", "model.n_heads=2", "model.d_ff=64", "model.warmup_steps=4",
+        "model.total_steps=40", "model.peak_lr=3e-3", "train.batch_size=4", "train.eval_batch_size=8",
+        "train.log_every=1", "runtime.wandb=disabled", "runtime.progress=false", "runtime.threads=1"]
+
+
+@pytest.fixture(scope="module")
+def small_treebank(tmp_path_factory, shared_data):
+    trees = [t for f in ("wsj_0001.mrg", "wsj_0002.mrg", "wsj_0003.mrg", "wsj_0004.mrg")
+             for _, t in read_bracketed(shared_data / "ptb_nltk_sample" / "combined" / f)]
+    path = tmp_path_factory.mktemp("tb") / "small.mrg"
+    path.write_text("".join(to_bracketed(t) + "\n" for t in trees[:40]))
+    return path
+
+
+def config(family, treebank, *extra):
+    return resolve_train_config(family, "cpu-small", TINY + [
+        f"data.corpus={treebank}", "data.train_split=file", "data.valid_split=file", *extra])
+
+
+def train_losses(run_dir: Path) -> dict[int, float]:
+    out = {}
+    for path in sorted(run_dir.glob("csv/version_*/metrics.csv")):
+        with path.open() as f:
+            for row in csv.DictReader(f):
+                if row.get("train/loss"):
+                    out[int(row["step"])] = float(row["train/loss"])
+    return out
+
+
+@pytest.mark.parametrize("family", ["tg", "txl-trees", "txl-terminals"])
+def test_tiny_model_trains_and_checkpoints(tmp_path, small_treebank, family):
+    cfg = config(family, small_treebank, "train.max_steps=12", "train.val_every=6", "train.ckpt_every=6")
+    metrics = train(cfg, seed=1, run_dir=tmp_path / "run")
+    assert metrics["global_step"] == 12
+    assert metrics["val_token_ppl"] < metrics["unigram_val_token_ppl"] * 3  # sane scale, not diverged
+    assert json.loads((tmp_path / "run" / "DONE").read_text()) == metrics
+    ckpt = read_checkpoint(tmp_path / "run" / "checkpoints" / "best.ckpt", family)
+    assert ckpt["synbench"]["family"] == family and "actions" in ckpt["synbench"]["vocab"]
+    other = "tg" if family != "tg" else "txl-trees"
+    with pytest.raises(InputError, match="expected"):
+        read_checkpoint(tmp_path / "run" / "checkpoints" / "best.ckpt", other)
+    assert train(cfg, seed=1, run_dir=tmp_path / "run") == metrics  # DONE: never trained twice
+
+
+def test_resume_mid_epoch_reproduces_uninterrupted_run(tmp_path, small_treebank):
+    full = config("tg", small_treebank, "train.max_steps=12", "train.val_every=4", "train.ckpt_every=4")
+    reference = train(full, seed=3, run_dir=tmp_path / "full")
+    # "killed" after step 8 (mid-epoch: 10 batches per epoch), then the same run is started again
+    part = config("tg", small_treebank, "train.max_steps=8", "train.val_every=4", "train.ckpt_every=4")
+    train(part, seed=3, run_dir=tmp_path / "resumed")
+    (tmp_path / "resumed" / "DONE").unlink()
+    resumed = train(full, seed=3, run_dir=tmp_path / "resumed")
+    assert train_losses(tmp_path / "resumed") == train_losses(tmp_path / "full")
+    assert len(train_losses(tmp_path / "full")) == 12
+    assert resumed["best_val_loss"] == reference["best_val_loss"]
+    assert resumed["val_token_nll"] == reference["val_token_nll"]
+
+
+def test_same_seed_same_metrics_different_seed_differs(tmp_path, small_treebank):
+    cfg = config("txl-terminals", small_treebank, "train.max_steps=6", "train.val_every=6", "train.ckpt_every=6")
+    a = train(cfg, seed=5, run_dir=tmp_path / "a")
+    b = train(cfg, seed=5, run_dir=tmp_path / "b")
+    c = train(cfg, seed=6, run_dir=tmp_path / "c")
+    assert a["val_token_nll"] == b["val_token_nll"] != c["val_token_nll"]
+
+
+def test_bad_config_and_corrupted_checkpoint(tmp_path, capsys, small_treebank):
+    assert main(["train", "tg", "train.max_stepz=3"]) == 2
+    assert "synbench: error: train.max_stepz: unknown config key" in capsys.readouterr().err
+    assert main(["train", "tg", "model.d_model=abc"]) == 2
+    assert "model.d_model" in capsys.readouterr().err
+    assert main(["train", "nosuch"]) == 2
+    bad = tmp_path / "bad.ckpt"
+    bad.write_bytes(b"not a checkpoint")
+    with pytest.raises(InputError, match="cannot read checkpoint"):
+        read_checkpoint(bad, "tg")
