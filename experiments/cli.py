@@ -17,6 +17,7 @@ COMMANDS = [
     "experiments.commands.prepare",
     "experiments.commands.data",
     "experiments.commands.train",
+    "experiments.commands.sample",
     "experiments.commands.evalb",
     "experiments.commands.eval",
     "experiments.commands.inspect",

@@ -152,4 +152,4 @@ def collate_sequences(rows: list[tuple[Any, Any]]) -> list[Any]:
     """A batch of whole sequences as the list of its chunk batches (memory carried across them)."""
     examples = [e for e, _ in rows]
     segs = [s for _, s in rows]
-    return [collate_chunk(examples, segs, c) for c in range(max(len(s) for s in segs))]
+    return [collate_chunk(examples, segs, c, trim=True) for c in range(max(len(s) for s in segs))]

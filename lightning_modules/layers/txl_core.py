@@ -144,6 +144,12 @@ class TransformerXL(nn.Module):
             memory = self.initial_memory(batch)
         if memory is not None:
             memory = memory.masked_fill(reset[None, :, None, None], 0.0)
+        # When every row starts a sequence (always so in sentence-level training), the memory is empty and
+        # masked: attend over the chunk alone. Exact (masked keys carry zero weight) and saves M key columns.
+        attend_memory = memory is not None and not bool(reset.all())
+        if memory is not None and not attend_memory:
+            attn_mask = attn_mask[..., self.memory_length :]
+            relpos = None if relpos is None else relpos[..., self.memory_length :]
         pattern = AttentionPattern.build(attn_mask, relpos if self.relative else None,
                                          self.min_rel, self.max_rel, flex)
 
@@ -153,7 +159,8 @@ class TransformerXL(nn.Module):
             layer_memory = None if memory is None else memory[k]
             if layer_memory is not None:
                 new_memory.append(gather_memory(layer_memory, h, mem_src))
-            h = layer(h, layer_memory, pattern, self.table, compose, flex, compiled_flex)
+            h = layer(h, layer_memory if attend_memory else None, pattern, self.table, compose, flex,
+                      compiled_flex)
         logits = F.linear(self.output_dropout(h), self.embedding.weight, self.output_bias)
         return logits, (torch.stack(new_memory) if new_memory else None)
 

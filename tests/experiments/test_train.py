@@ -89,3 +89,23 @@ def test_bad_config_and_corrupted_checkpoint(tmp_path, capsys, small_treebank):
     bad.write_bytes(b"not a checkpoint")
     with pytest.raises(InputError, match="cannot read checkpoint"):
         read_checkpoint(bad, "tg")
+
+
+@pytest.mark.parametrize("family", ["tg", "txl-trees", "txl-terminals"])
+def test_samples_are_well_formed(tmp_path, small_treebank, family):
+    from experiments.sample import sample
+    from lightning_modules.data.tree import parse_tree
+
+    cfg = config(family, small_treebank, "train.max_steps=4", "train.val_every=4", "train.ckpt_every=4")
+    train(cfg, seed=0, run_dir=tmp_path / "run")
+    samples = sample(str(tmp_path / "run" / "checkpoints" / "best.ckpt"), n=4, seed=1, max_length=25)
+    assert len(samples) == 4
+    for s in samples:
+        assert s.logprob < 0 and s.words
+        if family == "txl-terminals":
+            assert s.actions[-1] == "</s>" and s.tree is None
+            continue
+        assert parse_tree(str(s.tree)) == s.tree  # balanced, one root
+        assert s.tree.leaves() == s.words
+        assert all(any(isinstance(c, str) for c in t.children) or t.leaves() for t in s.tree.subtrees())
+    assert main(["sample", str(tmp_path / "nope.ckpt")]) == 2

@@ -4,7 +4,8 @@ Each batch row is one (Example, Segmentation, chunk index), or ``None`` for an e
 fixed batch stepping through its chunks and a stream that starts a new sequence in a row when the
 previous one ends (as the official data pipeline does) are served. Padding queries attend to nothing.
 
-Tensors (B rows, L = segment length, M = memory length; columns are memory slots first, then the chunk):
+Tensors (B rows, L = segment length (or the longest chunk, see ``trim``), M = memory length; columns
+are memory slots first, then the chunk):
   inputs [B,L] long, labels [B,L] long (0 = no loss), types [B,L] long, word_index [B,L] long (-1 = none),
   compose [B,L] bool, attn_mask [B,L,M+L] bool, relpos [B,L,M+L] long (raw, unclipped),
   mem_src [B,M] long (how to gather the next memory from concat(memory, chunk); -1 = empty slot),
@@ -77,10 +78,17 @@ def _zeros(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> 
     return torch.zeros(shape, dtype=dtype, device=device)
 
 
-def collate(rows: Sequence[Row | None], length: int, memory_length: int | None = None) -> Batch:
-    """Tensors of the given (example, segmentation, chunk) rows; see the module docstring."""
-    size = length
+def collate(rows: Sequence[Row | None], length: int, memory_length: int | None = None, trim: bool = False) -> Batch:
+    """Tensors of the given (example, segmentation, chunk) rows; see the module docstring.
+
+    With ``trim`` the chunk dimension is cut to the longest chunk among the rows instead of the segment
+    length: padding attends to and is attended by nothing, so results are unchanged and short sentences no
+    longer pay for a full segment (training and scoring use it; the official layout keeps full segments).
+    """
     mem = length if memory_length is None else memory_length
+    size = length
+    if trim:
+        size = max([min(length, len(r[0]) - int(r[1].starts[r[2]])) for r in rows if r is not None] or [1])
     width = mem + size
     b = len(rows)
     per_token = {name: np.zeros((b, size), dtype=np.int64) for name in ("inputs", "labels", "types")}
@@ -93,9 +101,9 @@ def collate(rows: Sequence[Row | None], length: int, memory_length: int | None =
         if row is None:
             continue
         example, seg, chunk = row
-        if seg.length != size or seg.memory_length != mem:
+        if seg.length != length or seg.memory_length != mem:
             raise ValueError(f"row {r}: segmented with L={seg.length}, M={seg.memory_length}, "
-                             f"not L={size}, M={mem}")
+                             f"not L={length}, M={mem}")
         start = int(seg.starts[chunk])
         end = min(start + size, len(example))
         n = end - start
@@ -122,10 +130,11 @@ def collate(rows: Sequence[Row | None], length: int, memory_length: int | None =
     )
 
 
-def collate_chunk(examples: Sequence[Example], segmentations: Sequence[Segmentation], chunk: int) -> Batch:
+def collate_chunk(examples: Sequence[Example], segmentations: Sequence[Segmentation], chunk: int,
+                  trim: bool = False) -> Batch:
     """Chunk ``chunk`` of every sequence of a fixed batch; sequences with fewer chunks give empty rows."""
     if not segmentations:
         raise ValueError("an empty batch has no segment length")
     seg0 = segmentations[0]
     rows = [(ex, seg, chunk) if chunk < len(seg) else None for ex, seg in zip(examples, segmentations)]
-    return collate(rows, seg0.length, seg0.memory_length)
+    return collate(rows, seg0.length, seg0.memory_length, trim)

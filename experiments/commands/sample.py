@@ -1,0 +1,32 @@
+"""``synbench sample CHECKPOINT -n N``: draw trees (or sentences) from a TG-family checkpoint."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("sample", help="sample well-formed trees from a TG / TXL checkpoint",
+                       description="Ancestral sampling with well-formedness constraints (no closing before an "
+                                   "opening, no terminal-free constituent). Prints one bracketed tree per line, "
+                                   "or JSON lines with --json.")
+    p.add_argument("checkpoint")
+    p.add_argument("-n", type=int, default=10, help="number of samples (default 10)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--temperature", type=float, default=1.0)
+    p.add_argument("--max-length", type=int, default=200, help="actions before only closing is allowed")
+    p.add_argument("--json", action="store_true", help="JSON lines: tree, words, logprob (nats)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from experiments.sample import sample
+
+    for s in sample(args.checkpoint, args.n, args.seed, args.temperature, args.max_length):
+        text = str(s.tree) if s.tree is not None else " ".join(s.words)
+        if args.json:
+            print(json.dumps({"tree": None if s.tree is None else text, "words": s.words, "logprob": s.logprob}))
+        else:
+            print(text)
+    return 0
