@@ -7,7 +7,7 @@ its region surprisals (what Hu et al. and the Pushdown/DTG evaluators score; ``f
 prediction compares surprisals with ``=``); passing *all* predictions is reported too. A suite's accuracy
 is the fraction of items that pass, a circuit's the mean of its suites' accuracies, and the overall score
 the mean over the 31 suites of the paper's analysis (the suite -> circuit table ships as package data,
-``experiments/data/sg_circuits.json``, from the paper's ``notebooks/main.py``).
+``experiments/data/syntaxgym_circuits.json``, from the paper's ``notebooks/main.py``).
 """
 
 from __future__ import annotations
@@ -161,10 +161,13 @@ class Circuits:
 
 
 def load_circuits() -> Circuits:
-    """The project's copy of the circuit table (package data)."""
-    text = resources.files("experiments").joinpath("data/sg_circuits.json").read_text(encoding="utf-8")
-    data = json.loads(text)
-    return Circuits({name: tuple(suites) for name, suites in data["circuits"].items()})
+    """The project's copy of the circuit table (package data, the same file ``prepare`` stages)."""
+    text = resources.files("experiments").joinpath("data/syntaxgym_circuits.json").read_text(encoding="utf-8")
+    circuits: dict[str, list[str]] = {}
+    for suite, info in sorted(json.loads(text)["suites"].items()):
+        if not info["excluded_in_paper_analysis"]:
+            circuits.setdefault(info["circuit"], []).append(suite)
+    return Circuits({name: tuple(suites) for name, suites in circuits.items()})
 
 
 # -- region surprisals ---------------------------------------------------------------------------------
