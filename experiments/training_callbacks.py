@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import math
+import os
+import signal
+import subprocess
+import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -42,7 +47,7 @@ class NaNGuard(pl.Callback):
                            batch_idx: int) -> None:
         loss = outputs["loss"] if isinstance(outputs, dict) else outputs
         if loss is not None and not math.isfinite(float(loss)):
-            raise InputError(f"training loss is {float(loss)} (diverged); lower train.lr or check the data",
+            raise InputError(f"training loss is {float(loss)} (diverged); lower model.peak_lr or check the data",
                              f"training step {trainer.global_step}")
 
 
@@ -69,3 +74,93 @@ class Heartbeat(pl.Callback):
 
     def on_validation_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, *args: Any) -> None:
         self._beat(trainer)
+
+
+class Preempted(SystemExit):
+    """Training stopped on a signal after saving ``last.ckpt``; the next attempt resumes from it.
+
+    A ``SystemExit`` so that nothing records the run as FAILED: exit status 0 when the task was requeued
+    (the next attempt is already queued), else ``128 + signal`` like a process killed by that signal."""
+
+    def __init__(self, signum: int, step: int, requeued: str | None):
+        self.signum, self.step, self.requeued = signum, step, requeued
+        name = signal.Signals(signum).name
+        then = f"requeued SLURM job {requeued}" if requeued else "not requeued"
+        print(f"synbench: {name} at step {step}: saved last.ckpt, {then}", file=sys.stderr, flush=True)
+        super().__init__(0 if requeued else 128 + signum)
+
+
+class Preemption(pl.Callback):
+    """The one owner of preemption: finish the current step, save ``last.ckpt``, requeue, stop.
+
+    ``SIGUSR1`` is the warning SLURM sends before the time limit (``--signal=B:SIGUSR1@90``): the task
+    requeues itself with ``scontrol requeue JOB`` (``JOBID_TASK`` for array tasks). ``SIGTERM`` (preemption,
+    ``scontrol requeue``, ``scancel``; SLURM's own requeue is then already under way) only saves and stops.
+    Both save at a step boundary, where ``last.ckpt`` resumes exactly (``StepSeeding`` and the step-indexed
+    batch stream), instead of Lightning's mid-step ``hpc_ckpt_*.ckpt``; Lightning's own auto-requeue is off
+    (``SLURMEnvironment(auto_requeue=False)`` in ``train``): exactly one checkpoint to resume from.
+    Handlers are installed when training starts, after Lightning's, and Lightning restores the previous ones
+    when ``fit`` ends.
+    """
+
+    SIGNALS = (signal.SIGUSR1, signal.SIGTERM)
+
+    def __init__(self, last_ckpt: Path):
+        self.last_ckpt = Path(last_ckpt)
+        self.received: int | None = None
+
+    def _handler(self, signum: int, frame: Any) -> None:
+        self.received = self.received or signum
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if threading.current_thread() is threading.main_thread():
+            for signum in self.SIGNALS:
+                signal.signal(signum, self._handler)
+
+    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, *args: Any) -> None:
+        if self.received is None:
+            return
+        trainer.save_checkpoint(str(self.last_ckpt))
+        requeued = None
+        if self.received == signal.SIGUSR1:
+            requeued = requeue_slurm_task()
+        raise Preempted(self.received, trainer.global_step, requeued)
+
+
+def requeue_slurm_task() -> str | None:
+    """``scontrol requeue`` this SLURM task (``ARRAYJOB_TASK`` for array tasks); returns the id, or None when
+    not under SLURM or when the requeue failed (reported on stderr)."""
+    array, task = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
+    job = f"{array}_{task}" if array and task else os.environ.get("SLURM_JOB_ID")
+    if not job:
+        return None
+    try:
+        done = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        print(f"synbench: cannot requeue SLURM job {job}: {e}", file=sys.stderr)
+        return None
+    if done.returncode != 0:
+        print(f"synbench: scontrol requeue {job} failed: {done.stderr.strip()}", file=sys.stderr)
+        return None
+    return job
+
+
+class OptunaPruning(pl.Callback):
+    """Report ``val/loss`` to an Optuna trial at every validation, keyed by ``global_step`` (LM training is
+    step-based: Optuna's own Lightning callback reports per epoch, so step-based validations would collide),
+    and stop a trial the pruner gives up on with ``optuna.TrialPruned`` (the run folder records why)."""
+
+    def __init__(self, trial: Any, monitor: str = "val/loss"):
+        self.trial, self.monitor = trial, monitor
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if trainer.sanity_checking or self.monitor not in trainer.callback_metrics:
+            return
+        import optuna
+
+        value, step = float(trainer.callback_metrics[self.monitor]), trainer.global_step
+        self.trial.report(value, step)
+        if self.trial.should_prune():
+            raise optuna.TrialPruned(
+                f"pruned by Optuna (trial {self.trial.number}) at step {step}: {self.monitor} {value:.4f}"
+            )

@@ -109,3 +109,15 @@ def test_samples_are_well_formed(tmp_path, small_treebank, family):
         assert s.tree.leaves() == s.words
         assert all(any(isinstance(c, str) for c in t.children) or t.leaves() for t in s.tree.subtrees())
     assert main(["sample", str(tmp_path / "nope.ckpt")]) == 2
+
+
+def test_diverging_loss_stops_with_the_step(tmp_path, small_treebank, capsys):
+    overrides = [*TINY, f"data.corpus={small_treebank}", "data.train_split=file", "data.valid_split=file",
+                 "model.peak_lr=1e6", "model.start_lr=1e6", "train.max_steps=30", "train.val_every=30",
+                 "train.ckpt_every=30"]
+    assert main(["train", "txl-terminals", *overrides, "--run-dir", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("synbench: error: training step ") and "diverged" in err
+    assert (tmp_path / "run" / "FAILED").read_text().startswith("training step ")
+    assert not (tmp_path / "run" / "DONE").exists()
+    assert not list((tmp_path / "run").glob("checkpoints/*.ckpt"))  # nothing written from NaN weights
