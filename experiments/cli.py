@@ -18,6 +18,7 @@ COMMANDS = [
     "experiments.commands.data",
     "experiments.commands.train",
     "experiments.commands.sample",
+    "experiments.commands.propose",
     "experiments.commands.evalb",
     "experiments.commands.eval",
     "experiments.commands.inspect",

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from lightning_modules.data.encodings.cc_constraints import ActionMasks, CCState, build_tree
 from lightning_modules.data.encodings.choe_charniak import Actions, ActionVocab, TokenType
 from lightning_modules.data.tree import Tree
 from lightning_modules.errors import InputError
@@ -29,15 +30,6 @@ class Sample:
     tree: Tree | None
     words: list[str]
     logprob: float
-
-
-class _State:
-    """Open constituents of one sample: labels and whether each already dominates a terminal."""
-
-    def __init__(self) -> None:
-        self.open: list[list[Any]] = []  # [label, has_terminal]
-        self.started = False
-        self.finished = False
 
 
 def load_model(checkpoint: str) -> tuple[Any, dict[str, Any], ActionVocab]:
@@ -68,7 +60,9 @@ def sample(checkpoint: str, n: int, seed: int = 0, temperature: float = 1.0, max
     eos = vocab.id("</s>") if "</s>" in vocab else None
     gen = torch.Generator().manual_seed(seed)
     seqs: list[list[int]] = [[bos] for _ in range(n)]
-    states = [_State() for _ in range(n)]
+    masks = ActionMasks(vocab)
+    states = [CCState() for _ in range(n)]
+    finished = [False] * n
     logprobs = [0.0] * n
     length = int(meta["config"]["model"]["segment_length"])
     memory = meta["config"]["data"]["memory"]
@@ -76,8 +70,8 @@ def sample(checkpoint: str, n: int, seed: int = 0, temperature: float = 1.0, max
     from lightning_modules.data.encodings.segmentation import segment
 
     with torch.no_grad():
-        while not all(s.finished for s in states):
-            active = [i for i, s in enumerate(states) if not s.finished]
+        while not all(finished):
+            active = [i for i in range(n) if not finished[i]]
             examples = [encode(_actions(seqs[i], vocab, types), vocab) for i in active]
             segs = [segment(e, length, length, memory) for e in examples]
             chunks = [collate_chunk(examples, segs, c, trim=True) for c in range(max(len(s) for s in segs))]
@@ -85,13 +79,17 @@ def sample(checkpoint: str, n: int, seed: int = 0, temperature: float = 1.0, max
             for row, i in enumerate(active):
                 last = len(examples[row]) - 1
                 scores = logits[last // length][row, last % length].float() / temperature
-                allowed = _allowed(states[i], seqs[i], family, vocab, types, eos, max_length)
+                allowed = _allowed(states[i], seqs[i], family, masks, eos, max_length)
                 scores = scores.masked_fill(~torch.from_numpy(allowed), -math.inf)
                 logp = scores.log_softmax(-1)
                 token = int(torch.multinomial(logp.exp(), 1, generator=gen))
                 logprobs[i] += float(logp[token])
                 seqs[i].append(token)
-                _advance(states[i], token, family, vocab, types, eos)
+                if family == "txl-terminals":
+                    finished[i] = token == eos
+                else:
+                    states[i] = states[i].advance(int(types[token]), vocab.tokens[token])
+                    finished[i] = states[i].finished
     return [_result(seq, lp, vocab, types, family) for seq, lp in zip(seqs, logprobs)]
 
 
@@ -113,49 +111,19 @@ def _actions(ids: list[int], vocab: ActionVocab, types: np.ndarray) -> Actions:
     return Actions(tokens, tuple(int(types[i]) for i in ids), tuple(word_index))
 
 
-def _allowed(state: _State, seq: list[int], family: str, vocab: ActionVocab, types: np.ndarray,
-             eos: int | None, max_length: int) -> np.ndarray:
+def _allowed(state: CCState, seq: list[int], family: str, masks: ActionMasks, eos: int | None,
+             max_length: int) -> np.ndarray:
     """Boolean mask over the vocabulary of the actions that keep the sample well-formed."""
-    terminal = types == TokenType.T
-    if eos is not None:
-        terminal[eos] = False
     if family == "txl-terminals":
-        allowed = terminal.copy()
+        allowed = masks.terminal.copy()
         if eos is not None and (len(seq) > 1 or len(seq) >= max_length):
             allowed[eos] = True
         if len(seq) >= max_length and eos is not None:
             allowed[:] = False
             allowed[eos] = True
         return allowed
-    allowed = np.zeros(len(vocab), dtype=bool)
-    opening = types == TokenType.ONT
-    if not state.started:
-        return opening
-    top_label, top_has_terminal = state.open[-1]
-    if len(seq) < max_length:
-        allowed |= opening | terminal
-    elif not top_has_terminal:
-        allowed |= terminal
-    if top_has_terminal:
-        allowed[vocab.id(f"{top_label})")] = True
-    return allowed
-
-
-def _advance(state: _State, token: int, family: str, vocab: ActionVocab, types: np.ndarray,
-             eos: int | None) -> None:
-    if family == "txl-terminals":
-        state.finished = token == eos
-        return
-    kind = types[token]
-    if kind == TokenType.ONT:
-        state.started = True
-        state.open.append([vocab.tokens[token][1:], False])
-    elif kind == TokenType.T:
-        for frame in state.open:
-            frame[1] = True
-    elif kind == TokenType.CNT:
-        state.open.pop()
-        state.finished = not state.open
+    short = len(seq) < max_length
+    return masks.allowed(state, opening=short, terminal=short or state.empty > 0)
 
 
 def _result(seq: list[int], logprob: float, vocab: ActionVocab, types: np.ndarray, family: str) -> Sample:
@@ -163,20 +131,5 @@ def _result(seq: list[int], logprob: float, vocab: ActionVocab, types: np.ndarra
     if family == "txl-terminals":
         words = [t for t in tokens if t != "</s>"]
         return Sample(tokens, None, words, logprob)
-    stack: list[tuple[str, list]] = []
-    root: Tree | None = None
-    words = []
-    for i, tok in zip(seq[1:], tokens):
-        if types[i] == TokenType.ONT:
-            stack.append((tok[1:], []))
-        elif types[i] == TokenType.T:
-            stack[-1][1].append(tok)
-            words.append(tok)
-        else:
-            label, kids = stack.pop()
-            node = Tree(label, tuple(kids))
-            if stack:
-                stack[-1][1].append(node)
-            else:
-                root = node
-    return Sample(tokens, root, words, logprob)
+    tree = build_tree(tokens, [int(types[i]) for i in seq[1:]])
+    return Sample(tokens, tree, tree.leaves(), logprob)

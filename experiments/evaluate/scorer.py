@@ -31,6 +31,7 @@ class Convention:
     proposal_source: str | None = None  # e.g. "file:PATH" or "parser:CHECKPOINT"
     beam: int | None = None
     word_beam: int | None = None
+    max_actions: int | None = None  # beam: most nonterminal actions between two words (bounds the tree set)
     incremental: str | None = None  # how per-word values were obtained for joint models
     end_of_sentence: bool = True  # whether log p(</s> | x) (or the closing of the root) is included in total
     unit: str = "word"

@@ -1,0 +1,353 @@
+"""Proposal trees from the built-in parser q(y | x): N distinct trees per sentence, and the proposals file.
+
+TG §3.1 marginalises a joint model over "a set of N = 300 trees, sampled without replacement" from a
+discriminative parser. Here the N trees come from one of:
+
+* ``sample``: stochastic beam search (Kool, van Hoof & Welling 2019), i.e. Gumbel-top-k sampling over
+  whole action sequences. Every partial sequence S carries its log-probability φ(S) and a perturbed key
+  G(S), the maximum of the Gumbel-perturbed log-probabilities of its completions. Children of S get keys
+  ``G_i ~ Gumbel(φ_i)`` conditioned on ``max_i G_i = G(S)``:
+  ``G~_i = -log(exp(-G(S)) - exp(-Z) + exp(-G_i))`` with ``Z = max_i G_i`` (computed in the stable form of
+  their appendix). Keeping the k largest keys at every step gives exactly k sequences sampled without
+  replacement from q; for k = 1 it is ancestral sampling.
+* ``beam``: deterministic beam search of width N on log q (an approximation to the N most probable trees).
+
+Both are batched over the beam and over sentences; the whole search state (keys, constraint state, the
+decoder's key/value cache) is reordered by parent at each step. A finished sequence stays in the beam as its
+own single child (with probability 1), so sequences of different lengths compete fairly. Sampling noise is
+drawn per sentence from a generator seeded with (seed, sentence index), so results do not depend on batching.
+
+The proposals file is the JSON-lines format that ``experiments/evaluate/scorers/tree_files.py`` reads, one
+line per sentence in input order::
+
+    {"sentence": k, "trees": ["(S (NP (DT the) (NN cat)) (VP (VBZ meows)))", ...]}
+
+``sentence`` is the 0-based index of the sentence in the input, ``trees`` are distinct trees over exactly
+its words (as given, not mapped to unknown-word classes), sorted by log q(y | x) from the most probable
+down: N of them, or fewer when the sentence has fewer trees in the parser's space (or the beam found fewer).
+The parser predicts no POS tags, but the trees are written PTB-style with a preterminal over every word, so
+they read like any proposal file (the scorers drop POS tags): the gold tag when the sentences come from a
+treebank (so EVALB can score reranked proposals directly, as it needs tags to delete punctuation), ``XX``
+otherwise. Optionally a second file gives ``{"sentence": k, "logq": [...]}`` (nats, in the same order).
+In memory, ``ParserProposals`` is a tree source ``sentences -> POS-free trees`` for the scorers.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from lightning_modules.data.atomic import atomic_write_text
+from lightning_modules.data.encodings.parser import (
+    BOS,
+    PAD,
+    ParserVocab,
+    ParseState,
+    actions_to_tree,
+    allowed_mask,
+)
+from lightning_modules.data.tree import Tree
+from lightning_modules.errors import InputError
+
+METHODS = ("sample", "beam")
+
+
+# -- search over any left-to-right model -------------------------------------------------------------------
+class Decoder(Protocol):
+    """Rows ``B * k`` of partial sequences (k per item, item-major) of some left-to-right model."""
+
+    def finished(self) -> np.ndarray:
+        """[B*k] bool: the row's sequence is complete."""
+        ...
+
+    def logprobs(self) -> Tensor:
+        """[B, k, V] log-probabilities of the next action (-inf where not allowed) of unfinished rows."""
+        ...
+
+    def advance(self, rows: Tensor, actions: Tensor) -> None:
+        """Keep rows ``rows`` [B*k] (in that order), then append ``actions`` [B*k] (PAD: leave as is)."""
+        ...
+
+
+def gumbel(shape: tuple[int, ...], generators: Sequence[torch.Generator]) -> Tensor:
+    """Standard Gumbel noise [B, ...] in float64, item b drawn from ``generators[b]``."""
+    tiny = torch.finfo(torch.float64).tiny
+    u = torch.stack([torch.rand(shape[1:], generator=g, dtype=torch.float64) for g in generators])
+    return -torch.log(-torch.log(u.clamp(min=tiny)))
+
+
+def log1mexp(x: Tensor) -> Tensor:
+    """log(1 - exp(x)) for x <= 0, accurate on both sides of -log 2 (Mächler 2012)."""
+    return torch.where(x > -math.log(2.0), torch.log(-torch.expm1(x)), torch.log1p(-torch.exp(x)))
+
+
+def conditional_gumbel(parent: Tensor, perturbed: Tensor) -> Tensor:
+    """Children keys ``G~`` given the parent key [..., 1] and the children's Gumbel(φ_i) draws [..., V].
+
+    ``-log(exp(-T) - exp(-Z) + exp(-G_i))`` in Kool et al.'s stable form: with
+    ``v = T - G_i + log(1 - exp(G_i - Z))``, ``G~_i = T - max(v, 0) - log1p(exp(-|v|))``. The child with the
+    largest draw gets exactly T. Children with ``G_i = -inf`` (not allowed) get -inf, and so does every
+    child of a row without allowed children or with ``T = -inf``.
+    """
+    valid = perturbed > -math.inf
+    z = perturbed.max(dim=-1, keepdim=True).values
+    has_child = z > -math.inf
+    z = torch.where(has_child, z, torch.zeros_like(z))
+    g = torch.where(valid, perturbed, z)
+    live = parent > -math.inf
+    t = torch.where(live, parent, torch.zeros_like(parent))
+    v = t - g + log1mexp(g - z)
+    out = t - v.clamp(min=0) - torch.log1p(torch.exp(-v.abs()))
+    return torch.where(valid & has_child & live, out, torch.full_like(out, -math.inf))
+
+
+@dataclass
+class Hypothesis:
+    actions: list[int]
+    logprob: float  # log q of the sequence
+    key: float  # the search key it was ranked by (perturbed for sampling)
+
+
+def search(decoder: Decoder, items: int, k: int, stochastic: bool,
+           generators: Sequence[torch.Generator] | None = None) -> list[list[Hypothesis]]:
+    """The k best complete sequences per item by key: Gumbel-top-k samples or beam search (see module doc).
+
+    Returns, per item, the complete sequences found (fewer than k when fewer exist), best key first.
+    """
+    if stochastic and (generators is None or len(generators) != items):
+        raise ValueError("stochastic search needs one generator per item")
+    inf = math.inf
+    keys = torch.full((items, k), -inf, dtype=torch.float64)
+    keys[:, 0] = 0.0  # one live root per item (the root's key is arbitrary: top-k is shift invariant)
+    phi = keys.clone()
+    history = torch.zeros((items * k, 0), dtype=torch.long)
+    while True:
+        finished = torch.from_numpy(decoder.finished()).view(items, k)
+        alive = keys > -inf
+        if not (alive & ~finished).any():
+            break
+        logp = decoder.logprobs().double()
+        vocab = logp.shape[-1]
+        child_phi = phi[..., None] + logp
+        if stochastic:
+            child_key = conditional_gumbel(keys[..., None], child_phi + gumbel(tuple(logp.shape), generators))
+        else:
+            child_key = child_phi.clone()
+        child_key[~alive] = -inf
+        hold = alive & finished  # a complete sequence is its own only child
+        child_key[hold] = -inf
+        child_key[..., PAD][hold] = keys[hold]
+        child_phi[..., PAD][hold] = phi[hold]
+        keys, index = child_key.view(items, k * vocab).topk(k, dim=1)
+        phi = child_phi.view(items, k * vocab).gather(1, index)
+        parent, action = index // vocab, index % vocab
+        dead = keys == -inf
+        action[dead] = PAD
+        phi[dead] = -inf
+        rows = (torch.arange(items)[:, None] * k + parent).flatten()
+        history = torch.cat([history[rows], action.flatten()[:, None]], dim=1)
+        decoder.advance(rows, action.flatten())
+    out = []
+    for b in range(items):
+        found = []
+        for j in range(k):
+            if keys[b, j] > -inf:
+                seq = [a for a in history[b * k + j].tolist() if a != PAD]
+                found.append(Hypothesis(seq, float(phi[b, j]), float(keys[b, j])))
+        out.append(found)
+    return out
+
+
+# -- the parser as a search decoder ---------------------------------------------------------------------------
+class ParserDecoder:
+    """``Decoder`` of a ``ProposalParser`` over a collated batch of sentences, k rows per sentence."""
+
+    def __init__(self, model: Any, batch: dict[str, Tensor], k: int, vocab: ParserVocab):
+        self.model, self.vocab, self.k = model, vocab, k
+        self.items = int(batch["source"].shape[0])
+        self.enc = model.encode(batch["source"], batch["word_first"], batch["n_words"])
+        self.state = ParseState(np.repeat(batch["n_words"].numpy(), k), vocab, model.config.max_depth)
+        self.cache = model.empty_cache(self.items * k)
+        self.prev = torch.full((self.items, k), BOS, dtype=torch.long)
+        self.position = 0
+
+    def finished(self) -> np.ndarray:
+        return self.state.finished
+
+    def logprobs(self) -> Tensor:
+        front = torch.from_numpy(self.state.shifted).view(self.items, self.k)
+        logits = self.model.step(self.enc, self.prev, front, self.position, self.cache).float()
+        mask = allowed_mask(*self.state.fields(), self.vocab)
+        mask[self.state.finished, PAD] = True  # keeps the softmax finite; search ignores finished rows
+        mask = torch.from_numpy(mask).view(self.items, self.k, -1)
+        return logits.masked_fill(~mask, -math.inf).log_softmax(-1)
+
+    def advance(self, rows: Tensor, actions: Tensor) -> None:
+        self.state.select(rows.numpy())
+        self.state.advance(actions.numpy())
+        for layer in self.cache:
+            layer[0], layer[1] = layer[0][rows], layer[1][rows]
+        self.prev = actions.view(self.items, self.k)
+        self.position += 1
+
+
+@dataclass
+class Proposals:
+    """Distinct trees of one sentence with their log q, most probable first."""
+
+    words: list[str]
+    trees: list[Tree]
+    logq: list[float]
+
+
+def propose(model: Any, payload: dict[str, Any], sentences: Sequence[Sequence[str]], n: int,
+            method: str = "sample", seed: int = 0, max_rows: int = 2048) -> list[Proposals]:
+    """N distinct trees per sentence (``method`` ``sample`` or ``beam``; ``beam`` with n = 1 is greedy)."""
+    from lightning_modules.data.parser_data import collate_source, source_mapping
+
+    if method not in METHODS:
+        raise InputError(f"must be one of {', '.join(METHODS)}", "--method")
+    if n < 1:
+        raise InputError("must be at least 1", "-n")
+    for i, words in enumerate(sentences):
+        if not words:
+            raise InputError(f"sentence {i} is empty")
+    vocab = ParserVocab.from_json(payload["parser_labels"])
+    source = source_mapping(payload)
+    encoded = [source(list(words)) for words in sentences]
+    order = sorted(range(len(sentences)), key=lambda i: len(encoded[i][0]))  # similar lengths together
+    per_batch = max(1, max_rows // n)
+    out: list[Proposals | None] = [None] * len(sentences)
+    model.eval()
+    with torch.no_grad():
+        for start in range(0, len(order), per_batch):
+            chosen = order[start : start + per_batch]
+            batch = collate_source([encoded[i] for i in chosen])
+            generators = [torch.Generator().manual_seed(seed * 1_000_003 + i) for i in chosen]
+            found = search(ParserDecoder(model, batch, n, vocab), len(chosen), n, method == "sample", generators)
+            for i, hyps in zip(chosen, found, strict=True):
+                hyps = sorted(hyps, key=lambda h: -h.logprob)
+                words = list(sentences[i])
+                out[i] = Proposals(words, [actions_to_tree(h.actions, words, vocab) for h in hyps],
+                                   [h.logprob for h in hyps])
+    return out  # type: ignore[return-value]
+
+
+PLACEHOLDER_TAG = "XX"
+
+
+def proposals_jsonl(proposals: Sequence[Proposals], tags: Sequence[Sequence[str]] | None = None) -> str:
+    """The proposals file text (see the module doc); ``tags[k]`` are sentence k's POS tags if known."""
+    lines = []
+    for k, p in enumerate(proposals):
+        sentence_tags = tags[k] if tags is not None else [PLACEHOLDER_TAG] * len(p.words)
+        trees = [str(with_tags(t, sentence_tags)) for t in p.trees]
+        lines.append(json.dumps({"sentence": k, "trees": trees}, ensure_ascii=False))
+    return "".join(line + "\n" for line in lines)
+
+
+def logq_jsonl(proposals: Sequence[Proposals]) -> str:
+    """The companion file: ``{"sentence": k, "logq": [...]}`` per sentence, in the trees' order."""
+    return "".join(json.dumps({"sentence": k, "logq": p.logq}) + "\n" for k, p in enumerate(proposals))
+
+
+def write_proposals(path: str | Path, proposals: Sequence[Proposals], tags: Sequence[Sequence[str]] | None = None,
+                    logq_path: str | Path | None = None) -> None:
+    """Write the proposals file (and the log q file) atomically."""
+    atomic_write_text(Path(path), proposals_jsonl(proposals, tags))
+    if logq_path is not None:
+        atomic_write_text(Path(logq_path), logq_jsonl(proposals))
+
+
+class ParserProposals:
+    """A tree source for the scorers: ``sentences -> N distinct POS-free trees each`` from a parser checkpoint."""
+
+    def __init__(self, checkpoint: str | Path, n: int = 300, method: str = "sample", seed: int = 0,
+                 max_rows: int = 2048):
+        self.model, self.payload = load_parser(checkpoint)
+        self.n, self.method, self.seed, self.max_rows = n, method, seed, max_rows
+        self.name = f"parser:{checkpoint} ({method}, N={n}, seed={seed})"
+
+    def __call__(self, sentences: Sequence[Sequence[str]]) -> list[list[Tree]]:
+        found = propose(self.model, self.payload, sentences, self.n, self.method, self.seed, self.max_rows)
+        return [p.trees for p in found]
+
+
+def read_corpus_sentences(corpus: str, split: str, data_dir: str | None = None
+                          ) -> tuple[list[list[str]], list[list[str]]]:
+    """Words and POS tags of every sentence of a corpus split, cleaned as for training (no ``-NONE-``)."""
+    from lightning_modules.data.corpora import load_corpus
+    from lightning_modules.data.tree import clean
+
+    loaded = load_corpus(corpus, data_dir)
+    if loaded.kind != "constituency":
+        raise InputError(f"corpus {loaded.name!r} has dependency trees", "--corpus")
+    if split not in loaded.splits:
+        raise InputError(f"corpus {loaded.name!r} has no split {split!r} (splits: {', '.join(loaded.splits)})",
+                         "--split")
+    words, tags = [], []
+    for location, tree in loaded.sentences(split):
+        try:
+            pairs = clean(tree).pos()
+        except InputError as e:
+            raise InputError(e.message, e.location or location) from None
+        words.append([w for w, _ in pairs])
+        tags.append([t for _, t in pairs])
+    return words, tags
+
+
+def read_sentences(path: str | Path) -> list[list[str]]:
+    """One tokenized sentence per line (words separated by spaces); an empty line is an error."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(f"cannot read sentences: {e}", str(path)) from None
+    out = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        words = line.split()
+        if not words:
+            raise InputError("empty sentence", f"{path}:{number}")
+        out.append(words)
+    return out
+
+
+def with_tags(tree: Tree, tags: Sequence[str]) -> Tree:
+    """A POS-free tree with each word put back under its tag (``tags`` in word order), for EVALB.
+
+    EVALB needs preterminals: it deletes punctuation by tag and counts tagging accuracy. Scoring a parser
+    that predicts no tags with the gold (or a tagger's) tags is the usual practice.
+    """
+    if len(tree.leaves()) != len(tags):
+        raise ValueError(f"{len(tags)} tags for {len(tree.leaves())} words")
+    remaining = iter(tags)
+
+    def walk(node: Tree) -> Tree:
+        return Tree(node.label, tuple(walk(c) if isinstance(c, Tree) else Tree(next(remaining), (c,))
+                                      for c in node.children))
+
+    return walk(tree)
+
+
+def load_parser(checkpoint: str | Path) -> tuple[Any, dict[str, Any]]:
+    """The parser module (eval mode) and the vocabulary payload of a ``proposal-parser`` checkpoint."""
+    from experiments.checkpoints import read_checkpoint
+    from lightning_modules.data.parser_data import source_vocab_size
+    from lightning_modules.models.parser import build
+
+    ckpt = read_checkpoint(checkpoint, "proposal-parser")
+    meta = ckpt["synbench"]
+    payload = meta["vocab"]
+    model = build({**meta["config"]["model"], "source_vocab_size": source_vocab_size(payload),
+                   "action_vocab_size": len(ParserVocab.from_json(payload["parser_labels"]))})
+    model.load_state_dict(ckpt["state_dict"])
+    model.eval()
+    return model, payload

@@ -1,0 +1,489 @@
+"""Scorers of the TG family: exact for TXL (terminals), marginal bounds for the joint TG and TXL (trees).
+
+All numbers are natural logs. A sentence is a sequence of words as the training treebank tokenizes them.
+
+**Words and terminals.** A word becomes the terminal tokens the checkpoint was trained on: itself or its
+Berkeley unknown-word class (``WordVocab.unkify``) for word-level vocabularies, or its SentencePiece pieces.
+Each word is encoded on its own, so its first piece carries the word boundary ``▁`` (fused, ``▁the``, or a
+piece of its own) and belongs to that word: the probability of starting a new word is part of the word it
+starts, never of the previous one. Pieces are summed into their word through ``Example.word_index``.
+``unknown_words`` counts words that are not known training words (mapped to an unknown class or ``UNK``) or,
+for SentencePiece, words with a piece outside the vocabulary (``<unk>``).
+
+**Exact** (``txl-terminals``): ``<s> w1 ... wn </s>``; ``word_logprobs[i]`` = log p(w_i | w_<i) summed over
+pieces, ``end_logprob`` = log p(</s> | x), ``total`` = their sum = log p(x).
+
+**Trees** (``tg``, ``txl-trees``; ``gold`` and ``proposals``): a tree's log p(x, y) is the sum of its action
+log-probs (the last closing nonterminal ends the sequence; there is no ``</s>``). Over a set Y' of distinct
+trees, ``total = logsumexp_y log p(x, y) <= log p(x)``. The incremental estimate after word i is the
+logsumexp over the *distinct* action prefixes of Y' that end with the last piece of word i: the actions
+before the word (closing the previous constituents, opening new ones) belong to word i's step, the closing
+nonterminals after it to word i+1's (or to the end). Counting each distinct prefix once matters: trees that
+share a prefix would otherwise count its probability several times. Every distinct prefix at word i extends
+exactly one at word i-1 with less probability, so ``word_logprobs`` are <= 0 and telescope:
+``total = sum(word_logprobs) + end_logprob``, with ``end_logprob`` the closing of the remaining constituents.
+
+**Beam** (word-synchronous, Stern et al. 2017): see ``BeamScorer``; prefix values are the logsumexp over the
+hypotheses that have just generated word i (before pruning to the word beam), the same quantity as above
+with Y' = the beam's prefixes, so with a wide enough beam both agree exactly.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from experiments.evaluate.scorer import Convention, SentenceScore
+from lightning_modules.data.encodings.batch import collate_chunk
+from lightning_modules.data.encodings.cc_constraints import ActionMasks, CCState, build_tree
+from lightning_modules.data.encodings.choe_charniak import (
+    BOS,
+    EOS,
+    Actions,
+    ActionVocab,
+    TokenType,
+    choe_charniak,
+    transform_tree,
+)
+from lightning_modules.data.encodings.example import Example
+from lightning_modules.data.encodings.segmentation import segment
+from lightning_modules.data.tree import Tree, clean, drop_pos_tags, to_bracketed
+from lightning_modules.errors import InputError
+
+JOINT_FAMILIES = ("tg", "txl-trees")
+ProposalSource = Callable[[Sequence[Sequence[str]]], list[list[Tree]]]
+
+
+# -- the model -----------------------------------------------------------------------------------------------
+class TGModel:
+    """A TG-family network with its vocabularies: words -> terminals -> encoded sequences -> log-probs."""
+
+    def __init__(self, module: Any, meta: dict[str, Any], vocab: ActionVocab, device: str = "cpu"):
+        from lightning_modules.data.tg_data import encoder
+
+        self.module = module.to(device).eval()
+        self.device = torch.device(device)
+        self.family: str = meta["family"]
+        self.vocab = vocab
+        config = meta["config"]
+        self.length = int(config["model"]["segment_length"])
+        self.memory = config["data"]["memory"]
+        self.tree_transform = config["data"]["tree_transform"]
+        self._encode = encoder(self.family, config["model"]["relpos"])
+        payload = meta["vocab"]
+        self.unknown_token: str | None = payload.get("unknown")
+        if payload["terminals"] == "words":
+            from lightning_modules.data.vocab import WordVocab
+
+            words = WordVocab.from_dict(payload["words"], "checkpoint vocabulary")
+            self.terminals: Callable[[str], tuple[str, ...]] = lambda w: (words.unkify(w),)
+            self.is_unknown: Callable[[str], bool] = lambda w: w not in words.known
+        else:
+            from lightning_modules.data.sentencepiece import SentencePieceModel
+
+            sp = SentencePieceModel.from_bytes(base64.b64decode(payload["sentencepiece"]))
+            self.terminals = lambda w: tuple(sp.encode_words([w])[0])
+            self.is_unknown = lambda w: any(p not in vocab for p in self.terminals(w))
+
+    @classmethod
+    def load(cls, checkpoint: str, device: str = "cpu") -> TGModel:
+        from experiments.sample import load_model
+
+        module, meta, vocab = load_model(checkpoint)
+        return cls(module, meta, vocab, device)
+
+    @property
+    def joint(self) -> bool:
+        return self.family in JOINT_FAMILIES
+
+    def encode(self, actions: Actions) -> Example:
+        return self._encode(actions, self.vocab, unknown=self.unknown_token)
+
+    def encoded_length(self, n_actions: int, n_closing: int) -> int:
+        """Length of the encoded sequence: TG duplicates every closing nonterminal."""
+        return n_actions + (n_closing if self.family == "tg" else 0)
+
+    def _forward(self, examples: Sequence[Example]) -> tuple[list[torch.Tensor], list[Any]]:
+        """One forward pass over ``examples`` (chunks collated together, padding trimmed): logits, chunks."""
+        segs = [segment(e, self.length, self.length, self.memory) for e in examples]
+        chunks = [collate_chunk(examples, segs, c, trim=True).to(self.device)
+                  for c in range(max(len(s) for s in segs))]
+        logits, _ = self.module(chunks)
+        return logits, chunks
+
+    @torch.no_grad()
+    def label_logprobs(self, examples: Sequence[Example]) -> list[np.ndarray]:
+        """Each example's label log-probs in one pass (float64; entry j = log p(token j+1 | tokens <= j),
+        0 where nothing is predicted)."""
+        logits, chunks = self._forward(examples)
+        per_chunk = []
+        for chunk_logits, chunk in zip(logits, chunks):
+            scores = chunk_logits.float()
+            picked = scores.gather(-1, chunk.labels[..., None]).squeeze(-1)
+            per_chunk.append((picked - torch.logsumexp(scores, -1)).masked_fill(chunk.labels == 0, 0.0))
+        lp = torch.cat(per_chunk, dim=1).double().cpu().numpy()  # chunks before the last have full length
+        return [lp[b, : len(e)] for b, e in enumerate(examples)]
+
+    @torch.no_grad()
+    def distributions(self, examples: Sequence[Example], positions: Sequence[Sequence[int]]
+                      ) -> list[torch.Tensor]:
+        """Log-softmax over the vocabulary at ``positions[b]`` of example b ([len, V] each), in one pass."""
+        logits, _ = self._forward(examples)
+        length = self.length
+        return [torch.stack([logits[p // length][b, p % length] for p in ps]).float().log_softmax(-1).cpu()
+                for b, ps in enumerate(positions)]
+
+
+def _check_sentences(sentences: Sequence[Sequence[str]]) -> None:
+    for k, words in enumerate(sentences):
+        if isinstance(words, str):
+            raise InputError("a sentence must be a sequence of words, not a string", f"sentence {k}")
+        if not words:
+            raise InputError("empty sentence (no words to score)", f"sentence {k}")
+        for word in words:
+            if not isinstance(word, str) or not word or any(c.isspace() for c in word):
+                raise InputError(f"bad word {word!r} (words are non-empty strings without spaces)",
+                                 f"sentence {k}")
+
+
+def _logsumexp(values: Sequence[float] | np.ndarray) -> float:
+    values = np.asarray(values, dtype=np.float64)
+    top = values.max()
+    return float(top + np.log(np.exp(values - top).sum())) if np.isfinite(top) else float(top)
+
+
+def _batches(order: list[int], sizes: Sequence[int], budget: int) -> list[list[int]]:
+    """Consecutive groups of ``order`` whose ``sizes`` sum to at most ``budget`` (or a single item)."""
+    groups: list[list[int]] = []
+    used = 0
+    for k in order:
+        if groups and used + sizes[k] <= budget:
+            groups[-1].append(k)
+            used += sizes[k]
+        else:
+            groups.append([k])
+            used = sizes[k]
+    return groups
+
+
+# -- exact: TXL (terminals) ----------------------------------------------------------------------------------
+class ExactScorer:
+    """Exact per-word log-probabilities of a string model (``txl-terminals``), batched over sentences."""
+
+    def __init__(self, model: TGModel, batch_size: int = 32):
+        if model.joint:
+            raise InputError(f"{model.family} is a joint model p(x, y): it has no exact p(x); "
+                             "use method=proposals, beam or gold", "method")
+        if batch_size < 1:
+            raise InputError("must be at least 1", "batch_size")
+        self.model = model
+        self.batch_size = batch_size
+        self.name = model.family
+        self.convention = Convention(method="exact", bound=False, end_of_sentence=True)
+
+    def actions(self, words: Sequence[str]) -> Actions:
+        """``<s>`` + every word's terminals + ``</s>``, with each terminal's word index."""
+        tokens, types, word_index = [BOS], [int(TokenType.SOS)], [-1]
+        for i, word in enumerate(words):
+            pieces = self.model.terminals(word)
+            tokens += pieces
+            types += [int(TokenType.T)] * len(pieces)
+            word_index += [i] * len(pieces)
+        return Actions(tuple(tokens + [EOS]), tuple(types + [int(TokenType.T)]), tuple(word_index + [-1]))
+
+    def score(self, sentences: Sequence[Sequence[str]]) -> list[SentenceScore]:
+        _check_sentences(sentences)
+        examples = [self.model.encode(self.actions(words)) for words in sentences]
+        order = sorted(range(len(examples)), key=lambda k: -len(examples[k]))  # similar lengths together
+        out: list[SentenceScore | None] = [None] * len(examples)
+        for batch in _batches(order, [1] * len(examples), self.batch_size):
+            logprobs = self.model.label_logprobs([examples[k] for k in batch])
+            for k, lp in zip(batch, logprobs):
+                out[k] = self._sentence(sentences[k], examples[k], lp)
+        return out  # type: ignore[return-value]
+
+    def _sentence(self, words: Sequence[str], example: Example, lp: np.ndarray) -> SentenceScore:
+        token_lp = lp[:-1]  # token j (j >= 1) is predicted at position j - 1
+        word_index = example.word_index[1:]
+        is_word = word_index >= 0
+        per_word = np.bincount(word_index[is_word], weights=token_lp[is_word], minlength=len(words))
+        end = float(token_lp[-1])  # </s>
+        return SentenceScore(
+            words=tuple(words), word_logprobs=tuple(float(v) for v in per_word),
+            total=float(per_word.sum()) + end, end_logprob=end,
+            unknown_words=sum(self.model.is_unknown(w) for w in words),
+        )
+
+
+# -- trees: gold and proposals (TG, TXL (trees)) -------------------------------------------------------------
+@dataclass
+class _Candidate:
+    """One distinct tree of a sentence as the model sees it."""
+
+    original: Tree  # as given (for best_tree)
+    example: Example
+    last_piece: np.ndarray  # encoded position of each word's last terminal
+
+
+class TreeScorer:
+    """log p(x, y) of given trees and the marginal over each sentence's distinct trees (see the module doc).
+
+    ``source`` maps sentences to their trees (a ``ProposalFile``, the proposal parser, a treebank lookup);
+    ``score_trees`` takes the trees directly. The first ``n`` distinct trees of a sentence are used (after
+    cleaning, dropping POS tags when ``pos_tags``, and the checkpoint's tree transform). All trees of a
+    sentence go through the network in one forward pass; sentences are grouped up to ``batch_size`` trees.
+    """
+
+    def __init__(self, model: TGModel, source: ProposalSource | None, *, method: str = "proposals",
+                 n: int | None = 300, pos_tags: bool = False, batch_size: int = 32,
+                 source_name: str | None = None):
+        if not model.joint:
+            raise InputError(f"{model.family} is a string model: score it with method=exact", "method")
+        if method not in ("proposals", "gold"):
+            raise ValueError(f"TreeScorer method must be proposals or gold, not {method!r}")
+        if n is not None and n < 1:
+            raise InputError("must be at least 1", "n_proposals")
+        if batch_size < 1:
+            raise InputError("must be at least 1", "batch_size")
+        self.model, self.source, self.pos_tags, self.batch_size = model, source, pos_tags, batch_size
+        self.n = 1 if method == "gold" else n
+        self.name = model.family
+        name = source_name or getattr(source, "name", None)
+        self.convention = Convention(
+            method=method, bound=True, n_proposals=self.n, proposal_source=name,
+            incremental="gold-prefix" if method == "gold" else "proposal-prefixes", end_of_sentence=True,
+        )
+
+    def score(self, sentences: Sequence[Sequence[str]]) -> list[SentenceScore]:
+        if self.source is None:
+            raise InputError("this scorer has no tree source: call score_trees with the trees", "proposals")
+        _check_sentences(sentences)
+        return self.score_trees(sentences, self.source(sentences))
+
+    def score_trees(self, sentences: Sequence[Sequence[str]], trees: Sequence[Sequence[Tree]],
+                    locations: Sequence[Sequence[str]] | None = None) -> list[SentenceScore]:
+        """Score ``trees[k]`` (proposals or a gold tree) of ``sentences[k]``; leaves must equal the words."""
+        _check_sentences(sentences)
+        if len(trees) != len(sentences):
+            raise InputError(f"{len(trees)} tree sets for {len(sentences)} sentences", "proposals")
+        candidates = [self._candidates(k, words, trees[k], locations[k] if locations else None)
+                      for k, words in enumerate(sentences)]
+        order = sorted(range(len(sentences)), key=lambda k: -len(candidates[k][0].example))
+        out: list[SentenceScore | None] = [None] * len(sentences)
+        for batch in _batches(order, [len(c) for c in candidates], self.batch_size):
+            flat = [c for k in batch for c in candidates[k]]
+            logprobs = self.model.label_logprobs([c.example for c in flat])
+            start = 0
+            for k in batch:
+                n = len(candidates[k])
+                out[k] = self._sentence(sentences[k], candidates[k], logprobs[start : start + n])
+                start += n
+        return out  # type: ignore[return-value]
+
+    def _model_tree(self, tree: Tree, location: str) -> Tree:
+        try:
+            tree = clean(tree)
+            return transform_tree(drop_pos_tags(tree) if self.pos_tags else tree, self.model.tree_transform)
+        except InputError as e:
+            raise InputError(e.message, location) from None
+
+    def _candidates(self, k: int, words: Sequence[str], trees: Sequence[Tree],
+                    locations: Sequence[str] | None) -> list[_Candidate]:
+        if not trees:
+            raise InputError("no trees to score", f"sentence {k}")
+        seen: set[Tree] = set()
+        out: list[_Candidate] = []
+        for j, tree in enumerate(trees):
+            location = locations[j] if locations else f"sentence {k}, tree {j}"
+            model_tree = self._model_tree(tree, location)
+            if model_tree.leaves() != list(words):
+                raise InputError(f"tree words {' '.join(model_tree.leaves())!r} differ from the sentence "
+                                 f"{' '.join(words)!r}", location)
+            if model_tree in seen:
+                continue
+            seen.add(model_tree)
+            example = self.model.encode(choe_charniak(model_tree, self.model.terminals))
+            last_piece = np.zeros(len(words), dtype=np.int64)
+            is_word = example.word_index >= 0
+            np.maximum.at(last_piece, example.word_index[is_word], np.flatnonzero(is_word))
+            out.append(_Candidate(tree, example, last_piece))
+            if len(out) == self.n:
+                break
+        return out
+
+    def _sentence(self, words: Sequence[str], candidates: list[_Candidate], logprobs: list[np.ndarray]
+                  ) -> SentenceScore:
+        joint = np.array([lp.sum() for lp in logprobs])
+        cumulative = [np.cumsum(lp) for lp in logprobs]
+        # distinct prefixes ending with word i: word i-1's classes refined by the tokens up to word i's end
+        classes = [0] * len(candidates)
+        prefix = np.empty(len(words))
+        for i in range(len(words)):
+            keys: dict[tuple, int] = {}
+            values: list[float] = []
+            for j, c in enumerate(candidates):
+                lo = c.last_piece[i - 1] + 1 if i else 0
+                key = (classes[j], tuple(c.example.tokens[lo : c.last_piece[i] + 1].tolist()))
+                if key not in keys:
+                    keys[key] = len(keys)
+                    values.append(cumulative[j][c.last_piece[i] - 1])
+                classes[j] = keys[key]
+            prefix[i] = _logsumexp(values)
+        total = _logsumexp(joint)
+        best = int(np.argmax(joint))
+        return SentenceScore(
+            words=tuple(words), word_logprobs=tuple(float(v) for v in np.diff(prefix, prepend=0.0)),
+            total=total, end_logprob=total - float(prefix[-1]),
+            best_tree=to_bracketed(candidates[best].original),
+            unknown_words=sum(self.model.is_unknown(w) for w in words),
+            extra={"trees": len(candidates), "best_logprob": float(joint[best])},
+        )
+
+
+# -- word-synchronous beam search (TG, TXL (trees)) ----------------------------------------------------------
+@dataclass(frozen=True)
+class _Hypothesis:
+    """A well-formed action prefix: Choe–Charniak tokens, types, word indices, log-prob, constraint state."""
+
+    tokens: tuple[str, ...]
+    types: tuple[int, ...]
+    word_index: tuple[int, ...]
+    logprob: float
+    state: CCState
+    closing: int  # closing nonterminals so far (TG encodes each as two tokens)
+
+    def extend(self, tokens: Sequence[str], ttype: int, word: int, logprob: float, closing: int = 0
+               ) -> _Hypothesis:
+        state = self.state
+        for token in tokens:
+            state = state.advance(ttype, token)
+        return _Hypothesis(self.tokens + tuple(tokens), self.types + (ttype,) * len(tokens),
+                           self.word_index + (word,) * len(tokens), self.logprob + logprob, state,
+                           self.closing + closing)
+
+    def tree(self, words: Sequence[str]) -> Tree:
+        """The tree of a complete hypothesis over the original words (a word's terminals become the word)."""
+        tokens, types, previous = [], [], -1
+        for token, ttype, w in zip(self.tokens, self.types, self.word_index):
+            if ttype == TokenType.T:
+                if w == previous:  # a later piece of the same word
+                    continue
+                token, previous = words[w], w
+            tokens.append(token)
+            types.append(ttype)
+        return build_tree(tokens, types)
+
+    def actions(self, tokens: Sequence[str] = (), ttype: int = TokenType.T, word: int = -1) -> Actions:
+        return Actions(self.tokens + tuple(tokens), self.types + (ttype,) * len(tokens),
+                       self.word_index + (word,) * len(tokens))
+
+
+class BeamScorer:
+    """Word-synchronous beam search over the joint model's actions (Stern et al. 2017; DTG's SG setting).
+
+    For word i, starting from the word beam: at each action step every frontier hypothesis may generate
+    word i (all its pieces, forced) — it then joins the *completed* set — or take one nonterminal action
+    allowed by ``cc_constraints`` (open any label, close the top constituent once it dominates a terminal,
+    never the root while words remain); the best ``beam`` nonterminal extensions form the next frontier.
+    At most ``max_actions`` nonterminal actions separate two words. The prefix value of word i is the
+    logsumexp over the completed set, which is then pruned to the best ``word_beam``. After the last word
+    every completed hypothesis closes its open constituents (forced), and ``total`` is the logsumexp over the
+    complete trees — a lower bound on log p(x).
+
+    Each action step is one forward pass over all frontier hypotheses, each extended with the word's
+    pieces so that the same pass gives the next-action distribution (at the prefix's last position) and the
+    word's log-prob. Prefixes are re-encoded from scratch at every step (no key/value cache): a sentence of n
+    words costs up to n·(max_actions+1) passes over ``beam`` sequences of the prefix's length, so
+    O(n²·beam·(max_actions+1)) encoded tokens in total.
+
+    The model set: trees with at most ``max_actions`` nonterminal actions before each word (the final
+    closings are not counted). With ``beam`` and ``word_beam`` at least the number of such prefixes, no
+    pruning happens and every value equals the marginal over that whole set.
+    """
+
+    def __init__(self, model: TGModel, beam: int = 100, word_beam: int = 10, max_actions: int = 15):
+        if not model.joint:
+            raise InputError(f"{model.family} is a string model: score it with method=exact", "method")
+        for name, value in (("beam", beam), ("word_beam", word_beam), ("max_actions", max_actions)):
+            if value < 1:
+                raise InputError("must be at least 1", name)
+        self.model, self.beam, self.word_beam, self.max_actions = model, beam, word_beam, max_actions
+        self.masks = ActionMasks(model.vocab)
+        self.name = model.family
+        self.convention = Convention(method="beam", bound=True, beam=beam, word_beam=word_beam,
+                                     max_actions=max_actions, incremental="beam", end_of_sentence=True)
+
+    def score(self, sentences: Sequence[Sequence[str]]) -> list[SentenceScore]:
+        _check_sentences(sentences)
+        return [self._sentence(words) for words in sentences]
+
+    def _sentence(self, words: Sequence[str]) -> SentenceScore:
+        start = _Hypothesis((BOS,), (int(TokenType.SOS),), (-1,), 0.0, CCState(), 0)
+        word_beam = [start]
+        prefix = np.empty(len(words))
+        completed: list[_Hypothesis] = []
+        for i, word in enumerate(words):
+            completed = self._word(word_beam, i, self.model.terminals(word))
+            prefix[i] = _logsumexp([h.logprob for h in completed])
+            word_beam = _best(completed, self.word_beam)
+        final = self._close(completed)
+        scores = [h.logprob for h in final]
+        total = _logsumexp(scores)
+        best = final[int(np.argmax(scores))]
+        return SentenceScore(
+            words=tuple(words), word_logprobs=tuple(float(v) for v in np.diff(prefix, prepend=0.0)),
+            total=total, end_logprob=total - float(prefix[-1]), best_tree=to_bracketed(best.tree(words)),
+            unknown_words=sum(self.model.is_unknown(w) for w in words),
+            extra={"trees": len(final), "best_logprob": best.logprob},
+        )
+
+    def _word(self, frontier: list[_Hypothesis], i: int, pieces: tuple[str, ...]) -> list[_Hypothesis]:
+        """Every hypothesis that generates word i from ``frontier`` within ``max_actions`` actions."""
+        vocab = self.model.vocab
+        completed: list[_Hypothesis] = []
+        piece_ids = torch.from_numpy(vocab.ids(pieces, self.model.unknown_token))
+        for step in range(self.max_actions + 1):
+            if not frontier:
+                break
+            examples = [self.model.encode(h.actions(pieces, TokenType.T, i)) for h in frontier]
+            last = [self.model.encoded_length(len(h.tokens), h.closing) - 1 for h in frontier]
+            rows = self.model.distributions(examples, [range(p, p + len(pieces)) for p in last])
+            moves: list[tuple[float, int, int]] = []  # (score, frontier index, action id)
+            for b, h in enumerate(frontier):
+                if h.state.open:  # inside the root: the word may come now
+                    word_logprob = float(rows[b].gather(1, piece_ids[:, None]).double().sum())
+                    completed.append(h.extend(pieces, TokenType.T, i, word_logprob))
+                if step == self.max_actions:
+                    continue
+                ids = np.flatnonzero(self.masks.allowed(h.state, terminal=False, close_root=False))
+                row = rows[b][0, ids].double().numpy()
+                moves += [(h.logprob + float(s), b, int(a)) for s, a in zip(row, ids)]
+            moves.sort(key=lambda m: -m[0])  # stable: ties keep frontier and vocabulary order
+            frontier = [self._nonterminal(frontier[b], a, score - frontier[b].logprob, vocab)
+                        for score, b, a in moves[: self.beam]]
+        return completed
+
+    @staticmethod
+    def _nonterminal(h: _Hypothesis, action: int, logprob: float, vocab: ActionVocab) -> _Hypothesis:
+        ttype = int(vocab.token_types(np.array([action]))[0])
+        return h.extend((vocab.tokens[action],), ttype, -1, logprob, closing=int(ttype == TokenType.CNT))
+
+    def _close(self, hypotheses: list[_Hypothesis]) -> list[_Hypothesis]:
+        """Each hypothesis with all its open constituents closed (innermost first), scored in one pass."""
+        closings = [tuple(f"{label})" for label in reversed(h.state.open)) for h in hypotheses]
+        examples = [self.model.encode(h.actions(c, TokenType.CNT)) for h, c in zip(hypotheses, closings)]
+        logprobs = self.model.label_logprobs(examples)
+        out = []
+        for h, c, lp in zip(hypotheses, closings, logprobs):
+            last = self.model.encoded_length(len(h.tokens), h.closing) - 1
+            out.append(h.extend(c, TokenType.CNT, -1, float(lp[last:].sum()), closing=len(c)))
+        return out
+
+
+def _best(hypotheses: list[_Hypothesis], k: int) -> list[_Hypothesis]:
+    return sorted(hypotheses, key=lambda h: -h.logprob)[:k]
