@@ -1,7 +1,9 @@
 """``synbench eval TASK ...``: the evaluation protocol, one sub-command per task.
 
-``sg`` scores SyntaxGym from a file of region surprisals; tasks that need a checkpoint (``ppl``,
-``blimp``, SyntaxGym from a model) register here as further sub-commands.
+``ppl``, ``sg``, ``blimp`` and ``rerank`` score a model file (TG-family checkpoint or n-gram JSON) through
+the Scorer protocol and write ``results.json`` + ``items.jsonl`` into ``--out`` (default
+``RUN_DIR/eval/TASK-HASH``); a re-run computes only the items missing there. ``sg --surprisals FILE``
+scores SyntaxGym from a file of region surprisals; ``uas`` compares two CoNLL-U files.
 """
 
 from __future__ import annotations
@@ -9,46 +11,231 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("eval", help="evaluate: SyntaxGym (and more tasks)", description=__doc__)
+    p = subparsers.add_parser("eval", help="evaluate: perplexity, SyntaxGym, BLiMP, reranking, UAS",
+                              description=__doc__)
     tasks = p.add_subparsers(dest="task", required=True, metavar="TASK")
+    _register_ppl(tasks)
     _register_sg(tasks)
+    _register_blimp(tasks)
+    _register_rerank(tasks)
+    _register_uas(tasks)
+
+
+def _limit(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--limit", type=int, metavar="K", help="evaluate the first K sentences only")
+
+
+def _register_ppl(tasks: argparse._SubParsersAction) -> None:
+    from experiments.evaluate.scorer_choice import add_arguments
+
+    p = tasks.add_parser(
+        "ppl", help="word perplexity of a treebank split (exact or a bound)",
+        description="Word perplexity exp(-Σ log p(x) / words) of a corpus split, sentence-level (TG §3.1). "
+                    "log p(x) includes the end of the sentence; the denominator counts words only. Exact for "
+                    "string models (TXL (terminals), n-gram JSON models), an upper bound for joint models "
+                    "(--method gold|proposals|beam; beam by default).")
+    add_arguments(p)
+    p.add_argument("--corpus", default="ptb-sample", help="corpus name or treebank file (default ptb-sample)")
+    p.add_argument("--split", default="valid", help="split (default valid; 'file' for a treebank file)")
+    _limit(p)
+    p.set_defaults(func=run_ppl)
+
+
+def run_ppl(args: argparse.Namespace) -> int:
+    from experiments.evaluate import ppl
+    from experiments.evaluate.scorer_choice import choose
+
+    sentences = ppl.read_sentences(args.corpus, args.split, args.limit, args.data_dir)
+    chosen = choose(args, gold=sentences.gold_source())
+    result, computed = ppl.evaluate(chosen, args.checkpoint, sentences, args.limit, args.out)
+    return _print(args, result, computed, result["metrics"]["sentences"], ppl.format_report)
 
 
 def _register_sg(tasks: argparse._SubParsersAction) -> None:
+    from experiments.evaluate.scorer_choice import add_arguments
+
     p = tasks.add_parser(
         "sg",
-        help="SyntaxGym accuracy per suite, per circuit and overall from region surprisals",
+        help="SyntaxGym accuracy per suite, per circuit and overall (from a model or region surprisals)",
         description=(
-            "Score the SyntaxGym suites of Hu et al. (2020). FILE has one JSON object per line: "
-            '{"suite", "item", "condition", "region", "surprisal"} with region surprisals in bits (sums over '
-            "the region's words; empty regions may be omitted). An item passes when the suite's first "
-            "prediction holds; the overall score is the mean over the paper's 31 suites."
+            "Score the SyntaxGym suites of Hu et al. (2020), from a model (CHECKPOINT) or from region "
+            "surprisals (--surprisals FILE: one JSON object per line, "
+            '{"suite", "item", "condition", "region", "surprisal"} with region surprisals in bits, sums over '
+            "the region's words; empty regions may be omitted). From a model, each condition's regions are "
+            "joined with spaces (no period appended), tokenized PTB-style, and word surprisals are summed "
+            "into regions by character offsets. An item passes when the suite's first prediction holds; "
+            "the overall score is the mean over the paper's 31 suites."
         ),
     )
-    p.add_argument("--surprisals", required=True, metavar="FILE", help="region surprisals, JSON lines")
+    add_arguments(p, model_optional=True)
+    p.add_argument("--surprisals", metavar="FILE", help="region surprisals, JSON lines (instead of a model)")
     p.add_argument("--suites-dir", metavar="DIR", help="suite JSON files (default: staged in $SYNBENCH_DATA)")
-    p.add_argument("--json", action="store_true", help="print {suites, circuits, score} as JSON")
+    p.add_argument("--suites", help="comma-separated suite names (default: all)")
+    p.add_argument("--items-per-suite", type=int, metavar="K", help="the first K items of each suite")
     p.set_defaults(func=run_sg)
 
 
 def run_sg(args: argparse.Namespace) -> int:
     from experiments.evaluate.sg import default_suites_dir, load_suites, read_surprisals, score
+    from lightning_modules.errors import InputError
 
-    suites = load_suites(args.suites_dir or default_suites_dir())
-    result = score(suites, read_surprisals(args.surprisals, suites))
-    if args.json:
-        json.dump(result, sys.stdout)
-        sys.stdout.write("\n")
+    if (args.checkpoint is None) == (args.surprisals is None):
+        raise InputError("give either a CHECKPOINT or --surprisals FILE", "eval sg")
+    suites_dir = Path(args.suites_dir) if args.suites_dir else default_suites_dir(args.data_dir)
+    suites = load_suites(suites_dir)
+    if args.surprisals is not None:
+        result = score(suites, read_surprisals(args.surprisals, suites))
+        if args.json:
+            json.dump(result, sys.stdout)
+            sys.stdout.write("\n")
+        else:
+            sys.stdout.write(_sg_report(result))
         return 0
-    print(f"{'suite':28} {'accuracy':>8} {'all preds':>9}")
+    from experiments.evaluate import sg_eval
+    from experiments.evaluate.scorer_choice import choose
+
+    names = [s.strip() for s in args.suites.split(",") if s.strip()] if args.suites else None
+    selected = sg_eval.select(suites, names, args.items_per_suite)
+    chosen = choose(args)
+    result, computed = sg_eval.evaluate(chosen, args.checkpoint, selected, suites_dir, args.items_per_suite, args.out)
+    return _print(args, result, computed, result["settings"]["items"],
+                  lambda r: _sg_report(r) + f"OOV rate {r['oov_rate']:.4f}\n{r['headline']}\n")
+
+
+def _sg_report(result: dict) -> str:
+    lines = [f"{'suite':28} {'accuracy':>8} {'all preds':>9}"]
     for name, r in result["suites"].items():
-        print(f"{name:28} {r['accuracy']:8.4f} {r['accuracy_all_predictions']:9.4f}")
-    print()
+        lines.append(f"{name:28} {r['accuracy']:8.4f} {r['accuracy_all_predictions']:9.4f}")
+    lines.append("")
     for name, acc in result["circuits"].items():
-        print(f"{name:28} {'-' if acc is None else format(acc, '8.4f'):>8}")
+        lines.append(f"{name:28} {'-' if acc is None else format(acc, '8.4f'):>8}")
     overall = result["score"]
-    print(f"{'SyntaxGym score (31 suites)':28} {'-' if overall is None else format(overall, '8.4f'):>8}")
+    lines.append(f"{'SyntaxGym score (31 suites)':28} {'-' if overall is None else format(overall, '8.4f'):>8}")
+    return "\n".join(lines) + "\n"
+
+
+def _register_blimp(tasks: argparse._SubParsersAction) -> None:
+    from experiments.evaluate.scorer_choice import add_arguments
+
+    p = tasks.add_parser(
+        "blimp", help="BLiMP accuracy per paradigm, per phenomenon and overall",
+        description="BLiMP (Warstadt et al. 2020): a pair is correct when log p(good) > log p(bad) (sentences "
+                    "tokenized PTB-style; joint models compare marginal lower bounds). Accuracy per paradigm, "
+                    "per phenomenon and overall (mean over paradigms).")
+    add_arguments(p)
+    p.add_argument("--blimp-dir", metavar="DIR", help="BLiMP data folder (default: staged in $SYNBENCH_DATA)")
+    p.add_argument("--paradigms", help="comma-separated paradigm UIDs (default: all 67)")
+    p.add_argument("--pairs-per-paradigm", type=int, metavar="K", help="the first K pairs of each paradigm")
+    p.set_defaults(func=run_blimp)
+
+
+def run_blimp(args: argparse.Namespace) -> int:
+    from experiments.evaluate import blimp_eval
+    from experiments.evaluate.blimp import load_paradigms
+    from experiments.evaluate.scorer_choice import choose
+
+    blimp_dir = Path(args.blimp_dir) if args.blimp_dir else blimp_eval.default_data_dir(args.data_dir)
+    paradigms = load_paradigms(blimp_dir, args.pairs_per_paradigm)
+    names = [s.strip() for s in args.paradigms.split(",") if s.strip()] if args.paradigms else None
+    selected = blimp_eval.select(paradigms, names)
+    chosen = choose(args)
+    result, computed = blimp_eval.evaluate(chosen, args.checkpoint, selected, blimp_dir, args.pairs_per_paradigm,
+                                           args.out)
+
+    def report(r: dict) -> str:
+        m = r["metrics"]
+        rows = [f"{uid:48} {acc:.4f}" for uid, acc in m["paradigms"].items()]
+        rows += [""] + [f"{name:48} {acc:.4f}" for name, acc in m["phenomena"].items()]
+        return "\n".join(rows + ["", f"{'overall':48} {m['accuracy']:.4f}", r["headline"]]) + "\n"
+
+    return _print(args, result, computed, result["settings"]["pairs"], report)
+
+
+def _register_rerank(tasks: argparse._SubParsersAction) -> None:
+    from experiments.evaluate.scorer_choice import add_arguments
+
+    p = tasks.add_parser(
+        "rerank", help="parse reranking of proposal trees by the joint model (EVALB F1)",
+        description="Parse reranking (TG §3.2): for each gold sentence, the proposal with the highest "
+                    "log p(x, y) under the joint model, scored with EVALB (COLLINS.prm) against the gold trees; "
+                    "also the oracle F1 of the proposals and, with --logq, the proposal parser's own 1-best.")
+    add_arguments(p, methods=("proposals",), proposals_required=True)
+    p.add_argument("--gold", required=True, help="gold treebank file or CORPUS/SPLIT (e.g. ptb-sample/test)")
+    p.add_argument("--logq", type=Path, metavar="FILE", help="log q(y|x) of the proposals (synbench propose --logq)")
+    _limit(p)
+    p.set_defaults(func=run_rerank)
+
+
+def run_rerank(args: argparse.Namespace) -> int:
+    from experiments.evaluate import rerank
+    from experiments.evaluate.scorer_choice import choose
+
+    args.method = "proposals"
+    gold = rerank.read_gold(args.gold, args.limit, args.data_dir)
+    chosen = choose(args)
+    if not chosen.joint:
+        from lightning_modules.errors import InputError
+
+        raise InputError(f"{chosen.family} is a string model: reranking needs a joint model p(x, y)", args.checkpoint)
+    result, computed = rerank.evaluate(chosen, args.checkpoint, gold, args.proposals, args.n, args.logq, args.limit,
+                                       args.out)
+
+    def report(r: dict) -> str:
+        m = r["metrics"]
+        rows = []
+        for name in ("reranked", "oracle", "parser_1best"):
+            if m[name] is not None:
+                a = m[name]["all"]
+                rows.append(f"{name:14} F1 {a['bracket_f1']}  recall {a['bracket_recall']}  "
+                            f"precision {a['bracket_precision']}  (len<=40 F1 {m[name]['len40']['bracket_f1']})")
+        return "\n".join(rows + [r["headline"]]) + "\n"
+
+    return _print(args, result, computed, result["settings"]["sentences"], report)
+
+
+def _register_uas(tasks: argparse._SubParsersAction) -> None:
+    p = tasks.add_parser(
+        "uas", help="unlabeled/labeled attachment scores of CoNLL-U dependency trees",
+        description="UAS and LAS of TEST against GOLD (CoNLL-U, sentences paired in order). Punctuation "
+                    "(gold UPOS PUNCT) is excluded unless --punct; LAS compares the universal part of DEPREL. "
+                    "A sentence or word mismatch is an error at TEST:LINE.")
+    p.add_argument("gold", help="gold CoNLL-U file")
+    p.add_argument("test", help="predicted CoNLL-U file")
+    p.add_argument("--punct", action="store_true", help="score punctuation too")
+    p.add_argument("--out", type=Path, metavar="DIR", help="also write results.json here")
+    p.add_argument("--json", action="store_true", help="print the scores as JSON")
+    p.set_defaults(func=run_uas)
+
+
+def run_uas(args: argparse.Namespace) -> int:
+    from experiments.evaluate.results import write_results
+    from experiments.evaluate.uas import attachment_scores
+
+    scores = attachment_scores(args.gold, args.test, args.punct)
+    if args.out is not None:
+        write_results(args.out, "uas", scores, scores["convention"], {"punct": args.punct},
+                      config={"task": "uas", "punct": args.punct}, data={"gold": args.gold, "test": args.test})
+    if args.json:
+        json.dump(scores, sys.stdout, sort_keys=True)
+        sys.stdout.write("\n")
+    else:
+        uas, las = (f"{x:.2f}" if x is not None else "-" for x in (scores["uas"], scores["las"]))
+        print(f"UAS {uas}  LAS {las}  ({scores['words']} words, {scores['sentences']} sentences; "
+              f"punctuation {scores['punctuation']})")
+    return 0
+
+
+def _print(args: argparse.Namespace, result: dict, computed: int, total: int, report) -> int:
+    """The result on stdout (JSON or text); what was computed now versus cached on stderr."""
+    if args.json:
+        json.dump(result, sys.stdout, sort_keys=True)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(report(result))
+    print(f"synbench: computed {computed} of {total} items ({total - computed} cached) -> {result['out']}",
+          file=sys.stderr)
     return 0

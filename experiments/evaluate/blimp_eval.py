@@ -1,0 +1,106 @@
+"""BLiMP from a model: each pair's two sentences tokenized PTB-style, compared by total log-probability.
+
+A sentence's score is the Scorer's ``total``: log p(x) including the end of the sentence (exact for string
+models; for joint models the marginal lower bound over proposals or the beam, so the comparison is between
+bounds, as in TG §3.3 and Pushdown). Aggregation (paradigm, phenomenon, overall; ties wrong) is
+``blimp.evaluate``. Items are pairs, cached in ``items.jsonl`` by ``UID/k`` (k = the pair's position in its
+paradigm file).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from experiments.evaluate.blimp import Pair
+from experiments.evaluate.blimp import evaluate as aggregate_pairs
+from experiments.evaluate.cache import ItemCache, Record, default_out_dir, is_number
+from experiments.evaluate.results import write_results
+from experiments.evaluate.scorer_choice import ChosenScorer
+from experiments.evaluate.tokenize import tokenize
+from lightning_modules.errors import InputError
+
+
+def default_data_dir(data_dir: str | None = None) -> Path:
+    from lightning_modules.data.corpora import resolve_data_dir
+
+    path = resolve_data_dir(data_dir) / "blimp" / "data"
+    if not path.is_dir():
+        raise InputError("BLiMP is not prepared: run `synbench prepare` or pass --blimp-dir", str(path))
+    return path
+
+
+def select(paradigms: dict[str, list[Pair]], names: list[str] | None) -> dict[str, list[Pair]]:
+    if not names:
+        return paradigms
+    unknown = [n for n in names if n not in paradigms]
+    if unknown:
+        raise InputError(f"unknown paradigm {unknown[0]!r}", "--paradigms")
+    return {n: paradigms[n] for n in sorted(names)}
+
+
+def words_of(sentence: str, location: str) -> list[str]:
+    words = [t.text for t in tokenize(sentence)]
+    if not words:
+        raise InputError("empty sentence", location)
+    return words
+
+
+def evaluate(chosen: ChosenScorer, model_path: str | Path, paradigms: dict[str, list[Pair]], blimp_dir: Path,
+             pairs_per_paradigm: int | None, out: str | Path | None = None) -> tuple[dict[str, Any], int]:
+    """Score every pair (only those missing from the cache) and aggregate."""
+    pairs = {f"{uid}/{k}": p for uid, ps in sorted(paradigms.items()) for k, p in enumerate(ps)}
+    words = {i: (words_of(p.good, f"{p.uid} pair {p.pair_id} good"), words_of(p.bad, f"{p.uid} pair {p.pair_id} bad"))
+             for i, p in pairs.items()}
+    checksum = hashlib.sha256(json.dumps(sorted(words.items())).encode("utf-8")).hexdigest()
+    settings = {**chosen.settings, "paradigms": len(paradigms), "pairs_per_paradigm": pairs_per_paradigm,
+                "pairs": len(pairs)}
+    identity = {"task": "blimp", **chosen.identity, "paradigms": sorted(paradigms),
+                "pairs_per_paradigm": pairs_per_paradigm, "data_sha256": checksum}
+    out_dir = Path(out) if out is not None else default_out_dir(model_path, "blimp", identity)
+    ids = list(pairs)
+
+    def valid(r: Record) -> bool:
+        good, bad = words[r["id"]]
+        return (is_number(r["logprob_good"]) and is_number(r["logprob_bad"]) and r["words"] == len(good) + len(bad)
+                and isinstance(r["unknown_words"], int))
+
+    def compute(wanted: list[str]) -> list[Record]:
+        scores = chosen.scorer.score([w for i in wanted for w in words[i]])
+        out = []
+        for k, i in enumerate(wanted):
+            good, bad = scores[2 * k], scores[2 * k + 1]
+            out.append({"id": i, "logprob_good": good.total, "logprob_bad": bad.total,
+                        "words": len(good.words) + len(bad.words),
+                        "unknown_words": good.unknown_words + bad.unknown_words})
+        return out
+
+    cache = ItemCache(out_dir, valid)
+    cache.fill(ids, compute, max(1, chosen.chunk // 2))
+    records = cache.ordered(ids)
+    by_uid: dict[str, list[float]] = {}
+    for r in records:
+        by_uid.setdefault(r["id"].rsplit("/", 1)[0], []).extend([r["logprob_good"], r["logprob_bad"]])
+    uid_of = {tuple(s for p in ps for s in (p.good, p.bad)): uid for uid, ps in paradigms.items()}
+
+    def lookup(sentences: list[str]) -> list[float]:  # blimp.evaluate asks for one paradigm's sentences
+        return by_uid[uid_of[tuple(sentences)]]
+
+    metrics, pair_items = aggregate_pairs(paradigms, lookup)
+    for r, item in zip(records, pair_items, strict=True):
+        item.update(id=r["id"], words=r["words"], unknown_words=r["unknown_words"])
+    words_total = sum(r["words"] for r in records)
+    oov = sum(r["unknown_words"] for r in records) / words_total
+    per = f"{pairs_per_paradigm} pairs per paradigm" if pairs_per_paradigm else "all pairs (1,000 per paradigm)"
+    headline = (f"BLiMP {metrics['accuracy']:.3f} on {len(paradigms)} paradigms, {per}, {chosen.description}, "
+                f"OOV {oov:.3f}")
+    convention = metrics.pop("convention") + "; log p(x) includes the end of the sentence" + (
+        " (joint models: marginal lower bounds)" if chosen.joint else "")
+    metrics.update(oov_rate=oov, words=words_total, headline=headline)
+    write_results(out_dir, "blimp", metrics, convention, settings, pair_items, config=identity,
+                  data={"blimp": blimp_dir, **chosen.data})
+    result = {"metrics": metrics, "settings": settings, "convention": convention, "headline": headline,
+              "out": str(out_dir)}
+    return result, cache.computed

@@ -1,0 +1,112 @@
+"""Where an evaluation's results live, and the per-item cache that lets a re-run compute only what is missing.
+
+An evaluation is identified by its **task identity**: the task, the model file's sha256, the settings that
+change any number (method, N, beam, subset sizes, ...) and a checksum of the data actually evaluated. Its
+hash names the output folder, ``<run dir>/eval/<task>-<hash>/`` by default (the run dir of
+``RUN/checkpoints/best.ckpt`` is ``RUN``; for any other model file, its folder), so two evaluations that
+differ in anything that matters never share a folder, and the same evaluation always finds its own.
+
+``items.jsonl`` in that folder is the cache: one JSON object per line with a string ``"id"``. Records are
+appended (and flushed to disk) as they are computed, so an interrupted run keeps its progress. When read
+back, a line that is not valid JSON, has no id, or fails the task's own check is ignored and its item is
+computed again — a corrupted cache is never trusted. At the end ``results.py`` rewrites ``items.jsonl``
+atomically with exactly the evaluated items in order.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from experiments.evaluate.results import config_hash
+
+Record = dict[str, Any]
+
+
+def run_dir_of(model_path: str | Path) -> Path:
+    """``RUN`` for ``RUN/checkpoints/X.ckpt``; otherwise the folder of the model file."""
+    parent = Path(model_path).resolve().parent
+    return parent.parent if parent.name == "checkpoints" else parent
+
+
+def task_hash(identity: Mapping[str, Any]) -> str:
+    """16 hex digits of the sha256 of the canonical JSON of the task identity (also ``config_hash``)."""
+    return config_hash(identity)
+
+
+def default_out_dir(model_path: str | Path, task: str, identity: Mapping[str, Any]) -> Path:
+    return run_dir_of(model_path) / "eval" / f"{task}-{task_hash(identity)}"
+
+
+class ItemCache:
+    """The valid records of ``out_dir/items.jsonl`` by id, and appending new ones.
+
+    ``valid(record)`` is the task's check of a record read back (right fields, right types); ``computed``
+    counts the records added by this process (0 on a complete cache hit).
+    """
+
+    def __init__(self, out_dir: str | Path, valid: Callable[[Record], bool]):
+        self.path = Path(out_dir) / "items.jsonl"
+        self.valid = valid
+        self.records: dict[str, Record] = {}
+        self.computed = 0
+        if self.path.is_file():
+            for line in self.path.read_text(encoding="utf-8", errors="replace").splitlines():
+                record = _parse(line)
+                if record is not None and record["id"] not in self.records and _safe(valid, record):
+                    self.records[record["id"]] = record
+
+    def missing(self, ids: Sequence[str]) -> list[str]:
+        return [i for i in ids if i not in self.records]
+
+    def fill(self, ids: Sequence[str], compute: Callable[[list[str]], list[Record]], chunk: int = 32) -> None:
+        """Compute the records of the missing ``ids`` (``chunk`` at a time) and append each chunk at once."""
+        todo = self.missing(ids)
+        for start in range(0, len(todo), chunk):
+            wanted = todo[start : start + chunk]
+            records = compute(wanted)
+            if [r["id"] for r in records] != wanted:
+                raise ValueError("compute must return one record per id, in order")
+            self.add(records)
+
+    def add(self, records: Sequence[Record]) -> None:
+        """Append records (after completing a line a killed writer may have left unterminated)."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path, "a+b") as f:
+            f.seek(0, os.SEEK_END)
+            if f.tell():
+                f.seek(-1, os.SEEK_END)
+                if f.read(1) != b"\n":
+                    f.write(b"\n")
+            f.write("".join(json.dumps(r, sort_keys=True) + "\n" for r in records).encode("utf-8"))
+            f.flush()
+            os.fsync(f.fileno())
+        for r in records:
+            self.records[r["id"]] = r
+        self.computed += len(records)
+
+    def ordered(self, ids: Sequence[str]) -> list[Record]:
+        return [self.records[i] for i in ids]
+
+
+def _parse(line: str) -> Record | None:
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return None
+    return record if isinstance(record, dict) and isinstance(record.get("id"), str) else None
+
+
+def _safe(valid: Callable[[Record], bool], record: Record) -> bool:
+    try:
+        return bool(valid(record))
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError):
+        return False
+
+
+def is_number(x: Any) -> bool:
+    """A JSON number (not a bool): what cached scores must be."""
+    return isinstance(x, int | float) and not isinstance(x, bool)

@@ -1,0 +1,148 @@
+"""Word perplexity of a treebank split (TG §3.1): ``PPL = exp(-Σ_x log p(x) / N_w)``, sentence-level.
+
+``N_w`` counts the words of the evaluated sentences (the end of a sentence is not a word), while ``log p(x)``
+includes the end of the sentence: ``log p(</s> | x)`` for string models, the closing of the constituents still
+open after the last word for joint models — the probability of the whole string, as TG §3.1 defines it. For
+string models the value is exact; for joint models ``log p(x) >= log Σ_{y ∈ Y'} p(x, y)`` (proposals, beam,
+or the gold tree alone), so the perplexity is an upper bound. The perplexity without the end-of-sentence
+term is reported as well, for comparison with conventions that leave it out.
+
+Items are sentences (``items.jsonl``: log p(x) or its bound, the end term, words, unknown words), cached by
+the task identity (``cache.py``). Document-level checkpoints are refused by ``scorer_choice`` (TG's greedy
+best tree for previous sentences is not implemented).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from experiments.evaluate.cache import ItemCache, Record, default_out_dir, is_number
+from experiments.evaluate.results import write_results
+from experiments.evaluate.scorer_choice import ChosenScorer
+from lightning_modules.data.tree import Tree, clean
+from lightning_modules.errors import InputError
+
+
+@dataclass(frozen=True)
+class Sentences:
+    """The evaluated sentences of a corpus split (cleaned: no ``-NONE-``), with their gold trees."""
+
+    name: str  # "CORPUS/SPLIT"
+    words: list[list[str]]
+    trees: list[Tree]
+    locations: list[str]
+
+    def checksum(self) -> str:
+        text = "\n".join(" ".join(w) for w in self.words)
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+    def gold_source(self):
+        """``--method gold``: each sentence's tree from the corpus (matched by words)."""
+        by_words: dict[tuple[str, ...], Tree] = {}
+        for words, tree in zip(self.words, self.trees):
+            by_words.setdefault(tuple(words), tree)
+        return lambda sentences: [[by_words[tuple(s)]] for s in sentences]
+
+
+def read_sentences(corpus: str, split: str, limit: int | None = None, data_dir: str | None = None) -> Sentences:
+    """The first ``limit`` (default all) sentences of a constituency corpus split."""
+    from lightning_modules.data.corpora import load_corpus
+
+    if limit is not None and limit < 1:
+        raise InputError("must be at least 1", "--limit")
+    loaded = load_corpus(corpus, data_dir)
+    if loaded.kind != "constituency":
+        raise InputError(f"corpus {loaded.name!r} has dependency trees; perplexity needs a treebank", "--corpus")
+    if split not in loaded.splits:
+        raise InputError(f"corpus {loaded.name!r} has no split {split!r} (splits: {', '.join(loaded.splits)})",
+                         "--split")
+    words, trees, locations = [], [], []
+    for location, tree in loaded.sentences(split)[:limit]:
+        try:
+            cleaned = clean(tree)
+        except InputError as e:
+            raise InputError(e.message, e.location or location) from None
+        if not cleaned.leaves():
+            raise InputError("sentence without overt words", location)
+        words.append(cleaned.leaves())
+        trees.append(cleaned)
+        locations.append(location)
+    if not words:
+        raise InputError(f"split {split!r} has no sentences", "--split")
+    return Sentences(f"{loaded.name}/{split}", words, trees, locations)
+
+
+def evaluate(chosen: ChosenScorer, model_path: str | Path, sentences: Sentences, limit: int | None,
+             out: str | Path | None = None) -> tuple[dict[str, Any], int]:
+    """Score the sentences (only those missing from the cache) and write the results.
+
+    Returns ``(result, computed)``: the printed result object and the number of sentences scored now.
+    """
+    settings = {**chosen.settings, "corpus": sentences.name, "sentences": len(sentences.words),
+                "limit": limit, "level": "sentence"}
+    identity = {"task": "ppl", **chosen.identity, "corpus": sentences.name, "limit": limit,
+                "data_sha256": sentences.checksum()}
+    out_dir = Path(out) if out is not None else default_out_dir(model_path, "ppl", identity)
+    ids = [str(k) for k in range(len(sentences.words))]
+    lengths = {str(k): len(w) for k, w in enumerate(sentences.words)}
+
+    def valid(r: Record) -> bool:
+        return (r["words"] == lengths.get(r["id"]) and is_number(r["logprob"]) and is_number(r["end_logprob"])
+                and isinstance(r["unknown_words"], int))
+
+    def compute(wanted: list[str]) -> list[Record]:
+        scores = chosen.scorer.score([sentences.words[int(i)] for i in wanted])
+        return [{"id": i, "location": sentences.locations[int(i)], "words": len(s.words), "logprob": s.total,
+                 "end_logprob": s.end_logprob, "unknown_words": s.unknown_words} for i, s in zip(wanted, scores)]
+
+    cache = ItemCache(out_dir, valid)
+    cache.fill(ids, compute, chosen.chunk)
+    items = cache.ordered(ids)
+    metrics = perplexity(items)
+    convention = describe(chosen, metrics["words"])
+    bound = "<= " if chosen.joint else ""
+    headline = (f"PPL {bound}{metrics['word_ppl']:.2f} on {len(items)} sentences of {sentences.name} "
+                f"({metrics['words']} words{', first ' + str(limit) if limit else ''}), {chosen.description}, "
+                "sentence-level, end of sentence in log p(x) but not in the word count")
+    write_results(out_dir, "ppl", {**metrics, "headline": headline}, convention, settings, items,
+                  config=identity, data=chosen.data)
+    result = {"metrics": metrics, "settings": settings, "convention": convention, "headline": headline,
+              "out": str(out_dir)}
+    return result, cache.computed
+
+
+def perplexity(items: Sequence[Record]) -> dict[str, Any]:
+    """Word perplexity with and without the end-of-sentence term, OOV rate (``math.fsum``: order-free)."""
+    words = sum(r["words"] for r in items)
+    logprob = math.fsum(r["logprob"] for r in items)
+    without_end = logprob - math.fsum(r["end_logprob"] for r in items)
+    unknown = sum(r["unknown_words"] for r in items)
+    return {"word_ppl": math.exp(-logprob / words), "word_ppl_without_end": math.exp(-without_end / words),
+            "nll_per_word": -logprob / words, "logprob": logprob, "sentences": len(items), "words": words,
+            "unknown_words": unknown, "oov_rate": unknown / words}
+
+
+def describe(chosen: ChosenScorer, words: int) -> str:
+    """The one-sentence convention recorded in results.json."""
+    end = ("the closing of the constituents open after the last word" if chosen.joint
+           else "log p(</s> | x)")
+    kind = ("an upper bound: log p(x) >= log Σ_{y in Y'} p(x, y), Y' = " + chosen.description if chosen.joint
+            else "exact")
+    return (f"word perplexity exp(-Σ_x log p(x) / N_w), N_w = {words} words (the end of sentence is not "
+            f"counted); log p(x) includes the end of the sentence ({end}); {kind}; sentence-level")
+
+
+def format_report(result: dict[str, Any]) -> str:
+    m = result["metrics"]
+    lines = [f"{'word perplexity':28} {m['word_ppl']:.4f}",
+             f"{'without end of sentence':28} {m['word_ppl_without_end']:.4f}",
+             f"{'sentences / words':28} {m['sentences']} / {m['words']}",
+             f"{'OOV rate':28} {m['oov_rate']:.4f}",
+             f"convention: {result['convention']}",
+             result["headline"]]
+    return "\n".join(lines) + "\n"

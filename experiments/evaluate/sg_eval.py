@@ -1,0 +1,131 @@
+"""SyntaxGym from a model: sentences of the suites' conditions -> word surprisals -> region sums -> ``sg.score``.
+
+Each condition's regions are joined with single spaces into one sentence (``sg.condition_text``; empty regions
+contribute nothing), as the SyntaxGym tools present a condition to a model. Nothing is appended: a suite
+whose last region ends with a period has that period, the others have none (Pushdown and DTG append " ."
+to every sentence, which doubles the period of the subordination suites; we do not). The sentence is
+tokenized the way the treebank is (``tokenize.py``, PTB rules with character offsets), the Scorer gives each
+word log p(w_i | w_<i) in nats, its surprisal is ``-log2 p`` bits, and words are summed into regions by
+character offsets (``sg.region_sums``); a token spanning two regions is an error, never guessed. The
+end-of-sentence term belongs to no region (canonical SyntaxGym gives ``<eos>`` no surprisal). For joint
+models the per-word values are incremental estimates (beam or proposal prefixes), as the convention says.
+
+Items are (suite, item) pairs: every condition's region surprisals, cached in ``items.jsonl``; the region
+surprisals are also written in the ``eval sg --surprisals`` format (``surprisals.jsonl``), so the same
+scores can be recomputed from the file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from experiments.evaluate.cache import ItemCache, Record, default_out_dir, is_number
+from experiments.evaluate.results import write_results
+from experiments.evaluate.scorer_choice import ChosenScorer
+from experiments.evaluate.sg import Suite, SurprisalTable, condition_text, load_circuits, region_sums, score
+from experiments.evaluate.tokenize import tokenize
+from lightning_modules.data.atomic import atomic_write_text
+from lightning_modules.errors import InputError
+
+LN2 = math.log(2.0)
+CONVENTION = ("region surprisal = sum of -log2 p(w_i | w_<i) over the region's words (bits); regions joined "
+              "with spaces, no period appended, PTB tokenization with character offsets; the end of sentence "
+              "is in no region; item passes when the first prediction holds; overall = mean over the 31 "
+              "suites of Hu et al. (2020)")
+
+
+def select(suites: dict[str, Suite], names: list[str] | None, items_per_suite: int | None) -> dict[str, Suite]:
+    """The chosen suites (all by default), each cut to its first ``items_per_suite`` items."""
+    if items_per_suite is not None and items_per_suite < 1:
+        raise InputError("must be at least 1", "--items-per-suite")
+    if names:
+        unknown = [n for n in names if n not in suites]
+        if unknown:
+            raise InputError(f"unknown suite {unknown[0]!r} (known: {', '.join(sorted(suites))})", "--suites")
+    chosen = {n: suites[n] for n in (names or sorted(suites))}
+    return {n: replace(s, items=s.items[:items_per_suite]) for n, s in chosen.items()}
+
+
+def condition_words(suite: Suite, item_number: int, condition: str) -> tuple[list[str], list[tuple[int, int]],
+                                                                             list[tuple[int, int] | None]]:
+    """Words of one condition's sentence, their character spans and the regions' spans."""
+    item = next(it for it in suite.items if it.number == item_number)
+    text, spans = condition_text(item.conditions[condition])
+    tokens = tokenize(text)
+    if not tokens:
+        raise InputError("the condition has no words", f"suite {suite.name} item {item_number} {condition}")
+    return [t.text for t in tokens], [(t.start, t.end) for t in tokens], spans
+
+
+def evaluate(chosen: ChosenScorer, model_path: str | Path, suites: dict[str, Suite], suites_dir: Path,
+             items_per_suite: int | None, out: str | Path | None = None) -> tuple[dict[str, Any], int]:
+    """Region surprisals of every selected item (only those missing from the cache), then the SG scores."""
+    sentences = {(name, it.number, c): condition_words(s, it.number, c)
+                 for name, s in suites.items() for it in s.items for c in s.conditions}
+    checksum = hashlib.sha256(json.dumps(sorted((f"{k[0]}/{k[1]}/{k[2]}", v[0]) for k, v in sentences.items()))
+                              .encode("utf-8")).hexdigest()
+    settings = {**chosen.settings, "suites": sorted(suites), "n_suites": len(suites),
+                "items_per_suite": items_per_suite, "items": sum(len(s.items) for s in suites.values())}
+    identity = {"task": "sg", **chosen.identity, "suites": sorted(suites), "items_per_suite": items_per_suite,
+                "data_sha256": checksum}
+    out_dir = Path(out) if out is not None else default_out_dir(model_path, "sg", identity)
+    ids = [f"{name}/{it.number}" for name, s in suites.items() for it in s.items]
+
+    def valid(r: Record) -> bool:
+        suite = suites[r["suite"]]
+        return (r["id"] == f"{r['suite']}/{r['item']}" and set(r["regions"]) == set(suite.conditions)
+                and all(len(v) == len(suite.region_names) and all(is_number(x) for x in v)
+                        for v in r["regions"].values())
+                and isinstance(r["words"], int) and isinstance(r["unknown_words"], int))
+
+    def compute(wanted: list[str]) -> list[Record]:
+        keys = [(name, int(number), c) for i in wanted for name, number in [i.rsplit("/", 1)]
+                for c in suites[name].conditions]
+        scores = chosen.scorer.score([sentences[k][0] for k in keys])
+        records: dict[str, Record] = {}
+        for key, s in zip(keys, scores):
+            name, number, condition = key
+            _, offsets, spans = sentences[key]
+            bits = [-lp / LN2 for lp in s.word_logprobs]
+            try:
+                sums = region_sums(spans, offsets, bits)
+            except ValueError as e:
+                raise InputError(str(e), f"suite {name} item {number} condition {condition}") from None
+            r = records.setdefault(f"{name}/{number}", {"id": f"{name}/{number}", "suite": name, "item": number,
+                                                         "regions": {}, "words": 0, "unknown_words": 0})
+            r["regions"][condition] = sums
+            r["words"] += len(s.words)
+            r["unknown_words"] += s.unknown_words
+        return [records[i] for i in wanted]
+
+    cache = ItemCache(out_dir, valid)
+    cache.fill(ids, compute, max(1, chosen.chunk // 4))  # an item has ~4 conditions
+    items = cache.ordered(ids)
+    table: SurprisalTable = {}
+    for r in items:
+        for condition, sums in r["regions"].items():
+            for region, value in enumerate(sums, start=1):
+                table.setdefault(r["suite"], {})[(r["item"], condition, region)] = value
+    scores = score(suites, table)
+    words = sum(r["words"] for r in items)
+    oov = sum(r["unknown_words"] for r in items) / words
+    paper = load_circuits().paper_suites
+    n_paper = sum(name in paper for name in suites)
+    overall = "-" if scores["score"] is None else f"{scores['score']:.3f}"
+    per_suite = f"{items_per_suite} items per suite" if items_per_suite else "all items"
+    headline = (f"SG {overall} on {len(suites)} suites ({n_paper} of the paper's 31), {chosen.description}, "
+                f"{per_suite}, OOV {oov:.3f}")
+    metrics = {**scores, "oov_rate": oov, "words": words, "headline": headline}
+    write_results(out_dir, "sg", metrics, CONVENTION, settings, items, config=identity,
+                  data={"suites": suites_dir, **chosen.data})
+    atomic_write_text(out_dir / "surprisals.jsonl", "".join(
+        json.dumps({"suite": r["suite"], "item": r["item"], "condition": c, "region": k, "surprisal": v}) + "\n"
+        for r in items for c, sums in sorted(r["regions"].items()) for k, v in enumerate(sums, start=1)))
+    result = {**scores, "oov_rate": oov, "settings": settings, "convention": CONVENTION, "headline": headline,
+              "out": str(out_dir)}
+    return result, cache.computed
