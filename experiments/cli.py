@@ -23,6 +23,11 @@ COMMANDS = [
     "experiments.commands.eval",
     "experiments.commands.inspect",
     "experiments.commands.model_info",
+    "experiments.commands.submit",
+    "experiments.commands.status",
+    "experiments.commands.aggregate",
+    "experiments.commands.sync",
+    "experiments.commands.tune",
 ]
 
 

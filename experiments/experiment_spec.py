@@ -13,6 +13,18 @@
     evaluations: [perplexity]    # optional: names, or {name: ..., other options}
     launcher:                    # optional per-executor options (see experiments/launchers)
       slurm: {time: "00:10:00", max_parallel: 4}
+    tune:                        # optional: the search space of `synbench tune` (Optuna)
+      model: tg                  #   the model entry whose config is tuned (default: the first)
+      data: ptb-sample           #   the data entry (default: the first, if any)
+      seed: 0                    #   the seed of every trial (default: the first seed)
+      params:                    #   config key -> distribution
+        model.peak_lr: {type: float, low: 1.0e-4, high: 1.0e-2, log: true}
+        model.n_layers: {type: int, low: 1, high: 4}          # optional step
+        model.d_model: {type: categorical, choices: [32, 64]}
+      pruner: {n_startup_trials: 2, n_warmup_steps: 10}       # median pruner on val/loss; none = off
+      sampler_seed: 0            #   TPE sampler seed (default: none, i.e. random)
+      heartbeat_s: 30            #   RDB storages: a trial silent this long (x2) is failed and retried
+      max_retry: 3               #   retries of a trial whose worker died
 
 Expanding a spec resolves every (model, data) cell to a full config with the caller's resolver (the same
 function ``synbench train`` uses, fed the same ``key=value`` strings), so the run ids computed at submission
@@ -29,10 +41,13 @@ from typing import Any
 
 import yaml
 
-from experiments.config import configs_dir, load_yaml, run_id
+from experiments.config import _FLOAT, configs_dir, load_yaml, run_id
 from lightning_modules.errors import InputError
 
-TOP_KEYS = ("name", "description", "models", "data", "seeds", "evaluations", "launcher")
+TOP_KEYS = ("name", "description", "models", "data", "seeds", "evaluations", "launcher", "tune")
+TUNE_KEYS = ("model", "data", "seed", "params", "pruner", "sampler_seed", "heartbeat_s", "max_retry")
+PARAM_KEYS = {"float": ("type", "low", "high", "log", "step"), "int": ("type", "low", "high", "log", "step"),
+              "categorical": ("type", "choices")}
 MODEL_KEYS = ("family", "preset", "name", "overrides")
 DATA_KEYS = ("name", "overrides")
 MAX_SEEDS = 100_000
@@ -60,6 +75,36 @@ class DataEntry:
 
 
 @dataclass(frozen=True)
+class TuneParam:
+    """One dimension of the search space: ``key`` is a config key, the rest an Optuna distribution."""
+
+    key: str
+    type: str  # float | int | categorical
+    low: float | None = None
+    high: float | None = None
+    log: bool = False
+    step: float | None = None
+    choices: tuple[Any, ...] = ()
+    where: str = ""
+
+
+@dataclass(frozen=True)
+class TuneSpec:
+    """The ``tune:`` section: which model/data cell is tuned, the search space, pruning and retries.
+    The objective is the run's best validation loss (``best_val_loss`` in ``DONE``), minimised."""
+
+    model: str
+    data: str | None
+    seed: int
+    params: tuple[TuneParam, ...]
+    pruner: dict[str, int] | None
+    sampler_seed: int | None
+    heartbeat_s: int
+    max_retry: int
+    where: str
+
+
+@dataclass(frozen=True)
 class ExperimentSpec:
     """A parsed, validated spec; ``where(*keys)`` gives ``FILE:LINE`` of a key for later error messages."""
 
@@ -72,6 +117,7 @@ class ExperimentSpec:
     evaluations: tuple[dict[str, Any], ...]
     launcher: dict[str, dict[str, Any]]
     lines: dict[tuple, int] = field(repr=False, compare=False)
+    tune: TuneSpec | None = None
 
     def where(self, *keys: str | int) -> str:
         """``FILE:LINE`` of the deepest of ``keys`` that the file spells out (the file alone if none)."""
@@ -192,6 +238,8 @@ def format_override(key: str, value: Any) -> str:
         text = text[: -len("\n...")]
     elif text.endswith("..."):
         text = text[:-3].rstrip()
+    if isinstance(value, str) and _FLOAT.fullmatch(text):  # parse_overrides reads a bare 1e3 as a number
+        text = "'" + value.replace("'", "''") + "'"
     return f"{key}={text}"
 
 
@@ -301,6 +349,7 @@ def parse_spec(data: dict[str, Any], path: Path, lines: dict[tuple, int] | None 
         raise loc.error("expected a mapping of executor name to its options", "launcher")
     _check_keys(launcher, ("local", "slurm", "submitit"), loc, ("launcher",))
 
+    tune = _parse_tune(data["tune"], loc, models, entries, seeds) if data.get("tune") is not None else None
     return ExperimentSpec(
         name,
         path,
@@ -311,7 +360,84 @@ def parse_spec(data: dict[str, Any], path: Path, lines: dict[tuple, int] | None 
         tuple(evaluations),
         {k: dict(v) for k, v in launcher.items()},
         lines,
+        tune,
     )
+
+
+def _number(value: Any, loc: _Locator, keys: tuple, integer: bool = False) -> float | int:
+    if isinstance(value, bool) or not isinstance(value, int if integer else int | float):
+        hint = " (YAML reads 1e-4 as text: write 1.0e-4)" if isinstance(value, str) else ""
+        raise loc.error(f"expected {'an integer' if integer else 'a number'}, got {value!r}{hint}", *keys)
+    return value
+
+
+def _parse_param(key: str, entry: Any, loc: _Locator, keys: tuple) -> TuneParam:
+    if not KEY.fullmatch(key):
+        raise loc.error(f"bad config key {key!r} (expected e.g. model.peak_lr)", *keys)
+    if not isinstance(entry, dict) or entry.get("type") not in PARAM_KEYS:
+        raise loc.error("expected {type: float|int|categorical, ...}", *keys)
+    kind = entry["type"]
+    _check_keys(entry, PARAM_KEYS[kind], loc, keys)
+    if kind == "categorical":
+        choices = entry.get("choices")
+        if not isinstance(choices, list) or not choices or not all(
+            c is None or isinstance(c, str | int | float | bool) for c in choices
+        ):
+            raise loc.error("expected a non-empty list of scalar choices", *keys, "choices")
+        return TuneParam(key, kind, choices=tuple(choices), where=loc.where(*keys))
+    for bound in ("low", "high"):
+        if bound not in entry:
+            raise loc.error(f"missing '{bound}'", *keys)
+    integer = kind == "int"
+    low, high = (_number(entry[b], loc, (*keys, b), integer) for b in ("low", "high"))
+    if high < low:
+        raise loc.error(f"high {high} is below low {low}", *keys, "high")
+    log = entry.get("log", False)
+    if not isinstance(log, bool):
+        raise loc.error(f"expected true or false, got {log!r}", *keys, "log")
+    if log and low <= 0:
+        raise loc.error("a log-scale range needs low > 0", *keys, "low")
+    step = _number(entry["step"], loc, (*keys, "step"), integer) if entry.get("step") is not None else None
+    if step is not None and (step <= 0 or log):
+        raise loc.error("step must be positive and cannot be combined with log", *keys, "step")
+    return TuneParam(key, kind, low, high, log, step, where=loc.where(*keys))
+
+
+def _parse_tune(
+    raw: Any, loc: _Locator, models: list[ModelEntry], data: list[DataEntry], seeds: tuple[int, ...]
+) -> TuneSpec:
+    if not isinstance(raw, dict):
+        raise loc.error("expected a mapping with 'params'", "tune")
+    _check_keys(raw, TUNE_KEYS, loc, ("tune",))
+    model = raw.get("model", models[0].name)
+    if model not in [m.name for m in models]:
+        known = ", ".join(m.name for m in models)
+        raise loc.error(f"no model named {model!r} (models: {known})", "tune", "model")
+    data_name = raw.get("data", data[0].name if data else None)
+    if data_name is not None and data_name not in [d.name for d in data]:
+        raise loc.error(f"no data entry named {data_name!r}", "tune", "data")
+    seed = _number(raw.get("seed", seeds[0]), loc, ("tune", "seed"), integer=True)
+    params = raw.get("params")
+    if not isinstance(params, dict) or not params:
+        raise loc.error("expected a mapping of config keys to distributions", "tune", "params")
+    parsed = tuple(_parse_param(k, v, loc, ("tune", "params", k)) for k, v in params.items())
+    pruner = raw.get("pruner", {})
+    if pruner in ("none", None, False):
+        pruner = None
+    elif not isinstance(pruner, dict):
+        raise loc.error("expected {n_startup_trials, n_warmup_steps} or none", "tune", "pruner")
+    else:
+        _check_keys(pruner, ("n_startup_trials", "n_warmup_steps"), loc, ("tune", "pruner"))
+        pruner = {k: int(_number(v, loc, ("tune", "pruner", k), integer=True)) for k, v in pruner.items()}
+    sampler_seed = raw.get("sampler_seed")
+    if sampler_seed is not None:
+        sampler_seed = int(_number(sampler_seed, loc, ("tune", "sampler_seed"), integer=True))
+    heartbeat = int(_number(raw.get("heartbeat_s", 30), loc, ("tune", "heartbeat_s"), integer=True))
+    retries = int(_number(raw.get("max_retry", 3), loc, ("tune", "max_retry"), integer=True))
+    if heartbeat < 1 or retries < 0:
+        raise loc.error("heartbeat_s must be >= 1 and max_retry >= 0", "tune")
+    return TuneSpec(model, data_name, int(seed), parsed, pruner, sampler_seed, heartbeat, retries,
+                    loc.where("tune"))
 
 
 # --- expansion ---

@@ -5,49 +5,56 @@ The run folder is the source of truth: ``config.json``, ``checkpoints/{best,last
 ``wandb/`` (offline by default), ``HEARTBEAT`` while training, and ``DONE`` (final metrics) written last and
 atomically. Calling ``train`` again on the same folder resumes from ``last.ckpt`` and ends where an
 uninterrupted run would (same batches, same dropout masks, same optimizer and scheduler state); a folder with
-``DONE`` is never trained twice.
+``DONE`` is never trained twice. On ``SIGUSR1`` (SLURM's time-limit warning) or ``SIGTERM`` (preemption)
+training finishes its step, saves ``last.ckpt`` and stops; on ``SIGUSR1`` it also requeues its SLURM task
+(``training_callbacks.LastCheckpoint``, the only requeue owner).
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from experiments.runs import write_done, write_failed
+from experiments.runs import FAILED, write_done, write_failed
 from lightning_modules.data.atomic import atomic_write_text
 from lightning_modules.errors import InputError
 
 
-def train(cfg: dict[str, Any], seed: int, run_dir: Path) -> dict[str, Any]:
+def train(cfg: dict[str, Any], seed: int, run_dir: Path, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
     """Train (or resume) the run in ``run_dir``; returns the final metrics (also written to ``DONE``).
 
-    Any error is also recorded in ``FAILED`` (one line) so ``synbench status`` can say why a run stopped.
+    Any error is also recorded in ``FAILED`` (one line) so ``synbench status`` can say why a run stopped;
+    a preempted run (``Preempted``, a ``SystemExit``) is not a failure. ``callbacks`` are extra Lightning
+    callbacks (e.g. Optuna's pruning).
     """
     try:
-        return _train(cfg, seed, Path(run_dir))
+        return _train(cfg, seed, Path(run_dir), list(callbacks))
     except BaseException as e:
         if Path(run_dir).is_dir() and not isinstance(e, KeyboardInterrupt | SystemExit):
             write_failed(Path(run_dir), str(e) or type(e).__name__)
         raise
 
 
-def _train(cfg: dict[str, Any], seed: int, run_dir: Path) -> dict[str, Any]:
+def _train(cfg: dict[str, Any], seed: int, run_dir: Path, callbacks: list[Any]) -> dict[str, Any]:
     import pytorch_lightning as pl
     import torch
+    from lightning_fabric.plugins.environments import SLURMEnvironment
     from pytorch_lightning.callbacks import ModelCheckpoint
     from pytorch_lightning.loggers import CSVLogger
 
     from experiments.batching import StepBatches
     from experiments.checkpoints import Metadata
     from experiments.families import get_family
-    from experiments.training_callbacks import Heartbeat, NaNGuard, StepSeeding
+    from experiments.training_callbacks import Heartbeat, LastCheckpoint, NaNGuard, StepSeeding
 
     done = run_dir / "DONE"
     if done.exists():
         return json.loads(done.read_text())
     run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / FAILED).unlink(missing_ok=True)  # a new attempt: an earlier failure no longer applies
     atomic_write_text(run_dir / "config.json", json.dumps({"seed": seed, **cfg}, indent=2, sort_keys=True))
 
     rt, tc = cfg["runtime"], cfg["train"]
@@ -66,8 +73,7 @@ def _train(cfg: dict[str, Any], seed: int, run_dir: Path) -> dict[str, Any]:
     ckpt_dir = run_dir / "checkpoints"
     best = ModelCheckpoint(dirpath=ckpt_dir, filename="best", monitor="val/loss", mode="min", save_top_k=1,
                            save_last=False, enable_version_counter=False)
-    last = ModelCheckpoint(dirpath=ckpt_dir, filename="last", every_n_train_steps=int(tc["ckpt_every"]),
-                           save_top_k=1, enable_version_counter=False)
+    last = LastCheckpoint(ckpt_dir / "last.ckpt", int(tc["ckpt_every"]))  # also owns preemption (SIGUSR1/TERM)
     loggers: list[Any] = [CSVLogger(save_dir=str(run_dir), name="csv")]
     if rt.get("wandb", "offline") != "disabled":
         loggers.append(_wandb_logger(cfg, seed, run_dir))
@@ -87,9 +93,11 @@ def _train(cfg: dict[str, Any], seed: int, run_dir: Path) -> dict[str, Any]:
         enable_progress_bar=_progress(rt),
         enable_model_summary=False,
         default_root_dir=str(run_dir),
+        # LastCheckpoint owns SIGUSR1/SIGTERM: Lightning's auto-requeue (mid-step hpc checkpoints) stays off.
+        plugins=[SLURMEnvironment(auto_requeue=False)] if SLURMEnvironment.detect() else None,
         callbacks=[
             StepSeeding(seed), NaNGuard(), Heartbeat(run_dir),
-            Metadata(cfg["family"], cfg, seed, data.vocab), best, last,
+            Metadata(cfg["family"], cfg, seed, data.vocab), *callbacks, best, last,
         ],
     )
     train_batches = StepBatches(data.train, int(tc["batch_size"]), seed, data.collate,

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytorch_lightning as pl
 import torch
+from pytorch_lightning.callbacks import Checkpoint
 
 from experiments.runs import write_heartbeat
 from lightning_modules.errors import InputError
@@ -90,24 +91,32 @@ class Preempted(SystemExit):
         super().__init__(0 if requeued else 128 + signum)
 
 
-class Preemption(pl.Callback):
-    """The one owner of preemption: finish the current step, save ``last.ckpt``, requeue, stop.
+class LastCheckpoint(Checkpoint):
+    """``last.ckpt``, the point a killed or preempted run resumes from exactly: written every ``every_n_steps``
+    steps (0: never) and when a preemption signal arrives, always at a step boundary (``StepSeeding`` and the
+    step-indexed batch stream make any step boundary an exact resume point).
 
-    ``SIGUSR1`` is the warning SLURM sends before the time limit (``--signal=B:SIGUSR1@90``): the task
-    requeues itself with ``scontrol requeue JOB`` (``JOBID_TASK`` for array tasks). ``SIGTERM`` (preemption,
-    ``scontrol requeue``, ``scancel``; SLURM's own requeue is then already under way) only saves and stops.
-    Both save at a step boundary, where ``last.ckpt`` resumes exactly (``StepSeeding`` and the step-indexed
-    batch stream), instead of Lightning's mid-step ``hpc_ckpt_*.ckpt``; Lightning's own auto-requeue is off
-    (``SLURMEnvironment(auto_requeue=False)`` in ``train``): exactly one checkpoint to resume from.
-    Handlers are installed when training starts, after Lightning's, and Lightning restores the previous ones
+    When the step also validates, the checkpoint is written after that validation: Lightning does not repeat
+    the validation of a step whose checkpoint it resumes from, so a checkpoint taken before it would lose that
+    validation (and its best-checkpoint update). Being a ``Checkpoint``, this callback runs after the ``best``
+    ``ModelCheckpoint``, so the saved state includes the step's best-model bookkeeping.
+
+    Preemption, the one owner of requeueing: ``SIGUSR1`` is the warning SLURM sends before the time limit
+    (``--signal=B:SIGUSR1@90``): after saving, the task requeues itself with ``scontrol requeue JOB``
+    (``JOBID_TASK`` for array tasks). ``SIGTERM`` (preemption, ``scontrol requeue``, ``scancel``; a requeue
+    is then already SLURM's doing) only saves. Both then stop with ``Preempted``. Lightning's own
+    auto-requeue, which writes mid-step ``hpc_ckpt_*.ckpt`` files that take precedence on restart, is off
+    (``SLURMEnvironment(auto_requeue=False)`` in ``train``): there is exactly one checkpoint to resume from.
+    The handlers are installed when training starts, after Lightning's; Lightning restores the previous ones
     when ``fit`` ends.
     """
 
     SIGNALS = (signal.SIGUSR1, signal.SIGTERM)
 
-    def __init__(self, last_ckpt: Path):
-        self.last_ckpt = Path(last_ckpt)
+    def __init__(self, path: Path, every_n_steps: int):
+        self.path, self.every_n_steps = Path(path), int(every_n_steps)
         self.received: int | None = None
+        self._after_validation = False
 
     def _handler(self, signum: int, frame: Any) -> None:
         self.received = self.received or signum
@@ -118,13 +127,30 @@ class Preemption(pl.Callback):
                 signal.signal(signum, self._handler)
 
     def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, *args: Any) -> None:
-        if self.received is None:
+        periodic = self.every_n_steps > 0 and trainer.global_step % self.every_n_steps == 0
+        if self.received is None and not periodic:
             return
-        trainer.save_checkpoint(str(self.last_ckpt))
-        requeued = None
-        if self.received == signal.SIGUSR1:
-            requeued = requeue_slurm_task()
-        raise Preempted(self.received, trainer.global_step, requeued)
+        if _validation_due(trainer):
+            self._after_validation = True
+        else:
+            self._save(trainer)
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if self._after_validation and not trainer.sanity_checking:
+            self._after_validation = False
+            self._save(trainer)
+
+    def _save(self, trainer: pl.Trainer) -> None:
+        trainer.save_checkpoint(str(self.path))
+        if self.received is not None:
+            requeued = requeue_slurm_task() if self.received == signal.SIGUSR1 else None
+            raise Preempted(self.received, trainer.global_step, requeued)
+
+
+def _validation_due(trainer: pl.Trainer) -> bool:
+    """Whether Lightning validates after the current training batch (its own decision, a private API)."""
+    loop = trainer.fit_loop
+    return bool(loop.epoch_loop._should_check_val_fx(loop._data_fetcher))
 
 
 def requeue_slurm_task() -> str | None:

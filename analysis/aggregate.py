@@ -1,0 +1,111 @@
+"""All runs of an experiment x their final metrics as one tidy table (Parquet and CSV), from the run folders.
+
+The filesystem is the source of truth: the table is built from each run's ``DONE`` marker (the final metrics)
+and the experiment spec (which runs exist, their model, data, seed and config hash), never from W&B. It reads
+a few small files per run and imports neither torch nor Lightning, so hundreds of runs take a second.
+
+Written to ``RUNS/EXPERIMENT/aggregate/`` (or ``--out``), each file atomically:
+
+- ``metrics_long.{parquet,csv}``: one row per (DONE run, numeric metric): ``experiment, run_id, model, family,
+  data, seed, config_hash, metric, value`` -- the shape statistics over seeds want.
+- ``metrics_wide.{parquet,csv}``: one row per run of the spec (missing and failed ones included, with
+  ``state`` and ``error``), one column per metric (text metrics such as scoring conventions included).
+- ``summary.json``: counts, and the failed, running and missing runs by id.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from experiments.config import config_hash
+from experiments.experiment_runs import experiment_dir, experiment_runs, folder_of
+from experiments.experiment_spec import ExperimentSpec
+from experiments.runs import run_status
+from lightning_modules.data.atomic import atomic_write_text, atomic_write_with
+
+ID_COLUMNS = ("experiment", "run_id", "model", "family", "data", "seed", "config_hash")
+IDENTITY_METRICS = ("family", "seed")  # repeated in DONE for convenience; already identity columns
+
+
+@dataclass
+class Aggregate:
+    """The tables (pandas DataFrames), the summary and where they were written."""
+
+    long: Any
+    wide: Any
+    summary: dict[str, Any]
+    out_dir: Path
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def collect(
+    spec: ExperimentSpec, root: Path, seeds: str | None = None
+) -> tuple[list[dict], list[dict], dict]:
+    """(long rows, wide rows, summary) of every run of ``spec`` under ``root``."""
+    long_rows: list[dict[str, Any]] = []
+    wide_rows: list[dict[str, Any]] = []
+    failed: list[dict[str, Any]] = []
+    running: list[str] = []
+    missing: list[str] = []
+    hashes: dict[int, str] = {}
+    for run in experiment_runs(spec, seeds):
+        ident = {
+            "experiment": spec.name,
+            "run_id": run.run_id,
+            "model": run.model,
+            "family": run.family,
+            "data": run.data or str(run.config.get("data", {}).get("corpus", "")),  # spec without a data list
+            "seed": run.seed,
+            "config_hash": hashes.setdefault(id(run.config), config_hash(run.config)[:10]),
+        }
+        status = run_status(folder_of(root, run), run.run_id, run.seed)
+        metrics = {k: v for k, v in (status.metrics or {}).items() if k not in IDENTITY_METRICS}
+        wide_rows.append({**ident, "state": status.state, "error": status.error, **metrics})
+        if status.state == "DONE":
+            for name in sorted(metrics):
+                value = metrics[name]
+                if _is_number(value) and math.isfinite(value):
+                    long_rows.append({**ident, "metric": name, "value": float(value)})
+        elif status.state == "FAILED":
+            failed.append({"run_id": run.run_id, "seed": run.seed, "error": status.error})
+        elif status.state == "RUNNING":
+            running.append(run.run_id)
+        else:
+            missing.append(run.run_id)
+    summary = {
+        "experiment": spec.name,
+        "runs": len(wide_rows),
+        "done": len(wide_rows) - len(failed) - len(running) - len(missing),
+        "failed": failed,
+        "running": running,
+        "missing": missing,
+        "metrics": sorted({row["metric"] for row in long_rows}),
+    }
+    return long_rows, wide_rows, summary
+
+
+def aggregate_experiment(
+    spec: ExperimentSpec, root: Path, seeds: str | None = None, out_dir: Path | None = None
+) -> Aggregate:
+    """Build the tables of ``spec``'s runs under ``root`` and write them to ``out_dir``."""
+    import pandas as pd
+
+    long_rows, wide_rows, summary = collect(spec, Path(root), seeds)
+    long = pd.DataFrame(long_rows, columns=[*ID_COLUMNS, "metric", "value"])
+    long["seed"] = long["seed"].astype("int64")
+    long["value"] = long["value"].astype("float64")
+    wide = pd.DataFrame(wide_rows)
+    out_dir = Path(out_dir) if out_dir is not None else experiment_dir(root, spec) / "aggregate"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name, table in (("metrics_long", long), ("metrics_wide", wide)):
+        atomic_write_with(out_dir / f"{name}.parquet", lambda f, t=table: t.to_parquet(f, index=False))
+        atomic_write_text(out_dir / f"{name}.csv", table.to_csv(index=False))
+    atomic_write_text(out_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
+    return Aggregate(long, wide, summary, out_dir)

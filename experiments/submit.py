@@ -1,0 +1,166 @@
+"""Submitting an experiment: pick the runs that still need training, hand them to an executor, chain the
+aggregation.
+
+A run is never sent again once ``DONE``; with ``only_missing`` a run that is queued or running is not sent
+either (without it such a run is sent again, e.g. after its job was cancelled behind our back). Executors:
+
+- ``local``: this machine, ``launcher.local.max_parallel`` runs at a time; returns when all have ended, then
+  aggregates.
+- ``slurm``: one ``sbatch --array`` job (one task per run) from ``slurm/array.sbatch.tmpl``, and an
+  aggregation job chained with ``--dependency=afterany`` so it runs whatever the tasks' outcome.
+- ``submitit``: the same tasks through submitit's ``map_array``, with the same chained aggregation job.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from experiments.experiment_runs import experiment_dir, experiment_runs, run_statuses
+from experiments.experiment_spec import ExperimentSpec, Run
+from experiments.launchers.manifest import Task, tasks_for_runs
+from experiments.runs import RunStatus, select_for_submission
+from lightning_modules.errors import InputError
+
+EXECUTORS = ("local", "slurm", "submitit")
+LOCAL_OPTIONS = ("max_parallel", "threads")
+
+
+@dataclass
+class Plan:
+    """What ``submit`` would do: the runs to send (as manifest tasks) and the runs it leaves alone."""
+
+    spec: ExperimentSpec
+    root: Path
+    runs: list[Run]
+    statuses: list[RunStatus]
+    tasks: list[Task]
+    skipped: dict[str, str]
+    seeds: str | None = None
+    resent_in_flight: list[str] = field(default_factory=list)
+
+
+def plan_submission(spec: ExperimentSpec, root: Path, seeds: str | None, only_missing: bool) -> Plan:
+    """Expand the spec, read every run's state (asking the scheduler) and select the runs to send."""
+    runs = experiment_runs(spec, seeds)
+    statuses = run_statuses(runs, root)
+    send, skipped = select_for_submission(statuses, only_missing)
+    chosen = set(send)
+    selected = [run for run in runs if run.run_id in chosen]
+    in_flight = [s.run_id for s in statuses if s.run_id in chosen and s.state == "RUNNING"]
+    return Plan(spec, root, runs, statuses, tasks_for_runs(selected, root), skipped, seeds, in_flight)
+
+
+def aggregate_command(plan: Plan) -> list[str]:
+    """The ``synbench aggregate`` argv the chained job runs (absolute paths: it may start anywhere)."""
+    argv = [
+        sys.executable,
+        "-m",
+        "experiments.cli",
+        "aggregate",
+        str(plan.spec.path.resolve()),
+        "--runs-dir",
+        str(Path(plan.root).resolve()),
+    ]
+    return argv + (["--seeds", plan.seeds] if plan.seeds else [])
+
+
+def local_options(spec: ExperimentSpec) -> dict[str, int]:
+    """``launcher.local`` of the spec, validated: ``max_parallel`` (default 1) and ``threads`` per run."""
+    options = spec.launcher.get("local", {})
+    for key, value in options.items():
+        if key not in LOCAL_OPTIONS:
+            raise InputError(
+                f"launcher.local.{key}: unknown option (known: {', '.join(LOCAL_OPTIONS)})",
+                spec.where("launcher", "local", key),
+            )
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise InputError(
+                f"launcher.local.{key}: expected a positive integer, got {value!r}",
+                spec.where("launcher", "local", key),
+            )
+    return {
+        "max_parallel": options.get("max_parallel", 1),
+        **({"threads": options["threads"]} if "threads" in options else {}),
+    }
+
+
+def slurm_options(spec: ExperimentSpec) -> Any:
+    from experiments.launchers.slurm import SlurmOptions
+
+    return SlurmOptions.from_mapping(spec.launcher.get("slurm", {}), spec.where("launcher", "slurm"))
+
+
+def describe(plan: Plan, executor: str) -> str:
+    """The dry-run report: the commands that would run and, for SLURM, the sbatch script."""
+    lines = [
+        f"experiment {plan.spec.name}: {len(plan.runs)} runs, {len(plan.tasks)} to submit ({executor}), "
+        f"{len(plan.skipped)} left alone"
+    ]
+    for run_id, state in plan.skipped.items():
+        lines.append(f"  skip {run_id} ({state})")
+    for task in plan.tasks:
+        lines.append(f"  run  {task.run_id}: {shlex.join(task.argv)}")
+    if executor == "slurm" and plan.tasks:
+        from experiments.launchers.slurm import render_array_script
+
+        exp = experiment_dir(plan.root, plan.spec)
+        manifest = exp / "submissions" / "NEW" / "manifest.jsonl"
+        script = render_array_script(
+            plan.spec.name, len(plan.tasks), manifest, exp / "logs", slurm_options(plan.spec), Path.cwd()
+        )
+        aggregate = shlex.quote("exec " + shlex.join(aggregate_command(plan)))
+        lines += [
+            "",
+            "# sbatch script (written to RUNS/EXPERIMENT/submissions/<time>/ on submission):",
+            script,
+            f"# then: sbatch --dependency=afterany:<array job> ... --wrap {aggregate}",
+        ]
+    return "\n".join(lines)
+
+
+def execute(plan: Plan, executor: str) -> dict[str, Any]:
+    """Send the planned runs; returns what was submitted ({"executor", "job_id", "aggregate_job", ...})."""
+    exp = experiment_dir(plan.root, plan.spec)
+    if not plan.tasks:
+        return {"executor": executor, "submitted": 0}
+    if executor == "local":
+        from experiments.launchers.local import run_local
+
+        codes = run_local(plan.tasks, exp / "logs", **local_options(plan.spec))
+        return {"executor": executor, "submitted": len(plan.tasks), "exit_codes": codes}
+    options = slurm_options(plan.spec)
+    if executor == "slurm":
+        from experiments.launchers.slurm import submit_array
+
+        job_id = submit_array(plan.tasks, plan.spec.name, exp, options)
+    elif executor == "submitit":
+        from experiments.launchers.submitit_launcher import submit_submitit
+
+        jobs = submit_submitit(plan.tasks, plan.spec.name, exp, options)
+        job_id = str(jobs[0].job_id).split("_")[0]
+    else:
+        raise InputError(f"unknown executor {executor!r} (known: {', '.join(EXECUTORS)})", "--executor")
+    from experiments.launchers.slurm import submit_after
+
+    aggregate_job = submit_after(aggregate_command(plan), job_id, plan.spec.name, exp, options)
+    return {
+        "executor": executor,
+        "submitted": len(plan.tasks),
+        "job_id": job_id,
+        "aggregate_job": aggregate_job,
+    }
+
+
+def wait_for(plan: Plan, poll_s: float = 5.0) -> list[RunStatus]:
+    """Poll until no submitted run is PENDING or RUNNING; returns the states of all runs."""
+    sent = {task.run_id for task in plan.tasks}
+    while True:
+        statuses = run_statuses(plan.runs, plan.root, quiet=True)
+        if not any(s.run_id in sent and s.state in ("PENDING", "RUNNING") for s in statuses):
+            return statuses
+        time.sleep(poll_s)

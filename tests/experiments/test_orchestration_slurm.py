@@ -1,0 +1,138 @@
+"""The experiment loop on the real single-node SLURM cluster and PostgreSQL server: submit an array, wait,
+status, aggregate; requeue mid-training; resubmit only what is missing; Optuna workers sharing a study."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+import pandas as pd
+import pytest
+
+from experiments.experiment_runs import experiment_runs, folder_of
+from experiments.experiment_spec import load_spec
+from experiments.launchers import slurm
+from experiments.runs import read_queued, run_status, write_failed
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def synbench(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "experiments.cli", *args], cwd=REPO, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def status(spec: Path, root: Path) -> tuple[int, list[dict]]:
+    done = synbench("status", str(spec), "--runs-dir", str(root), "--json")
+    return done.returncode, json.loads(done.stdout)["runs"]
+
+
+def wait_for(condition, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.5)
+    pytest.fail(f"timed out after {timeout} s waiting for {what}")
+
+
+@pytest.mark.slurm
+def test_four_seed_array_then_only_missing(slurm_cluster, tmp_path, tiny_spec):
+    spec = tiny_spec(families=("tg", "txl-terminals"), seeds="0-3")
+    root = tmp_path / "runs"
+    runs = experiment_runs(load_spec(spec))
+    done = synbench("submit", str(spec), "--executor", "slurm", "--runs-dir", str(root), "--wait")
+    assert done.returncode == 0, done.stdout + done.stderr
+    code, rows = status(spec, root)
+    assert code == 0 and [r["state"] for r in rows] == ["DONE"] * 8
+    job = read_queued(folder_of(root, runs[0])).job_id.split("_")[0]
+    assert [read_queued(folder_of(root, r)).job_id for r in runs] == [f"{job}_{i}" for i in range(8)]
+    # the chained aggregation job (afterany) writes the tidy table once the array has ended
+    table = root / "exp" / "aggregate" / "metrics_long.parquet"
+    wait_for(table.exists, 120, "the aggregation job")
+    long = pd.read_parquet(table)
+    assert long[long.metric == "best_val_loss"].shape[0] == 4 * 2  # 4 seeds x 2 models
+    assert sorted(long["seed"].unique()) == [0, 1, 2, 3] and set(long["family"]) == {"tg", "txl-terminals"}
+
+    # lose one run, fail another: --only-missing sends exactly those two, as a 2-task array
+    metrics = {r["run_id"]: r["metrics"] for r in rows}
+    shutil.rmtree(folder_of(root, runs[2]))
+    (folder_of(root, runs[5]) / "DONE").unlink()
+    write_failed(folder_of(root, runs[5]), "simulated failure")
+    code, rows = status(spec, root)
+    assert code == 1 and [r["state"] for r in rows].count("FAILED") == 1
+    dry = synbench("submit", str(spec), "--executor", "slurm", "--runs-dir", str(root), "--only-missing",
+                   "--dry-run")
+    assert [line.split()[1].rstrip(":") for line in dry.stdout.splitlines() if line.startswith("  run ")] == [
+        runs[2].run_id, runs[5].run_id]
+    done = synbench("submit", str(spec), "--executor", "slurm", "--runs-dir", str(root), "--only-missing",
+                    "--wait")
+    assert done.returncode == 0 and "submitted 2 of 8 runs (slurm job" in done.stdout
+    assert "left alone: 6 DONE" in done.stdout
+    second = read_queued(folder_of(root, runs[2])).job_id.split("_")[0]
+    assert second != job and read_queued(folder_of(root, runs[0])).job_id == f"{job}_0"
+    code, rows = status(spec, root)
+    assert code == 0 and {r["run_id"]: r["metrics"] for r in rows} == metrics  # the same numbers again
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["scontrol requeue", "SIGUSR1"])
+def test_requeued_task_resumes_and_matches_an_uninterrupted_run(slurm_cluster, tmp_path, tiny_spec, how):
+    """`scontrol requeue` (SLURM kills the task with SIGTERM and queues it again) or the time-limit warning
+    SIGUSR1 (the task saves and requeues itself) mid-training: the task restarts, resumes from last.ckpt and
+    ends with exactly the metrics of an uninterrupted local run of the same config and seed."""
+    spec = tiny_spec(seeds="5", steps=60, wandb="offline")
+    root = tmp_path / "runs"
+    [run] = experiment_runs(load_spec(spec))
+    folder = folder_of(root, run)
+    done = synbench("submit", str(spec), "--executor", "slurm", "--runs-dir", str(root))
+    assert done.returncode == 0, done.stderr
+    task = read_queued(folder).job_id
+    wait_for(lambda: (folder / "checkpoints" / "last.ckpt").exists(), 300, "the first checkpoint")
+    assert not (folder / "DONE").exists(), "too fast to interrupt: raise steps"
+    if how == "SIGUSR1":
+        subprocess.run(["scancel", "--batch", "--signal=USR1", task], check=True)
+    else:
+        subprocess.run(["scontrol", "requeue", task], check=True)
+    wait_for(lambda: slurm.job_states([task], poll_s=0).get(task) == "PENDING", 60, "the task back in the queue")
+    wait_for(lambda: run_status(folder).state == "DONE", 400, "DONE after the restart")
+
+    # the uninterrupted reference: the same spec run by the local executor (1 thread per run, like the task)
+    assert synbench("submit", str(spec), "--runs-dir", str(tmp_path / "reference")).returncode == 0
+    reference = run_status(folder_of(tmp_path / "reference", run)).metrics
+    assert reference["global_step"] == 60 and run_status(folder).metrics == reference
+    log = (root / "exp" / "logs" / f"slurm-{task}.out").read_text()
+    assert "restart 0" in log and "restart 1" in log
+    if how == "SIGUSR1":
+        assert "SIGUSR1 at step" in log and f"requeued SLURM job {task}" in log
+    assert len(list(folder.glob("csv/version_*"))) == 2  # two attempts, one CSV segment each
+    segments = sorted(folder.glob(f"wandb/offline-run-*-{run.run_id}"))
+    assert len(segments) == 2  # W&B: both attempts under id = run id, for `synbench sync` to join
+    dry = synbench("sync", str(spec), "--runs-dir", str(root), "--dry-run")
+    assert f"--id {run.run_id} {segments[0]} {segments[1]}" in dry.stdout
+
+
+@pytest.mark.postgres
+def test_two_tune_workers_share_a_postgres_study(postgres_url, tmp_path, tiny_spec):
+    spec = tiny_spec(name="tuned", seeds="0", tune={
+        "params": {"model.peak_lr": {"type": "float", "low": 1.0e-4, "high": 1.0e-2, "log": True}},
+        "pruner": "none", "sampler_seed": 0})
+    study = f"tune-{os.getpid()}-{time.monotonic_ns()}"
+    done = synbench("tune", str(spec), "--n-trials", "4", "--workers", "2", "--storage", postgres_url,
+                    "--study", study, "--runs-dir", str(tmp_path / "runs"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    try:
+        trials = optuna.load_study(study_name=study, storage=postgres_url).trials
+        assert [t.state for t in trials].count(optuna.trial.TrialState.COMPLETE) == 4
+        assert len({t.user_attrs["worker"] for t in trials}) == 2  # both workers ran trials
+        assert all(Path(t.user_attrs["run_dir"], "DONE").exists() for t in trials)
+    finally:
+        optuna.delete_study(study_name=study, storage=postgres_url)

@@ -1,0 +1,114 @@
+"""synbench tune: the spec's search space, trials as run folders, pruning, retries after a killed worker, export.
+
+Two workers sharing a PostgreSQL study are tested in test_orchestration_slurm.py (needs the server)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+import yaml
+
+from experiments.cli import main
+from experiments.config import run_id
+from experiments.experiment_runs import experiment_runs
+from experiments.experiment_spec import load_spec
+from experiments.tune import check_search_space, export_best, trial_config
+from lightning_modules.errors import InputError
+
+REPO = Path(__file__).resolve().parents[2]
+SPACE = {
+    "model.peak_lr": {"type": "float", "low": 1.0e-4, "high": 1.0e-2, "log": True},
+    "model.d_model": {"type": "categorical", "choices": [16, 32]},
+}
+
+
+def tune_spec(tiny_spec, steps=8, **tune):
+    return tiny_spec(name="tuned", steps=steps, seeds="0-2", tune={"params": SPACE, **tune})
+
+
+@pytest.mark.parametrize(
+    ("tune", "message", "line"),
+    [
+        ({"params": {"model.peak_lr": {"type": "float", "low": 0, "high": 1, "log": True}}}, "log-scale", 2),
+        ({"params": {"model.peak_lr": {"type": "float", "low": "1e-4", "high": 1}}}, "write 1.0e-4", 2),
+        ({"params": {"model.d_model": {"type": "categorical"}}}, "non-empty list", 2),
+        ({"params": {"model.d_model": {"type": "normal"}}}, "float|int|categorical", 2),
+        ({"params": {}, "budget": 3}, "unknown key", 1),
+        ({"model": "nope", "params": SPACE}, "no model named 'nope'", 1),
+    ],
+)
+def test_search_space_errors_name_file_line_and_key(tmp_path, tune, message, line):
+    body = yaml.safe_dump({"tune": tune}, sort_keys=False)
+    path = tmp_path / "bad.yaml"
+    path.write_text("models: [{family: tg}]\nseeds: 0\n" + body)
+    with pytest.raises(InputError, match=message) as e:
+        load_spec(path)
+    assert e.value.location.startswith(f"{path}:")
+    assert int(e.value.location.rsplit(":", 1)[1]) >= 3  # inside the tune section, not the top of the file
+
+
+def test_unknown_config_key_in_the_search_space_fails_before_any_trial(tmp_path, tiny_spec):
+    spec = load_spec(tiny_spec(tune={"params": {"model.peak_lrr": {"type": "float", "low": 0.1, "high": 1.0}}}))
+    with pytest.raises(InputError, match="tune.params.model.peak_lrr: .*unknown config key"):
+        check_search_space(spec)
+    assert main(["tune", str(spec.path), "--n-trials", "1", "--runs-dir", str(tmp_path)]) == 2
+
+
+def test_export_writes_a_spec_that_trains_the_best_trial(tmp_path, tiny_spec):
+    spec = load_spec(tune_spec(tiny_spec))
+    study = optuna.create_study(storage=f"sqlite:///{tmp_path / 'o.db'}", study_name="s", direction="minimize")
+    dists = {"model.peak_lr": optuna.distributions.FloatDistribution(1e-4, 1e-2, log=True),
+             "model.d_model": optuna.distributions.CategoricalDistribution([16, 32])}
+    for value, lr in ((5.0, 0.002), (4.0, 0.0005), (6.0, 0.009)):
+        study.add_trial(optuna.trial.create_trial(params={"model.peak_lr": lr, "model.d_model": 16},
+                                                  distributions=dists, value=value))
+    export_best(spec, study, tmp_path / "best.yaml")
+    best = load_spec(tmp_path / "best.yaml")
+    assert best.name == "tuned-best" and best.seeds == spec.seeds and best.tune is None
+    runs = experiment_runs(best)
+    expected = trial_config(spec, {"model.peak_lr": 0.0005, "model.d_model": 16})
+    assert [r.run_id for r in runs] == [run_id(expected, seed) for seed in spec.seeds]
+    assert runs[0].config["model"]["peak_lr"] == 0.0005 and runs[0].config["model"]["d_model"] == 16
+
+
+def trial_folders(root: Path) -> list[Path]:
+    return sorted((root / "tuned" / "trials").glob("tg-*"))
+
+
+def test_sqlite_study_survives_a_killed_worker(tmp_path, tiny_spec):
+    """kill -9 the worker mid-trial; the next worker fails the stale trial, retries it with the same
+    parameters (resuming its run folder from last.ckpt) and the study ends with exactly N finished trials."""
+    spec = tune_spec(tiny_spec, steps=16, pruner="none", heartbeat_s=1, sampler_seed=3)
+    root = tmp_path / "runs"
+    argv = [sys.executable, "-m", "experiments.cli", "tune", str(spec), "--n-trials", "2", "--runs-dir", str(root)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    worker = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    while not any((f / "checkpoints" / "last.ckpt").exists() for f in trial_folders(root)):
+        assert worker.poll() is None and time.monotonic() < deadline, "the first trial did not checkpoint"
+        time.sleep(0.1)
+    os.kill(worker.pid, signal.SIGKILL)
+    worker.wait()
+    [killed] = trial_folders(root)
+    assert not (killed / "DONE").exists()
+
+    done = subprocess.run(argv + ["--export", str(tmp_path / "best.yaml")], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    study = optuna.load_study(study_name="tuned", storage=f"sqlite:///{root / 'tuned' / 'tune' / 'optuna.db'}")
+    states = [t.state for t in study.trials]
+    assert states.count(optuna.trial.TrialState.COMPLETE) == 2
+    assert states.count(optuna.trial.TrialState.FAIL) == 1  # the killed trial, failed by its stale heartbeat
+    failed = next(t for t in study.trials if t.state == optuna.trial.TrialState.FAIL)
+    retry = next(t for t in study.trials if t.system_attrs.get("failed_trial") == failed.number)
+    assert retry.params == failed.params and retry.user_attrs["run_dir"] == str(killed.resolve())
+    assert (killed / "DONE").exists()
+    assert (killed / "csv" / "version_1").is_dir()  # resumed from last.ckpt, not restarted
+    assert (tmp_path / "best.yaml").exists()
