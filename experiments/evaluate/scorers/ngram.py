@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import math
+from abc import ABC, abstractmethod
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -65,7 +66,7 @@ def sentence_tokens(words: Sequence[str], vocab: WordVocab) -> list[str]:
     return [BOS, *(vocab.unkify(w) for w in words), EOS]
 
 
-class _WordScorer:
+class _WordScorer(ABC):
     """The Scorer protocol over a model's ``logprob(token, history)``."""
 
     name: str
@@ -73,8 +74,9 @@ class _WordScorer:
     vocab: WordVocab
     order: int
 
+    @abstractmethod
     def logprob(self, token: str, history: Sequence[str]) -> float:
-        raise NotImplementedError
+        """Natural-log probability of ``token`` after ``history`` (the last ``order - 1`` tokens)."""
 
     def score(self, sentences: Sequence[Sequence[str]]) -> list[SentenceScore]:
         out = []
