@@ -37,7 +37,9 @@ def _register_ppl(tasks: argparse._SubParsersAction) -> None:
         description="Word perplexity exp(-Σ log p(x) / words) of a corpus split, sentence-level (TG §3.1). "
                     "log p(x) includes the end of the sentence; the denominator counts words only. Exact for "
                     "string models (TXL (terminals), n-gram JSON models), an upper bound for joint models "
-                    "(--method gold|proposals|beam; beam by default).")
+                    "(--method gold|proposals|beam; beam by default). Document-level checkpoints (data.level=document) "
+                    "are scored document by document: exact for TXL (terminals); --method gold|proposals with TG "
+                    "§3.1's greedy single-path prefix for joint models.")
     add_arguments(p)
     p.add_argument("--corpus", default="ptb-sample", help="corpus name or treebank file (default ptb-sample)")
     p.add_argument("--split", default="valid", help="split (default valid; 'file' for a treebank file)")
@@ -50,7 +52,7 @@ def run_ppl(args: argparse.Namespace) -> int:
     from experiments.evaluate.scorer_choice import choose
 
     sentences = ppl.read_sentences(args.corpus, args.split, args.limit, args.data_dir)
-    chosen = choose(args, gold=sentences.gold_source())
+    chosen = choose(args, gold=sentences.gold_source(), documents=True)
     result, computed = ppl.evaluate(chosen, args.checkpoint, sentences, args.limit, args.out)
     return _print(args, result, computed, result["metrics"]["sentences"], ppl.format_report)
 

@@ -8,8 +8,15 @@ or the gold tree alone), so the perplexity is an upper bound. The perplexity wit
 term is reported as well, for comparison with conventions that leave it out.
 
 Items are sentences (``items.jsonl``: log p(x) or its bound, the end term, words, unknown words), cached by
-the task identity (``cache.py``). Document-level checkpoints are refused by ``scorer_choice`` (TG's greedy
-best tree for previous sentences is not implemented).
+the task identity (``cache.py``).
+
+**Document-level checkpoints** (``data.level=document``; TG §3.1) are evaluated document by document: items
+are the corpus's documents (a PTB ``.mrg`` file, a treebank file; with ``--limit`` the last document is cut
+after the limit's last sentence and scored as a shorter document), ``log p(x)`` is the sum of its sentences'
+log p(x_i | previous sentences) from ``scorers.tg_document.DocumentScorer`` — exact for ``txl-terminals``
+(``</s>`` once, at the end of the document: the only end term), a lower bound with the greedy single-path
+prefix for joint models (the ``DOC)`` closing the document counted with the last sentence; each sentence's
+end term is the closing after its last word). ``N_w`` still counts words.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ class Sentences:
     words: list[list[str]]
     trees: list[Tree]
     locations: list[str]
+    documents: list[int]  # document index of each sentence (documents of the split, in order)
 
     def checksum(self) -> str:
         text = "\n".join(" ".join(w) for w in self.words)
@@ -61,8 +69,9 @@ def read_sentences(corpus: str, split: str, limit: int | None = None, data_dir: 
     if split not in loaded.splits:
         raise InputError(f"corpus {loaded.name!r} has no split {split!r} (splits: {', '.join(loaded.splits)})",
                          "--split")
-    words, trees, locations = [], [], []
-    for location, tree in loaded.sentences(split)[:limit]:
+    words, trees, locations, documents = [], [], [], []
+    numbered = [(d, s) for d, doc in enumerate(loaded.splits[split]) for s in doc.sentences]
+    for document, (location, tree) in numbered[:limit]:
         try:
             cleaned = clean(tree)
         except InputError as e:
@@ -72,9 +81,10 @@ def read_sentences(corpus: str, split: str, limit: int | None = None, data_dir: 
         words.append(cleaned.leaves())
         trees.append(cleaned)
         locations.append(location)
+        documents.append(document)
     if not words:
         raise InputError(f"split {split!r} has no sentences", "--split")
-    return Sentences(f"{loaded.name}/{split}", words, trees, locations)
+    return Sentences(f"{loaded.name}/{split}", words, trees, locations, documents)
 
 
 def evaluate(chosen: ChosenScorer, model_path: str | Path, sentences: Sentences, limit: int | None,
@@ -84,21 +94,37 @@ def evaluate(chosen: ChosenScorer, model_path: str | Path, sentences: Sentences,
     Returns ``(result, computed)``: the printed result object and the number of sentences scored now.
     """
     settings = {**chosen.settings, "corpus": sentences.name, "sentences": len(sentences.words),
-                "limit": limit, "level": "sentence"}
+                "limit": limit, "level": chosen.level}
     identity = {"task": "ppl", **chosen.identity, "corpus": sentences.name, "limit": limit,
                 "data_sha256": sentences.checksum()}
     out_dir = Path(out) if out is not None else default_out_dir(model_path, "ppl", identity)
-    ids = [str(k) for k in range(len(sentences.words))]
-    lengths = {str(k): len(w) for k, w in enumerate(sentences.words)}
+    # items: sentences, or documents (lists of sentence indices) for a document-level checkpoint
+    groups = ([[k] for k in range(len(sentences.words))] if chosen.level == "sentence" else
+              [[k for k, d in enumerate(sentences.documents) if d == doc]
+               for doc in dict.fromkeys(sentences.documents)])
+    ids = [str(k) for k in range(len(groups))]
+    lengths = {str(k): sum(len(sentences.words[s]) for s in g) for k, g in enumerate(groups)}
 
     def valid(r: Record) -> bool:
         return (r["words"] == lengths.get(r["id"]) and is_number(r["logprob"]) and is_number(r["end_logprob"])
                 and isinstance(r["unknown_words"], int))
 
     def compute(wanted: list[str]) -> list[Record]:
-        scores = chosen.scorer.score([sentences.words[int(i)] for i in wanted])
-        return [{"id": i, "location": sentences.locations[int(i)], "words": len(s.words), "logprob": s.total,
-                 "end_logprob": s.end_logprob, "unknown_words": s.unknown_words} for i, s in zip(wanted, scores)]
+        if chosen.level == "sentence":
+            scores = [[s] for s in chosen.scorer.score([sentences.words[int(i)] for i in wanted])]
+        else:
+            scores = chosen.scorer.score_documents(  # type: ignore[attr-defined]
+                [[sentences.words[s] for s in groups[int(i)]] for i in wanted])
+        records = []
+        for i, item in zip(wanted, scores):
+            record = {"id": i, "location": sentences.locations[groups[int(i)][0]],
+                      "words": sum(len(s.words) for s in item), "logprob": math.fsum(s.total for s in item),
+                      "end_logprob": math.fsum(s.end_logprob for s in item),
+                      "unknown_words": sum(s.unknown_words for s in item)}
+            if chosen.level == "document":
+                record["sentences"] = len(item)
+            records.append(record)
+        return records
 
     cache = ItemCache(out_dir, valid)
     cache.fill(ids, compute, chosen.chunk)
@@ -106,9 +132,11 @@ def evaluate(chosen: ChosenScorer, model_path: str | Path, sentences: Sentences,
     metrics = perplexity(items)
     convention = describe(chosen, metrics["words"])
     bound = "<= " if chosen.joint else ""
-    headline = (f"PPL {bound}{metrics['word_ppl']:.2f} on {len(items)} sentences of {sentences.name} "
-                f"({metrics['words']} words{', first ' + str(limit) if limit else ''}), {chosen.description}, "
-                "sentence-level, end of sentence in log p(x) but not in the word count")
+    documents = f" in {len(items)} documents" if chosen.level == "document" else ""
+    headline = (f"PPL {bound}{metrics['word_ppl']:.2f} on {metrics['sentences']} sentences{documents} of "
+                f"{sentences.name} ({metrics['words']} words{', first ' + str(limit) if limit else ''}), "
+                f"{chosen.description}, {chosen.level}-level, end of sentence in log p(x) but not in the word "
+                "count")
     write_results(out_dir, "ppl", {**metrics, "headline": headline}, convention, settings, items,
                   config=identity, data=chosen.data)
     result = {"metrics": metrics, "settings": settings, "convention": convention, "headline": headline,
@@ -122,8 +150,9 @@ def perplexity(items: Sequence[Record]) -> dict[str, Any]:
     logprob = math.fsum(r["logprob"] for r in items)
     without_end = logprob - math.fsum(r["end_logprob"] for r in items)
     unknown = sum(r["unknown_words"] for r in items)
+    sentences = sum(r.get("sentences", 1) for r in items)  # document items say how many sentences they hold
     return {"word_ppl": math.exp(-logprob / words), "word_ppl_without_end": math.exp(-without_end / words),
-            "nll_per_word": -logprob / words, "logprob": logprob, "sentences": len(items), "words": words,
+            "nll_per_word": -logprob / words, "logprob": logprob, "sentences": sentences, "words": words,
             "unknown_words": unknown, "oov_rate": unknown / words}
 
 
@@ -131,10 +160,14 @@ def describe(chosen: ChosenScorer, words: int) -> str:
     """The one-sentence convention recorded in results.json."""
     end = ("the closing of the constituents open after the last word" if chosen.joint
            else "log p(</s> | x)")
+    level = "sentence-level" if chosen.level == "sentence" else (
+        "document-level, greedy single-path prefix: log p(x_i | previous sentences) with the previous "
+        "sentences' chosen trees (DOC) counted with the last sentence)" if chosen.joint else
+        "document-level: log p(x_i | previous sentences), exact, </s> once at the end of the document")
     kind = ("an upper bound: log p(x) >= log Σ_{y in Y'} p(x, y), Y' = " + chosen.description if chosen.joint
             else "exact")
     return (f"word perplexity exp(-Σ_x log p(x) / N_w), N_w = {words} words (the end of sentence is not "
-            f"counted); log p(x) includes the end of the sentence ({end}); {kind}; sentence-level")
+            f"counted); log p(x) includes the end of the sentence ({end}); {kind}; {level}")
 
 
 def format_report(result: dict[str, Any]) -> str:

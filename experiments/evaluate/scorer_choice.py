@@ -9,6 +9,10 @@ evaluation's ``settings`` and task identity, and a one-line description goes int
 Proposals from the built-in parser are drawn **per sentence** with a seed derived from the base seed and
 the sentence's words, so a sentence gets the same proposal set whatever else is evaluated with it — the
 item cache stays valid when an interrupted run resumes with a different set of missing items.
+
+Document-level checkpoints (``data.level=document``) are accepted by ``eval ppl`` only (``choose(...,
+documents=True)``): their scorer is a ``scorers.tg_document.DocumentScorer`` (exact for ``txl-terminals``;
+``gold`` or ``proposals`` with TG §3.1's greedy single-path prefix for joint models; no beam).
 """
 
 from __future__ import annotations
@@ -72,6 +76,7 @@ class ChosenScorer:
     # sentences scored between two appends to the item cache: few for the (slow, per-sentence) beam, so an
     # interrupted run loses little; more for batched scorers, whose batches they fill
     chunk: int = 32
+    level: str = "sentence"  # "document": the scorer is a DocumentScorer (score_documents)
 
 
 def is_ngram_file(path: Path) -> bool:
@@ -83,8 +88,12 @@ def is_ngram_file(path: Path) -> bool:
         raise InputError(f"cannot read model: {e.strerror or e}", str(path)) from None
 
 
-def choose(args: argparse.Namespace, gold: TreeSource | None = None) -> ChosenScorer:
-    """The Scorer the options ask for; ``gold`` is the tree source of ``--method gold`` (the corpus trees)."""
+def choose(args: argparse.Namespace, gold: TreeSource | None = None, documents: bool = False) -> ChosenScorer:
+    """The Scorer the options ask for; ``gold`` is the tree source of ``--method gold`` (the corpus trees).
+
+    ``documents``: the caller scores whole documents, so a document-level checkpoint is accepted (its scorer
+    is a ``DocumentScorer``); other callers get an error for document-level checkpoints.
+    """
     path = Path(args.checkpoint)
     if not path.is_file():
         raise InputError("model file not found", str(path))
@@ -103,11 +112,16 @@ def choose(args: argparse.Namespace, gold: TreeSource | None = None) -> ChosenSc
 
     meta = read_checkpoint(path, ("tg", "txl-trees", "txl-terminals"))["synbench"]
     family = meta["family"]
-    if meta["config"]["data"].get("level", "sentence") != "sentence":
-        raise InputError("evaluation is not yet supported for document-level checkpoints (TG §3.1 needs the "
-                         "greedy best tree of every previous sentence); use a sentence-level checkpoint", str(path))
+    level = meta["config"]["data"].get("level", "sentence")
     joint = family in JOINT_FAMILIES
     method = getattr(args, "method", None) or ("beam" if joint else "exact")
+    if level == "document":
+        if not documents:
+            raise InputError("this evaluation is sentence-level; a document-level checkpoint is evaluated "
+                             "with eval ppl only (TG §3.1's greedy single-path prefix)", str(path))
+        if method == "beam":
+            raise InputError("document-level joint checkpoints are scored with --method gold or --method "
+                             "proposals (the greedy single-path prefix of TG §3.1), not beam", "--method")
     if method != "proposals" and (args.proposals is not None or getattr(args, "parser", None) is not None):
         raise InputError(f"--proposals/--parser need --method proposals (not {method})", "--method")
     identity: dict[str, Any] = {"model_sha256": sha, "family": family, "method": method}
@@ -132,10 +146,17 @@ def choose(args: argparse.Namespace, gold: TreeSource | None = None) -> ChosenSc
         if args.proposals is not None:
             data["proposals"] = args.proposals
         description = f"N = {args.n} proposals from {name} ({PAPER})"
+    if level == "document":
+        from experiments.evaluate.scorers.tg_document import INCREMENTAL, DocumentScorer
+
+        scorer = DocumentScorer(scorer)  # type: ignore[arg-type]
+        identity["level"] = "document"
+        description = f"{description}, {INCREMENTAL}"
     settings = {"method": method, "family": family, **{k: v for k, v in identity.items()
                                                         if k not in ("model_sha256", "family", "method")},
                 "scorer_convention": scorer.convention.to_dict()}
-    return ChosenScorer(scorer, family, joint, identity, settings, description, data, 4 if method == "beam" else 32)
+    return ChosenScorer(scorer, family, joint, identity, settings, description, data, 4 if method == "beam" else 32,
+                        level)
 
 
 def _ngram(path: Path, sha: str, method: str | None) -> ChosenScorer:
