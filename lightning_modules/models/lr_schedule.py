@@ -9,6 +9,11 @@ steps training ends before the minimum is reached.) ``step`` is the number of op
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+import torch
 
 
 def linear_warmup_then_cosine_anneal(step: int, *, start_lr: float, max_lr: float, min_lr: float,
@@ -18,3 +23,20 @@ def linear_warmup_then_cosine_anneal(step: int, *, start_lr: float, max_lr: floa
         return start_lr + (step / warmup_steps) * (max_lr - start_lr)
     t = min((step - warmup_steps) / cosine_cycle_steps, 1.0)
     return min_lr + (max_lr - min_lr) * 0.5 * (1.0 + math.cos(math.pi * t))
+
+
+def schedule_for(config: Any) -> Callable[[int], float]:
+    """The schedule of a model config with ``start_lr, peak_lr, min_lr, warmup_steps, total_steps``."""
+    return partial(linear_warmup_then_cosine_anneal, start_lr=config.start_lr, max_lr=config.peak_lr,
+                   min_lr=config.min_lr, warmup_steps=config.warmup_steps, cosine_cycle_steps=config.total_steps)
+
+
+def stepwise_scheduler(optimizer: torch.optim.Optimizer, config: Any) -> dict[str, Any]:
+    """Lightning's ``lr_scheduler`` entry applying the schedule at every optimizer step.
+
+    The optimizer's base rate must be ``config.peak_lr``: ``LambdaLR`` multiplies it by schedule / peak.
+    """
+    rate = schedule_for(config)
+    peak = config.peak_lr
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: rate(step) / peak if peak else 0.0)
+    return {"scheduler": scheduler, "interval": "step"}

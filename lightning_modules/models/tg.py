@@ -34,7 +34,7 @@ from torch import Tensor
 
 from lightning_modules.errors import InputError
 from lightning_modules.layers.txl_core import TransformerXL
-from lightning_modules.models.lr_schedule import linear_warmup_then_cosine_anneal
+from lightning_modules.models.lr_schedule import schedule_for, stepwise_scheduler
 
 FAMILIES = ("tg", "txl-trees", "txl-terminals")
 RELPOS_KINDS = ("delta_depth", "linear", "none")
@@ -242,18 +242,12 @@ class TransformerGrammarLM(pl.LightningModule):
 
     def learning_rate(self, step: int) -> float:
         """The official schedule at ``step`` completed optimizer updates."""
-        c = self.config
-        return linear_warmup_then_cosine_anneal(step, start_lr=c.start_lr, max_lr=c.peak_lr, min_lr=c.min_lr,
-                                                warmup_steps=c.warmup_steps, cosine_cycle_steps=c.total_steps)
+        return schedule_for(self.config)(step)
 
     def configure_optimizers(self) -> dict[str, Any]:
         c = self.config
         optimizer = torch.optim.Adam(self.parameters(), lr=c.peak_lr, betas=(c.adam_beta1, c.adam_beta2))
-        # LambdaLR scales the base rate (peak_lr); the factor makes the rate equal to the schedule.
-        scheduler = torch.optim.lr_scheduler.LambdaLR(
-            optimizer, lambda step: self.learning_rate(step) / c.peak_lr if c.peak_lr else 0.0
-        )
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+        return {"optimizer": optimizer, "lr_scheduler": stepwise_scheduler(optimizer, c)}
 
     def configure_gradient_clipping(self, optimizer: torch.optim.Optimizer,
                                     gradient_clip_val: float | None = None,
