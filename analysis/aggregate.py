@@ -1,7 +1,8 @@
 """All runs of an experiment x their final metrics as one tidy table (Parquet and CSV), from the run folders.
 
-The filesystem is the source of truth: the table is built from each run's ``DONE`` marker (the final metrics)
-and the experiment spec (which runs exist, their model, data, seed and config hash), never from W&B. It reads
+The filesystem is the source of truth: the table is built from each run's ``DONE`` marker (the final training
+metrics), its evaluation results (``RUN/eval/*/results.json``, named as in ``eval_results.py``: ``ppl``,
+``sg``, ``sg.circuit.*``, ``blimp``, ``f1``, ...) and the experiment spec (which runs exist, their model, data, seed and config hash), never from W&B. It reads
 a few small files per run and imports neither torch nor Lightning, so hundreds of runs take a second.
 
 Written to ``RUNS/EXPERIMENT/aggregate/`` (or ``--out``), each file atomically:
@@ -10,7 +11,9 @@ Written to ``RUNS/EXPERIMENT/aggregate/`` (or ``--out``), each file atomically:
   data, seed, config_hash, metric, value`` -- the shape statistics over seeds want.
 - ``metrics_wide.{parquet,csv}``: one row per run of the spec (missing and failed ones included, with
   ``state`` and ``error``), one column per metric (text metrics such as scoring conventions included).
-- ``summary.json``: counts, and the failed, running and missing runs by id.
+- ``items_long.{parquet,csv}``: item-level evaluation outcomes, one row per (DONE run, SG item or BLiMP
+  pair): ``experiment, run_id, model, family, data, seed, task, item, value``.
+- ``summary.json``: counts, the failed, running and missing runs by id, and notes (e.g. ambiguous results).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from analysis.eval_results import run_items, run_metrics
 from experiments.config import config_hash
 from experiments.experiment_runs import experiment_dir, experiment_runs, folder_of
 from experiments.experiment_spec import ExperimentSpec
@@ -38,6 +42,7 @@ class Aggregate:
     long: Any
     wide: Any
     summary: dict[str, Any]
+    items: Any
     out_dir: Path
 
 
@@ -47,9 +52,11 @@ def _is_number(value: Any) -> bool:
 
 def collect(
     spec: ExperimentSpec, root: Path, seeds: str | None = None
-) -> tuple[list[dict], list[dict], dict]:
-    """(long rows, wide rows, summary) of every run of ``spec`` under ``root``."""
+) -> tuple[list[dict], list[dict], dict, list[dict]]:
+    """(long rows, wide rows, summary, item rows) of every run of ``spec`` under ``root``."""
     long_rows: list[dict[str, Any]] = []
+    item_rows: list[dict[str, Any]] = []
+    notes: list[str] = []
     wide_rows: list[dict[str, Any]] = []
     failed: list[dict[str, Any]] = []
     running: list[str] = []
@@ -65,8 +72,14 @@ def collect(
             "seed": run.seed,
             "config_hash": hashes.setdefault(id(run.config), config_hash(run.config)[:10]),
         }
-        status = run_status(folder_of(root, run), run.run_id, run.seed)
+        folder = folder_of(root, run)
+        status = run_status(folder, run.run_id, run.seed)
         metrics = {k: v for k, v in (status.metrics or {}).items() if k not in IDENTITY_METRICS}
+        if status.state == "DONE":
+            evaluated, _, eval_notes = run_metrics(folder)
+            metrics.update(evaluated)
+            notes.extend(f"{run.run_id}: {note}" for note in eval_notes)
+            item_rows.extend({**{k: ident[k] for k in ID_COLUMNS[:6]}, **row} for row in run_items(folder))
         wide_rows.append({**ident, "state": status.state, "error": status.error, **metrics})
         if status.state == "DONE":
             for name in sorted(metrics):
@@ -87,8 +100,9 @@ def collect(
         "running": running,
         "missing": missing,
         "metrics": sorted({row["metric"] for row in long_rows}),
+        "notes": notes,
     }
-    return long_rows, wide_rows, summary
+    return long_rows, wide_rows, summary, item_rows
 
 
 def aggregate_experiment(
@@ -97,15 +111,17 @@ def aggregate_experiment(
     """Build the tables of ``spec``'s runs under ``root`` and write them to ``out_dir``."""
     import pandas as pd
 
-    long_rows, wide_rows, summary = collect(spec, Path(root), seeds)
+    long_rows, wide_rows, summary, item_rows = collect(spec, Path(root), seeds)
     long = pd.DataFrame(long_rows, columns=[*ID_COLUMNS, "metric", "value"])
     long["seed"] = long["seed"].astype("int64")
     long["value"] = long["value"].astype("float64")
     wide = pd.DataFrame(wide_rows)
+    items = pd.DataFrame(item_rows, columns=[*ID_COLUMNS[:6], "task", "item", "value"])
+    items["value"] = items["value"].astype("float64")
     out_dir = Path(out_dir) if out_dir is not None else experiment_dir(root, spec) / "aggregate"
     out_dir.mkdir(parents=True, exist_ok=True)
-    for name, table in (("metrics_long", long), ("metrics_wide", wide)):
+    for name, table in (("metrics_long", long), ("metrics_wide", wide), ("items_long", items)):
         atomic_write_with(out_dir / f"{name}.parquet", lambda f, t=table: t.to_parquet(f, index=False))
         atomic_write_text(out_dir / f"{name}.csv", table.to_csv(index=False))
     atomic_write_text(out_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
-    return Aggregate(long, wide, summary, out_dir)
+    return Aggregate(long, wide, summary, out_dir, items)

@@ -28,6 +28,9 @@ COMMANDS = [
     "experiments.commands.aggregate",
     "experiments.commands.sync",
     "experiments.commands.tune",
+    "experiments.commands.analyze",
+    "experiments.commands.report",
+    "experiments.commands.reproduce",
 ]
 
 

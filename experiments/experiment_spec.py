@@ -8,9 +8,12 @@
         preset: cpu-small        #   optional: `synbench train --preset` (default: train's default)
         name: tg-short           #   optional label (default: the family)
         overrides: {train.max_steps: 20, model: {n_layers: 2}}   # dotted keys or nested mappings
+        seeds: 0                 #   optional: fixed seeds of this model (e.g. one proposal parser for all)
     data: [ptb-sample]           # optional: corpus names (= data.corpus), or {name, overrides} entries
     seeds: 0-3                   # required: 7 | 0-99 | "0-9,20-29" | [0, 1, 5-7]
-    evaluations: [perplexity]    # optional: names, or {name: ..., other options}
+    evaluations: [perplexity]    # optional: names, or {name: ..., other options} (experiments/evaluation_plan.py)
+    analysis: {...}              # optional: options of `synbench analyze` (analysis/pipeline.py)
+    compare_to: reproduce-tg-paper   # optional: the full-protocol spec this one scales down
     launcher:                    # optional per-executor options (see experiments/launchers)
       slurm: {time: "00:10:00", max_parallel: 4}
     tune:                        # optional: the search space of `synbench tune` (Optuna)
@@ -44,11 +47,12 @@ import yaml
 from experiments.config import _FLOAT, configs_dir, load_yaml, run_id
 from lightning_modules.errors import InputError
 
-TOP_KEYS = ("name", "description", "models", "data", "seeds", "evaluations", "launcher", "tune")
+TOP_KEYS = ("name", "description", "models", "data", "seeds", "evaluations", "launcher", "tune", "analysis",
+            "compare_to")
 TUNE_KEYS = ("model", "data", "seed", "params", "pruner", "sampler_seed", "heartbeat_s", "max_retry")
 PARAM_KEYS = {"float": ("type", "low", "high", "log", "step"), "int": ("type", "low", "high", "log", "step"),
               "categorical": ("type", "choices")}
-MODEL_KEYS = ("family", "preset", "name", "overrides")
+MODEL_KEYS = ("family", "preset", "name", "overrides", "seeds")
 DATA_KEYS = ("name", "overrides")
 MAX_SEEDS = 100_000
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
@@ -65,6 +69,7 @@ class ModelEntry:
     preset: str | None
     overrides: dict[str, Any]
     where: str
+    seeds: tuple[int, ...] | None = None  # fixed seeds of this model (e.g. one proposal parser), else the spec's
 
 
 @dataclass(frozen=True)
@@ -118,6 +123,8 @@ class ExperimentSpec:
     launcher: dict[str, dict[str, Any]]
     lines: dict[tuple, int] = field(repr=False, compare=False)
     tune: TuneSpec | None = None
+    analysis: dict[str, Any] = field(default_factory=dict)  # options of `synbench analyze` (analysis/pipeline.py)
+    compare_to: str | None = None  # the full-protocol spec this one scales down (its settings name what is reduced)
 
     def where(self, *keys: str | int) -> str:
         """``FILE:LINE`` of the deepest of ``keys`` that the file spells out (the file alone if none)."""
@@ -309,7 +316,8 @@ def parse_spec(data: dict[str, Any], path: Path, lines: dict[tuple, int] | None 
             raise loc.error(f"two models are named {label!r}; give each a distinct 'name'", *keys)
         preset = _name(entry["preset"], loc, (*keys, "preset")) if "preset" in entry else None
         overrides = _flatten(entry.get("overrides"), loc, (*keys, "overrides"))
-        models.append(ModelEntry(label, family, preset, overrides, loc.where(*keys)))
+        fixed = parse_seeds(entry["seeds"], loc.where(*keys, "seeds")) if "seeds" in entry else None
+        models.append(ModelEntry(label, family, preset, overrides, loc.where(*keys), fixed))
 
     raw_data = data.get("data", [])
     if not isinstance(raw_data, list):
@@ -350,6 +358,12 @@ def parse_spec(data: dict[str, Any], path: Path, lines: dict[tuple, int] | None 
     _check_keys(launcher, ("local", "slurm", "submitit"), loc, ("launcher",))
 
     tune = _parse_tune(data["tune"], loc, models, entries, seeds) if data.get("tune") is not None else None
+    analysis = data.get("analysis") or {}
+    if not isinstance(analysis, dict):
+        raise loc.error("expected a mapping of analysis options", "analysis")
+    compare_to = data.get("compare_to")
+    if compare_to is not None:
+        _name(compare_to, loc, ("compare_to",))
     return ExperimentSpec(
         name,
         path,
@@ -361,6 +375,8 @@ def parse_spec(data: dict[str, Any], path: Path, lines: dict[tuple, int] | None 
         {k: dict(v) for k, v in launcher.items()},
         lines,
         tune,
+        dict(analysis),
+        compare_to,
     )
 
 
@@ -444,7 +460,8 @@ def _parse_tune(
 
 
 def expand(spec: ExperimentSpec, resolve: Resolver, seeds: tuple[int, ...] | None = None) -> list[Run]:
-    """All runs of the spec (models x data x seeds, in that order); ``seeds`` replaces the spec's seeds.
+    """All runs of the spec (models x data x seeds, in that order); ``seeds`` replaces the spec's seeds (not
+    the fixed ``seeds`` of a model entry, e.g. the one proposal parser every seed of the LMs shares).
 
     ``resolve(family, preset, overrides)`` must resolve exactly as ``synbench train`` does (with
     ``experiments.config.resolve_train_config``, and train's default preset when ``preset`` is None); its
@@ -469,7 +486,7 @@ def expand(spec: ExperimentSpec, resolve: Resolver, seeds: tuple[int, ...] | Non
             raise InputError(
                 f"model {model.name!r}{f' on {data.name!r}' if data else ''}: {e}", where
             ) from None
-        for seed in seeds if seeds is not None else spec.seeds:
+        for seed in model.seeds or (seeds if seeds is not None else spec.seeds):
             rid = run_id(config, seed)
             label = f"{model.name}/{data.name}" if data else model.name
             if rid in seen:

@@ -2,7 +2,8 @@
 
 ``ppl``, ``sg``, ``blimp`` and ``rerank`` score a model file (TG-family checkpoint or n-gram JSON) through
 the Scorer protocol and write ``results.json`` + ``items.jsonl`` into ``--out`` (default
-``RUN_DIR/eval/TASK-HASH``); a re-run computes only the items missing there. ``sg --surprisals FILE``
+``RUN_DIR/eval/TASK-HASH``); a re-run computes only the items missing there. ``terminals`` writes the
+per-terminal log-probabilities on gold trees that TG §4.2's regressions compare. ``sg --surprisals FILE``
 scores SyntaxGym from a file of region surprisals; ``uas`` compares two CoNLL-U files.
 """
 
@@ -22,6 +23,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _register_sg(tasks)
     _register_blimp(tasks)
     _register_rerank(tasks)
+    _register_terminals(tasks)
     _register_uas(tasks)
 
 
@@ -229,6 +231,39 @@ def run_uas(args: argparse.Namespace) -> int:
         print(f"UAS {uas}  LAS {las}  ({scores['words']} words, {scores['sentences']} sentences; "
               f"punctuation {scores['punctuation']})")
     return 0
+
+
+def _register_terminals(tasks: argparse._SubParsersAction) -> None:
+    p = tasks.add_parser(
+        "terminals", help="log p(a_i | a_<i) of every terminal on gold trees (TG §4.2 regressions)",
+        description="Teacher-forced log-probability of every terminal token of a corpus split under a TG-family "
+                    "checkpoint (joint models: on the gold trees' action sequences; TXL (terminals): on the "
+                    "words), with each terminal's word, sentence and training-split count. Document-level "
+                    "checkpoints read whole documents. The inputs of TG §4.2's frequency and copying "
+                    "regressions (synbench analyze).")
+    p.add_argument("checkpoint", help="TG-family checkpoint (RUN/checkpoints/best.ckpt)")
+    p.add_argument("--corpus", default="ptb-sample", help="corpus name or treebank file (default ptb-sample)")
+    p.add_argument("--split", default="valid", help="split (default valid)")
+    _limit(p)
+    p.add_argument("--out", type=Path, metavar="DIR",
+                   help="results folder (default: RUN_DIR/eval/terminals-HASH)")
+    p.add_argument("--data-dir", help="data directory (default: $SYNBENCH_DATA or ~/.cache/synbench/data)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(func=run_terminals)
+
+
+def run_terminals(args: argparse.Namespace) -> int:
+    from experiments.checkpoints import read_checkpoint
+    from experiments.evaluate import ppl, terminal_logprobs
+
+    if not Path(args.checkpoint).is_file():
+        from lightning_modules.errors import InputError
+
+        raise InputError("model file not found", str(args.checkpoint))
+    read_checkpoint(args.checkpoint, ("tg", "txl-trees", "txl-terminals"))  # wrong family: one clear error
+    sentences = ppl.read_sentences(args.corpus, args.split, args.limit, args.data_dir)
+    result, computed = terminal_logprobs.evaluate(args.checkpoint, sentences, args.out, args.data_dir)
+    return _print(args, result, computed, result["metrics"]["items"], lambda r: r["headline"] + "\n")
 
 
 def _print(args: argparse.Namespace, result: dict, computed: int, total: int, report) -> int:

@@ -71,11 +71,14 @@ class TGModel:
         self.family: str = meta["family"]
         self.vocab = vocab
         config = meta["config"]
+        self.config: dict[str, Any] = config
+        self.level: str = config["data"].get("level", "sentence")
         self.length = int(config["model"]["segment_length"])
         self.memory = config["data"]["memory"]
         self.tree_transform = config["data"]["tree_transform"]
         self._encode = encoder(self.family, config["model"]["relpos"])
         payload = meta["vocab"]
+        self.vocab_kind: str = payload["terminals"]  # words | sentencepiece
         self.unknown_token: str | None = payload.get("unknown")
         if payload["terminals"] == "words":
             from lightning_modules.data.vocab import WordVocab

@@ -1,0 +1,104 @@
+"""A run's evaluation results (``RUN/eval/*/results.json``) as flat metrics and item-level outcomes.
+
+Metric names (what the analysis tables and the report use):
+
+- ``ppl``: word perplexity (a bound for joint models), ``ppl_oov_rate``;
+- ``sg``: the overall SyntaxGym score (fraction), ``sg.circuit.<circuit>`` per circuit;
+- ``blimp``: overall BLiMP accuracy, ``blimp.phenomenon.<phenomenon>``;
+- ``f1``: parse reranking bracket F1 (EVALB, percent), ``f1_oracle``, ``f1_parser`` (the proposal parser's 1-best).
+
+Which folder: ``eval/<task>`` (what ``synbench evaluate``/``reproduce`` write) when present, otherwise the one
+``eval/<task>-<hash>`` folder of a manual ``synbench eval``; several such folders and no canonical one is
+ambiguous and reported, not guessed. Reads JSON only (no torch, no pandas).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+TASKS = ("ppl", "sg", "blimp", "rerank")
+
+
+def result_folders(run_dir: Path) -> tuple[dict[str, Path], list[str]]:
+    """({task: folder with results.json}, notes about ambiguous tasks)."""
+    root = Path(run_dir) / "eval"
+    found: dict[str, Path] = {}
+    notes: list[str] = []
+    if not root.is_dir():
+        return found, notes
+    for task in TASKS:
+        canonical = root / task
+        if (canonical / "results.json").is_file():
+            found[task] = canonical
+            continue
+        hashed = sorted(p for p in root.glob(f"{task}-*") if (p / "results.json").is_file())
+        if len(hashed) == 1:
+            found[task] = hashed[0]
+        elif hashed:
+            notes.append(f"{task}: {len(hashed)} result folders ({', '.join(p.name for p in hashed)}); "
+                         f"none used (put the one to report in eval/{task})")
+    return found, notes
+
+
+def _read(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and isinstance(data.get("metrics"), dict) else None
+
+
+def run_metrics(run_dir: Path) -> tuple[dict[str, float], dict[str, Any], list[str]]:
+    """(metrics, the settings of each task's evaluation, notes) of one run's evaluations."""
+    folders, notes = result_folders(run_dir)
+    metrics: dict[str, float] = {}
+    settings: dict[str, Any] = {}
+    for task, folder in folders.items():
+        record = _read(folder / "results.json")
+        if record is None:
+            notes.append(f"{task}: unreadable {folder / 'results.json'}")
+            continue
+        m = record["metrics"]
+        settings[task] = {**record.get("settings", {}), "convention": record.get("convention")}
+        try:
+            if task == "ppl":
+                metrics.update(ppl=m["word_ppl"], ppl_oov_rate=m["oov_rate"])
+            elif task == "sg":
+                metrics["sg"] = m["score"]
+                metrics.update({f"sg.circuit.{c}": v for c, v in m["circuits"].items() if v is not None})
+            elif task == "blimp":
+                metrics["blimp"] = m["accuracy"]
+                metrics.update({f"blimp.phenomenon.{p}": v for p, v in m["phenomena"].items()})
+            elif task == "rerank":
+                metrics["f1"] = m["reranked"]["all"]["bracket_f1"]
+                metrics["f1_oracle"] = m["oracle"]["all"]["bracket_f1"]
+                if m.get("parser_1best"):
+                    metrics["f1_parser"] = m["parser_1best"]["all"]["bracket_f1"]
+        except (KeyError, TypeError):
+            notes.append(f"{task}: results.json lacks the expected metrics ({folder})")
+    return metrics, settings, notes
+
+
+def run_items(run_dir: Path) -> list[dict[str, Any]]:
+    """Item-level outcomes of a run: ``{"task", "item", "value"}`` for SG items (prediction 1 holds) and
+    BLiMP pairs (log p(good) > log p(bad))."""
+    folders, _ = result_folders(run_dir)
+    rows: list[dict[str, Any]] = []
+    if "sg" in folders:
+        record = _read(folders["sg"] / "results.json")
+        for suite, scored in ((record or {}).get("metrics", {}).get("suites") or {}).items():
+            for item, passed in scored.get("items", {}).items():
+                rows.append({"task": "sg", "item": f"{suite}/{item}", "value": float(bool(passed))})
+    if "blimp" in folders:
+        path = folders["blimp"] / "items.jsonl"
+        if path.is_file():
+            for line in path.read_text(encoding="utf-8").splitlines():
+                try:
+                    r = json.loads(line)
+                    rows.append({"task": "blimp", "item": str(r["id"]),
+                                 "value": float(r["logprob_good"] > r["logprob_bad"])})
+                except (ValueError, KeyError, TypeError):
+                    continue
+    return rows

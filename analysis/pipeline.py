@@ -1,0 +1,352 @@
+"""``synbench analyze EXPERIMENT``: every analysis of an experiment, from its run folders to ``analysis/``.
+
+In order: the aggregate tables (``aggregate.py``); seed statistics and pairwise Welch tests
+(``statistics.py``); item- vs seed-level variance of SG and BLiMP; the TG §4.2 regressions on the runs'
+per-terminal log-probabilities (``regressions.py``; inputs from ``synbench eval terminals``); MDL probing
+(``probing.py``) of one seed per model; the figures (``figures.py``); and ``settings.json``, which names
+the scale and every setting that differs from the full-protocol spec the experiment scales down
+(``compare_to``). Each output file is written atomically; a section whose inputs are missing is skipped
+with its reason in ``settings.json["skipped"]``, which the report shows.
+
+The spec's ``analysis:`` section::
+
+    analysis:
+      correction: holm                                # multiple-comparison correction of the Welch tests
+      regressions:
+        frequency: {a: tg, b: txl-trees}              # Δ = log p_a − log p_b, each an ensemble over seeds
+        copying: {a: tg-doc, b: txl-trees-doc}        # document-level models
+      probing: {models: [tg, txl-trees, txl-terminals], seed: 0, train_sentences: 500, dev_sentences: 200,
+                layers: [1, 2, 3, 4], probes: [linear, mlp], tasks: [...], top_k: 19, word_content_k: 100,
+                max_epochs: 40, batch_size: 20}
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from experiments.experiment_runs import experiment_dir, experiment_runs, folder_of
+from experiments.experiment_spec import ExperimentSpec, Run
+from experiments.runs import run_status
+from lightning_modules.data.atomic import atomic_write_text
+from lightning_modules.errors import InputError
+
+HEADLINE_METRICS = ("ppl", "sg", "blimp", "f1")
+ANALYSIS_KEYS = ("correction", "regressions", "probing", "scale")
+PROBING_KEYS = ("models", "seed", "train_sentences", "dev_sentences", "layers", "probes", "tasks", "top_k",
+                "word_content_k", "max_epochs", "batch_size")
+# settings whose difference from the full-protocol spec the report's headline must state
+MODEL_KEYS = ("data.corpus", "data.level", "train.max_steps", "train.batch_size", "model.d_model",
+              "model.n_layers", "model.n_heads", "model.d_ff", "model.d_model", "model.n_encoder_layers",
+              "model.n_decoder_layers")
+
+
+@dataclass
+class Analysis:
+    """What ``analyze`` wrote and skipped."""
+
+    out_dir: Path
+    written: list[str] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)
+
+
+def analysis_options(spec: ExperimentSpec) -> dict[str, Any]:
+    """The spec's ``analysis:`` section, validated."""
+    options = dict(spec.analysis)
+    for key in options:
+        if key not in ANALYSIS_KEYS:
+            raise InputError(f"analysis.{key}: unknown option (known: {', '.join(ANALYSIS_KEYS)})",
+                             spec.where("analysis", key))
+    labels = {m.name for m in spec.models}
+    for name, pair in (options.get("regressions") or {}).items():
+        if name not in ("frequency", "copying"):
+            raise InputError(f"analysis.regressions.{name}: unknown regression (frequency, copying)",
+                             spec.where("analysis", "regressions", name))
+        if not isinstance(pair, dict) or set(pair) != {"a", "b"} or not set(pair.values()) <= labels:
+            raise InputError(f"analysis.regressions.{name}: expected {{a: MODEL, b: MODEL}} with models of the spec",
+                             spec.where("analysis", "regressions", name))
+    probing = options.get("probing") or {}
+    for key in probing:
+        if key not in PROBING_KEYS:
+            raise InputError(f"analysis.probing.{key}: unknown option (known: {', '.join(PROBING_KEYS)})",
+                             spec.where("analysis", "probing", key))
+    for label in probing.get("models", []):
+        if label not in labels:
+            raise InputError(f"analysis.probing.models: no model {label!r} in the spec",
+                             spec.where("analysis", "probing", "models"))
+    return options
+
+
+def analyze(spec: ExperimentSpec, root: Path, seeds: str | None = None, data_dir: str | None = None) -> Analysis:
+    """Run every analysis of ``spec`` over its runs under ``root``; outputs in ``EXPERIMENT/analysis/``."""
+    from analysis.aggregate import aggregate_experiment
+
+    options = analysis_options(spec)
+    out = experiment_dir(root, spec) / "analysis"
+    out.mkdir(parents=True, exist_ok=True)
+    result = Analysis(out)
+    agg = aggregate_experiment(spec, root, seeds)
+    runs = [r for r in experiment_runs(spec, seeds)
+            if run_status(folder_of(root, r), r.run_id, r.seed).state == "DONE"]
+
+    _statistics(agg, options, result)
+    _regressions(options, runs, root, result)
+    _probing(options, runs, root, data_dir, result)
+    _figures(agg, result)
+    settings = {
+        "experiment": spec.name,
+        "description": spec.description,
+        "scale": options.get("scale") or spec.name.rsplit("-", 1)[-1],
+        "seeds": sorted({r.seed for r in runs if r.model in _lm_labels(spec)}),
+        "models": {m.name: {"family": m.family, "level": _level(runs, m.name)} for m in spec.models},
+        "runs": {"done": agg.summary["done"], "total": agg.summary["runs"],
+                 "failed": [f["run_id"] for f in agg.summary["failed"]], "missing": agg.summary["missing"]},
+        "data": sorted({r.data for r in runs if r.data}),
+        "evaluations": [dict(e) for e in spec.evaluations],
+        "reduced": reduced_settings(spec, seeds),
+        "skipped": result.skipped,
+        "notes": agg.summary.get("notes", []),
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+    atomic_write_text(out / "settings.json", json.dumps(settings, indent=1, default=str) + "\n")
+    result.written.append("settings.json")
+    return result
+
+
+def _lm_labels(spec: ExperimentSpec) -> set[str]:
+    return {m.name for m in spec.models if m.family != "proposal-parser"}
+
+
+def _level(runs: list[Run], label: str) -> str | None:
+    run = next((r for r in runs if r.model == label), None)
+    return run.config["data"].get("level", "sentence") if run and "data" in run.config else None
+
+
+# -- statistics ----------------------------------------------------------------------------------------------
+def _statistics(agg: Any, options: dict[str, Any], result: Analysis) -> None:
+    from analysis import statistics
+
+    long = agg.long
+    if long.empty:
+        result.skipped["statistics"] = "no finished run has metrics"
+        return
+    metrics = [m for m in long["metric"].unique() if m in HEADLINE_METRICS or m.startswith(("sg.", "blimp."))
+               or m in ("val_ppl", "best_val_loss", "f1_oracle", "f1_parser")]
+    summary = statistics.summarize(long, metrics)
+    _write_csv(result, "summary.csv", summary)
+    tested = [m for m in metrics if m in HEADLINE_METRICS or m == "best_val_loss"]
+    welch = statistics.pairwise_welch(long, tested, correction=options.get("correction", "holm"))
+    _write_csv(result, "welch.csv", welch)
+    if agg.items is not None and not agg.items.empty:
+        _write_csv(result, "variance.csv", statistics.variance_components(agg.items))
+    else:
+        result.skipped["variance"] = "no item-level SyntaxGym/BLiMP results"
+
+
+def _write_csv(result: Analysis, name: str, table: Any) -> None:
+    atomic_write_text(result.out_dir / name, table.to_csv(index=False))
+    result.written.append(name)
+
+
+# -- regressions ---------------------------------------------------------------------------------------------
+@dataclass
+class TerminalTable:
+    """Per-terminal log-probs of one model's seeds over one split, aligned token by token."""
+
+    label: str
+    logprobs: Any  # [n_seeds, n_terminals] float64
+    units: list[str]
+    train_counts: list[int]
+    train_total: int
+    documents: list[list[list[str]]]  # per item: sentences of units (for the copying indicators)
+    seeds: list[int]
+
+
+def read_terminals(label: str, runs: list[Run], root: Path) -> TerminalTable:
+    """``eval terminals`` results of every DONE seed of ``label``; they must cover the same terminals."""
+    import numpy as np
+
+    rows, units, counts, total, documents, seeds = [], None, None, None, None, []
+    for run in (r for r in runs if r.model == label):
+        folder = folder_of(root, run) / "eval" / "terminals"
+        try:
+            record = json.loads((folder / "results.json").read_text(encoding="utf-8"))
+            items = [json.loads(line) for line in (folder / "items.jsonl").read_text(encoding="utf-8").splitlines()]
+        except (OSError, ValueError):
+            continue
+        unit_key = "word" if record["metrics"]["unit"] == "word" else "token"
+        these = [u for it in items for u in it[unit_key]]
+        if units is None:
+            units, total = these, int(record["metrics"]["train_units"])
+            counts = [c for it in items for c in it["train_count"]]
+            documents = []
+            for it in items:
+                sentences: list[list[str]] = [[] for _ in range(max(it["sentence"], default=-1) + 1)]
+                for u, s in zip(it[unit_key], it["sentence"]):
+                    sentences[s].append(u)
+                documents.append(sentences)
+        elif these != units:
+            raise InputError(f"model {label!r} seed {run.seed}: its terminals differ from seed {seeds[0]}'s "
+                             "(same split and vocabulary expected)", str(folder))
+        rows.append([x for it in items for x in it["logprob"]])
+        seeds.append(run.seed)
+    if not rows:
+        raise InputError(f"model {label!r} has no `eval terminals` results")
+    return TerminalTable(label, np.asarray(rows, dtype=np.float64), units, counts, total, documents, seeds)
+
+
+def _regressions(options: dict[str, Any], runs: list[Run], root: Path, result: Analysis) -> None:
+    from analysis import regressions
+
+    specs = options.get("regressions") or {}
+    if not specs:
+        result.skipped["regressions"] = "no regressions in the spec's analysis section"
+        return
+    out: dict[str, Any] = {}
+    for name, pair in specs.items():
+        try:
+            a, b = read_terminals(pair["a"], runs, root), read_terminals(pair["b"], runs, root)
+        except InputError as e:
+            out[name] = {"skipped": str(e)}
+            continue
+        if a.units != b.units:
+            out[name] = {"skipped": f"{pair['a']} and {pair['b']} were scored on different terminals"}
+            continue
+        delta = regressions.ensemble_logprob(a.logprobs) - regressions.ensemble_logprob(b.logprobs)
+        if name == "frequency":
+            counts = dict(zip(a.units, a.train_counts))
+            counts = {u: c for u, c in counts.items() if c > 0}
+            indicators = regressions.frequency_indicators(a.units, counts, total=a.train_total)
+        else:
+            indicators = regressions.copying_indicators(a.documents)
+        try:
+            fit = regressions.fit_indicator_ols(
+                delta, indicators, name, models=(a.label, b.label), ensemble=(len(a.seeds), len(b.seeds)),
+                data=f"{len(a.units)} terminals in {len(a.documents)} sequences")
+        except InputError as e:
+            out[name] = {"skipped": str(e)}
+            continue
+        out[name] = fit.to_dict()
+    atomic_write_text(result.out_dir / "regressions.json", json.dumps(out, indent=1, default=_json_default) + "\n")
+    result.written.append("regressions.json")
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if hasattr(value, "item"):
+        return value.item()
+    return str(value)
+
+
+# -- probing -------------------------------------------------------------------------------------------------
+def _probing(options: dict[str, Any], runs: list[Run], root: Path, data_dir: str | None, result: Analysis) -> None:
+    probing = options.get("probing")
+    if not probing:
+        result.skipped["probing"] = "no probing in the spec's analysis section"
+        return
+    from analysis.probing import run_probing
+    from experiments.evaluate.ppl import read_sentences
+
+    seed = int(probing.get("seed", 0))
+    models = {}
+    for label in probing.get("models", []):
+        run = next((r for r in runs if r.model == label and r.seed == seed), None)
+        if run is None:
+            result.skipped[f"probing {label}"] = f"no finished run of {label} with seed {seed}"
+            continue
+        models[label] = folder_of(root, run) / "checkpoints" / "best.ckpt"
+    if not models:
+        result.skipped["probing"] = "no checkpoint to probe"
+        return
+    corpus = next(r for r in runs if r.model in models).config["data"]["corpus"]
+    train = read_sentences(corpus, "train", probing.get("train_sentences"), data_dir).trees
+    dev = read_sentences(corpus, "valid", probing.get("dev_sentences"), data_dir).trees
+    table = run_probing(
+        models, train, dev, tasks=probing.get("tasks"), layers=probing.get("layers"),
+        probes=tuple(probing.get("probes", ("linear", "mlp"))), seed=seed,
+        cache_dir=result.out_dir / "features",
+        **{k: probing[k] for k in ("top_k", "word_content_k", "max_epochs", "batch_size") if k in probing},
+    )
+    _write_csv(result, "mdl.csv", table)
+
+
+# -- figures -------------------------------------------------------------------------------------------------
+def _figures(agg: Any, result: Analysis) -> None:
+    import pandas as pd
+
+    from analysis import figures
+
+    folder = result.out_dir / "figures"
+    folder.mkdir(exist_ok=True)
+    notes: list[str] = []
+    long = agg.long
+    if not long.empty:
+        notes += figures.seed_distributions(long, [m for m in HEADLINE_METRICS if m in set(long["metric"])], folder)
+        notes += figures.sg_circuits(long, folder)
+    mdl = result.out_dir / "mdl.csv"
+    if mdl.is_file():
+        notes += figures.code_lengths(pd.read_csv(mdl), folder)
+    regressions = result.out_dir / "regressions.json"
+    if regressions.is_file():
+        notes += figures.regression_coefficients(json.loads(regressions.read_text(encoding="utf-8")), folder)
+    for note in notes:
+        result.skipped.setdefault("figures", "")
+        result.skipped["figures"] = "; ".join(filter(None, [result.skipped["figures"], note]))
+
+
+# -- what is reduced ------------------------------------------------------------------------------------------
+def reduced_settings(spec: ExperimentSpec, seeds: str | None = None) -> list[str]:
+    """Every protocol setting of ``spec`` that differs from its ``compare_to`` spec, as readable lines."""
+    if not spec.compare_to:
+        return []
+    from experiments.experiment_spec import load_spec, parse_seeds
+
+    full = load_spec(spec.compare_to)
+    lines = []
+    n_seeds = len(parse_seeds(seeds) if seeds else spec.seeds)
+    if n_seeds != len(full.seeds):
+        lines.append(f"{n_seeds} seeds per model (full protocol: {len(full.seeds)})")
+    ours_runs, full_runs = _first_runs(spec), _first_runs(full)
+    for label, run in ours_runs.items():
+        ref = full_runs.get(label)
+        if ref is None:
+            continue
+        diffs = [f"{key} {_get(run.config, key)} (full protocol: {_get(ref.config, key)})" for key in dict.fromkeys(MODEL_KEYS)
+                 if _get(run.config, key) != _get(ref.config, key)]
+        if diffs:
+            lines.append(f"{label}: " + ", ".join(diffs))
+    full_evals = {e["name"]: e for e in full.evaluations}
+    for entry in spec.evaluations:
+        ref = full_evals.get(entry["name"], {})
+        keys = [k for k in dict.fromkeys([*entry, *ref]) if k not in ("name", "models", "proposals")]
+        diffs = [f"{k} {entry.get(k, 'all')} (full protocol: {ref.get(k, 'all')})" for k in keys if entry.get(k) != ref.get(k)]
+        if diffs:
+            lines.append(f"evaluation {entry['name']}: " + ", ".join(diffs))
+    ours_p, full_p = spec.analysis.get("probing") or {}, full.analysis.get("probing") or {}
+    keys = [k for k in dict.fromkeys([*ours_p, *full_p]) if k not in ("models", "seed")]
+    diffs = [f"{k} {ours_p.get(k, 'all')} (full protocol: {full_p.get(k, 'all')})" for k in keys
+             if ours_p.get(k) != full_p.get(k)]
+    if diffs:
+        lines.append("probing: " + ", ".join(diffs))
+    return lines
+
+
+def _first_runs(spec: ExperimentSpec) -> dict[str, Run]:
+    runs: dict[str, Run] = {}
+    for run in experiment_runs(spec, None):
+        runs.setdefault(run.model, run)
+    return runs
+
+
+def _get(config: dict[str, Any], dotted: str) -> Any:
+    node: Any = config
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node

@@ -1,0 +1,261 @@
+"""The ``evaluations:`` of an experiment spec as commands: proposal trees first, then one eval per (task, run).
+
+An entry names a task and its protocol settings::
+
+    evaluations:
+      - {name: ppl, split: test, proposals: parser, n: 10}     # perplexity (bound for joint models)
+      - {name: sg, proposals: parser, n: 10, items_per_suite: 4}
+      - {name: blimp, proposals: parser, n: 10, pairs_per_paradigm: 2}
+      - {name: rerank, split: test, proposals: parser, n: 10}  # joint sentence-level models
+      - {name: terminals, split: valid}                          # per-terminal log-probs (TG §4.2)
+
+Options: ``models`` (labels; default every model the task applies to), ``corpus`` (default the run's
+``data.corpus``), ``split``, ``limit`` (first K sentences), ``method`` (joint models: ``proposals`` when
+``proposals`` is given, else ``beam``; ``gold`` for ppl; string models are always exact), ``proposals`` (the
+label of a ``proposal-parser`` model of the spec: its first seed's best checkpoint draws the trees once per
+sentence set, shared by every evaluated run), ``n``, ``beam``, ``word_beam``, ``items_per_suite``,
+``suites``, ``pairs_per_paradigm``, ``paradigms``.
+
+Each eval writes to ``RUN/eval/NAME/`` (``results.json`` marks it done; the item cache resumes it), and each
+proposal set to ``EXPERIMENT/proposals/``. Nothing here runs anything: ``stages.py`` does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from experiments.experiment_runs import experiment_dir, folder_of
+from experiments.experiment_spec import ExperimentSpec, Run
+from lightning_modules.errors import InputError
+
+TASKS = ("ppl", "sg", "blimp", "rerank", "terminals")
+LM_FAMILIES = ("tg", "txl-trees", "txl-terminals")
+JOINT = ("tg", "txl-trees")
+OPTIONS = ("name", "models", "corpus", "split", "limit", "method", "proposals", "n", "beam", "word_beam",
+           "items_per_suite", "suites", "pairs_per_paradigm", "paradigms")
+DEFAULT_SPLIT = {"ppl": "test", "rerank": "test", "terminals": "valid"}
+
+
+@dataclass(frozen=True)
+class StageTask:
+    """A command and where its output lives: ``done`` exists once it succeeded."""
+
+    key: str  # unique, names the log file
+    folder: Path  # the task's own folder (markers of the executor go there)
+    argv: tuple[str, ...]
+    done: Path
+    label: str  # for progress displays
+    needs: tuple[Path, ...] = ()  # files that must exist before it can run (checkpoint, proposals)
+
+    def ready(self) -> bool:
+        return all(p.is_file() for p in self.needs)
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """One validated ``evaluations:`` entry."""
+
+    name: str
+    options: dict[str, Any]
+    where: str
+
+    def applies_to(self, run: Run) -> bool:
+        models = self.options.get("models")
+        if models is not None and run.model not in models:
+            return False
+        level = run.config["data"].get("level", "sentence")
+        if run.family not in LM_FAMILIES:
+            return False
+        if self.name in ("sg", "blimp") and level != "sentence":
+            return False
+        if self.name == "rerank" and (level != "sentence" or run.family not in JOINT):
+            return False
+        return True
+
+
+def evaluations(spec: ExperimentSpec) -> list[Evaluation]:
+    """The spec's evaluation entries, validated (unknown task or option, bad value, unknown model label)."""
+    labels = {m.name: m for m in spec.models}
+    out = []
+    for i, entry in enumerate(spec.evaluations):
+        where = spec.where("evaluations", i)
+        name = entry["name"]
+        if name not in TASKS:
+            raise InputError(f"evaluations[{i}]: unknown task {name!r} (known: {', '.join(TASKS)})", where)
+        for key, value in entry.items():
+            if key not in OPTIONS:
+                raise InputError(f"evaluations[{i}].{key}: unknown option (known: {', '.join(OPTIONS)})",
+                                 spec.where("evaluations", i, key))
+            if key in ("limit", "n", "beam", "word_beam", "items_per_suite", "pairs_per_paradigm") and (
+                    isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise InputError(f"evaluations[{i}].{key}: expected a positive integer, got {value!r}",
+                                 spec.where("evaluations", i, key))
+        for label in entry.get("models") or []:
+            if label not in labels:
+                raise InputError(f"evaluations[{i}].models: no model {label!r} in the spec", where)
+        parser = entry.get("proposals")
+        if parser is not None and (parser not in labels or labels[parser].family != "proposal-parser"):
+            raise InputError(f"evaluations[{i}].proposals: {parser!r} is not a proposal-parser model of the spec",
+                             spec.where("evaluations", i, "proposals"))
+        method = entry.get("method")
+        if method is not None and method not in ("proposals", "beam", "gold"):
+            raise InputError(f"evaluations[{i}].method: expected proposals, beam or gold", where)
+        if method == "gold" and name != "ppl":
+            raise InputError(f"evaluations[{i}].method: gold trees exist for treebank perplexity only", where)
+        if method == "proposals" and parser is None:
+            raise InputError(f"evaluations[{i}]: method proposals needs 'proposals: PARSER-MODEL'", where)
+        if name == "rerank" and parser is None:
+            raise InputError(f"evaluations[{i}]: rerank needs 'proposals: PARSER-MODEL'", where)
+        out.append(Evaluation(name, dict(entry), where))
+    return out
+
+
+def parser_checkpoint(spec: ExperimentSpec, runs: list[Run], root: Path, label: str) -> tuple[Run, Path]:
+    """The run and best checkpoint of proposal-parser model ``label`` (its first seed)."""
+    run = next((r for r in runs if r.model == label), None)
+    if run is None:
+        raise InputError(f"the spec has no run of model {label!r}", spec.where("models"))
+    return run, folder_of(root, run) / "checkpoints" / "best.ckpt"
+
+
+class Planner:
+    """Turns the spec's evaluations into proposal tasks and eval tasks for the runs under ``root``."""
+
+    def __init__(self, spec: ExperimentSpec, runs: list[Run], root: Path, data_dir: str | None = None,
+                 python: str = "python"):
+        self.spec, self.runs, self.root, self.data_dir, self.python = spec, runs, Path(root), data_dir, python
+        self.entries = evaluations(spec)
+        self.exp = experiment_dir(self.root, spec)
+
+    def _cli(self, *args: str) -> tuple[str, ...]:
+        extra = ("--data-dir", str(self.data_dir)) if self.data_dir else ()
+        return (self.python, "-m", "experiments.cli", *args, *extra)
+
+    # -- proposals ------------------------------------------------------------------------------------------
+    def _proposal_key(self, entry: Evaluation, run: Run | None) -> tuple[str, str, str]:
+        """(set name, corpus, split) of the sentences ``entry`` evaluates (corpus/split empty for sg/blimp)."""
+        if entry.name in ("sg", "blimp"):
+            o = entry.options
+            subset = (o.get("items_per_suite") or o.get("pairs_per_paradigm") or "all",
+                      ",".join(o.get("suites") or o.get("paradigms") or []) or "all")
+            return f"{entry.name}-{subset[0]}-{_slug(subset[1])}", "", ""
+        corpus = entry.options.get("corpus") or (run.config["data"]["corpus"] if run else "")
+        split = entry.options.get("split", DEFAULT_SPLIT[entry.name])
+        return f"{_slug(str(corpus))}-{split}", str(corpus), split
+
+    def proposal_file(self, entry: Evaluation, run: Run) -> Path:
+        parser_run, _ = parser_checkpoint(self.spec, self.runs, self.root, entry.options["proposals"])
+        name, _, _ = self._proposal_key(entry, run)
+        return self.exp / "proposals" / parser_run.run_id / f"{name}-n{entry.options.get('n', 300)}.jsonl"
+
+    def proposal_tasks(self) -> list[StageTask]:
+        """One ``synbench propose`` per (parser, sentence set, N) that some evaluation needs."""
+        tasks: dict[Path, StageTask] = {}
+        for entry in self.entries:
+            if entry.options.get("proposals") is None:
+                continue
+            for run in self.runs:
+                if not entry.applies_to(run) or run.family not in JOINT:
+                    continue
+                out = self.proposal_file(entry, run)
+                if out in tasks:
+                    continue
+                _, checkpoint = parser_checkpoint(self.spec, self.runs, self.root, entry.options["proposals"])
+                name, corpus, split = self._proposal_key(entry, run)
+                n = str(entry.options.get("n", 300))
+                if corpus:
+                    source = ("--corpus", corpus, "--split", split)
+                    logq = ("--logq", str(out.with_suffix(".logq.jsonl")))
+                else:
+                    source = ("--sentences", str(out.with_suffix(".sentences.txt")))
+                    logq = ()
+                argv = self._cli("propose", str(checkpoint), *source, "-n", n, "--out", str(out), *logq)
+                tasks[out] = StageTask(f"propose-{out.parent.name}-{out.stem}", out.parent / f".{out.stem}", argv,
+                                       out, f"proposals {name} (N = {n})", (checkpoint,))
+        return list(tasks.values())
+
+    def sentence_files(self) -> dict[Path, list[list[str]]]:
+        """The word lists the sg/blimp proposal tasks read (written by the caller before they run)."""
+        files: dict[Path, list[list[str]]] = {}
+        for entry in self.entries:
+            if entry.name not in ("sg", "blimp") or entry.options.get("proposals") is None:
+                continue
+            run = next((r for r in self.runs if entry.applies_to(r) and r.family in JOINT), None)
+            if run is None:
+                continue
+            path = self.proposal_file(entry, run).with_suffix(".sentences.txt")
+            if path not in files:
+                files[path] = suite_sentences(entry, self.data_dir)
+        return files
+
+    # -- evaluations ----------------------------------------------------------------------------------------
+    def eval_tasks(self) -> list[StageTask]:
+        """One eval per (entry, applicable run), writing ``RUN/eval/NAME``."""
+        tasks = []
+        for entry in self.entries:
+            for run in self.runs:
+                if entry.applies_to(run):
+                    tasks.append(self._eval_task(entry, run))
+        return tasks
+
+    def _eval_task(self, entry: Evaluation, run: Run) -> StageTask:
+        o = entry.options
+        folder = folder_of(self.root, run)
+        out = folder / "eval" / entry.name
+        checkpoint = folder / "checkpoints" / "best.ckpt"
+        needs = [checkpoint]
+        args: list[str] = ["eval", entry.name, str(checkpoint), "--out", str(out)]
+        corpus = str(o.get("corpus") or run.config["data"]["corpus"])
+        split = str(o.get("split", DEFAULT_SPLIT.get(entry.name, "")))
+        if entry.name in ("ppl", "terminals"):
+            args += ["--corpus", corpus, "--split", split]
+        if entry.name == "rerank":
+            args += ["--gold", f"{corpus}/{split}"]
+        if "limit" in o:
+            args += ["--limit", str(o["limit"])]
+        if entry.name == "sg":
+            args += [*(["--items-per-suite", str(o["items_per_suite"])] if "items_per_suite" in o else []),
+                     *(["--suites", ",".join(o["suites"])] if o.get("suites") else [])]
+        if entry.name == "blimp":
+            args += [*(["--pairs-per-paradigm", str(o["pairs_per_paradigm"])] if "pairs_per_paradigm" in o else []),
+                     *(["--paradigms", ",".join(o["paradigms"])] if o.get("paradigms") else [])]
+        if entry.name != "terminals" and run.family in JOINT:
+            method = o.get("method") or ("proposals" if o.get("proposals") else "beam")
+            if entry.name != "rerank":
+                args += ["--method", method]
+            if method == "proposals" or entry.name == "rerank":
+                proposals = self.proposal_file(entry, run)
+                needs.append(proposals)
+                args += ["--proposals", str(proposals), "-n", str(o.get("n", 300))]
+                if entry.name == "rerank":
+                    args += ["--logq", str(proposals.with_suffix(".logq.jsonl"))]
+            elif method == "beam":
+                args += [*(["--beam", str(o["beam"])] if "beam" in o else []),
+                         *(["--word-beam", str(o["word_beam"])] if "word_beam" in o else [])]
+        elif entry.name not in ("terminals", "rerank"):
+            args += ["--method", "exact"]
+        return StageTask(f"{run.run_id}-{entry.name}", out, self._cli(*args), out / "results.json",
+                         f"{entry.name} {run.model} seed {run.seed}", tuple(needs))
+
+
+def suite_sentences(entry: Evaluation, data_dir: str | None) -> list[list[str]]:
+    """The tokenized sentences ``eval sg`` / ``eval blimp`` will score with these options, in order."""
+    o = entry.options
+    if entry.name == "sg":
+        from experiments.evaluate.sg import default_suites_dir, load_suites
+        from experiments.evaluate.sg_eval import condition_words, select
+
+        suites = select(load_suites(default_suites_dir(data_dir)), o.get("suites"), o.get("items_per_suite"))
+        return [condition_words(s, it.number, c)[0] for s in suites.values() for it in s.items
+                for c in s.conditions]
+    from experiments.evaluate.blimp import load_paradigms
+    from experiments.evaluate.blimp_eval import default_data_dir, select, words_of
+
+    paradigms = select(load_paradigms(default_data_dir(data_dir), o.get("pairs_per_paradigm")), o.get("paradigms"))
+    return [words_of(sentence, p.uid) for ps in paradigms.values() for p in ps for sentence in (p.good, p.bad)]
+
+
+def _slug(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)[-60:]

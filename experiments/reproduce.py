@@ -1,0 +1,158 @@
+"""``synbench reproduce PAPER --scale S``: a paper's whole pipeline as one resumable command.
+
+A reproduction is an experiment spec (``configs/experiment/reproduce-PAPER-SCALE.yaml``): the models and
+seeds to train, the evaluations, the analyses. The stages, each skipping what is already done, so running
+the command again resumes (and ``--seeds`` more adds seeds without retraining the others):
+
+1. **train** every run (``submit``; the spec's proposal parser too);
+2. **proposals**: the proposal parser draws N trees once per evaluated sentence set (shared by all runs);
+3. **evaluate**: perplexity, SyntaxGym, BLiMP, parse reranking, per-terminal log-probs, per run;
+4. **analyze**: aggregate, statistics, regressions, probing, figures (``synbench analyze``);
+5. **report**: ``report.md`` and ``report.html`` (``synbench report``).
+
+Stages 1-4 run on the chosen executor (``local``, ``slurm``, ``submitit``); the command waits for each and
+prints where the whole reproduction stands. A stage with failures does not stop the later ones: they work
+with what finished, and the report lists what is missing.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from experiments.evaluation_plan import Planner, StageTask
+from experiments.experiment_runs import experiment_dir, experiment_runs, folder_of, run_statuses
+from experiments.experiment_spec import ExperimentSpec, load_spec
+from experiments.runs import run_status
+from experiments.stages import Progress, run_stage, watch
+from lightning_modules.data.atomic import atomic_write_text
+from lightning_modules.errors import InputError
+
+PAPERS = ("tg",)
+SCALES = ("demo", "cpu-small", "paper")
+STAGES = ("train", "proposals", "evaluate", "analyze", "report")
+
+
+@dataclass
+class Outcome:
+    """Where the reproduction ended: its report files and what failed on the way."""
+
+    report_md: Path | None
+    report_html: Path | None
+    failed: dict[str, list[str]]
+    elapsed_s: float
+
+
+def spec_for(paper: str, scale: str) -> ExperimentSpec:
+    if paper not in PAPERS:
+        raise InputError(f"no reproduction of {paper!r} yet (available: {', '.join(PAPERS)})", "PAPER")
+    if scale not in SCALES:
+        raise InputError(f"unknown scale {scale!r} (known: {', '.join(SCALES)})", "--scale")
+    return load_spec(f"reproduce-{paper}-{scale}")
+
+
+def overview(spec: ExperimentSpec, seeds: str | None) -> str:
+    """The plan in a few lines: models x seeds, evaluations, analyses, and what is reduced."""
+    from analysis.pipeline import reduced_settings
+
+    runs = experiment_runs(spec, seeds)
+    per_model: dict[str, int] = {}
+    for run in runs:
+        per_model[run.model] = per_model.get(run.model, 0) + 1
+    lines = [f"synbench reproduce: {spec.name} — {spec.description}",
+             "  train:    " + ", ".join(f"{m} x{n}" for m, n in per_model.items()) + f" ({len(runs)} runs)",
+             "  evaluate: " + ", ".join(e["name"] for e in spec.evaluations),
+             "  analyze:  statistics, " + ", ".join(k for k in ("regressions", "probing") if spec.analysis.get(k))]
+    reduced = reduced_settings(spec, seeds)
+    if reduced:
+        lines.append("  reduced from the paper's protocol:")
+        lines += [f"    - {line}" for line in reduced]
+    return "\n".join(lines)
+
+
+def _train(spec: ExperimentSpec, root: Path, seeds: str | None, executor: str, poll_s: float) -> list[str]:
+    """Stage 1: submit the runs that are not DONE and wait for all; returns the failed run ids."""
+    from experiments.submit import execute, plan_submission
+
+    plan = plan_submission(spec, root, seeds, only_missing=True)
+    progress = Progress("train", len(plan.runs))
+
+    def check() -> tuple[int, int, int]:
+        states = [s.state for s in run_statuses(plan.runs, root, quiet=True)]
+        return states.count("DONE"), states.count("RUNNING"), states.count("FAILED")
+
+    progress.update(*check())
+    if plan.tasks:
+        stop = threading.Event()
+        watcher = watch(check, progress, stop, poll_s)
+        try:
+            execute(plan, executor)
+            if executor != "local":
+                while any(s in ("PENDING", "RUNNING") for s in (st.state for st in
+                          run_statuses([r for r in plan.runs if r.run_id in {t.run_id for t in plan.tasks}],
+                                       root, quiet=True))):
+                    time.sleep(poll_s)
+        finally:
+            stop.set()
+            watcher.join()
+        progress.update(*check())
+    return [s.run_id for s in run_statuses(plan.runs, root, quiet=True) if s.state != "DONE"]
+
+
+def reproduce(paper: str, scale: str, root: Path, seeds: int | None = None, executor: str = "local",
+              data_dir: str | None = None, poll_s: float = 5.0, stream=None) -> Outcome:
+    """Run (or resume) the whole reproduction; returns the report's paths and the failures."""
+    stream = stream or sys.stderr
+    started = time.monotonic()
+    spec = spec_for(paper, scale)
+    if seeds is not None and seeds < 1:
+        raise InputError("must be at least 1", "--seeds")
+    seed_text = f"0-{seeds - 1}" if seeds else None
+    exp = experiment_dir(root, spec)
+    print(overview(spec, seed_text), file=stream, flush=True)
+    failed: dict[str, list[str]] = {}
+
+    print("[1/5] train", file=stream, flush=True)
+    failed["train"] = _train(spec, root, seed_text, executor, poll_s)
+
+    runs = experiment_runs(spec, seed_text)
+    done = [r for r in runs if run_status(folder_of(root, r), r.run_id, r.seed).state == "DONE"]
+    planner = Planner(spec, done, root, data_dir, sys.executable)
+    print("[2/5] proposals", file=stream, flush=True)
+    for path, sentences in planner.sentence_files().items():
+        if not path.exists():
+            atomic_write_text(path, "".join(" ".join(words) + "\n" for words in sentences))
+    proposal_tasks = [t for t in planner.proposal_tasks() if t.ready()]  # the parser is trained
+    failed["proposals"] = [t.key for t in run_stage("proposals", proposal_tasks, executor, spec, exp, poll_s)]
+
+    print("[3/5] evaluate", file=stream, flush=True)
+    evals = [t for t in planner.eval_tasks() if t.ready()]
+    failed["evaluate"] = [t.key for t in run_stage("evaluate", evals, executor, spec, exp, poll_s)]
+
+    print("[4/5] analyze", file=stream, flush=True)
+    marker = exp / "analysis" / "settings.json"
+    marker.unlink(missing_ok=True)  # the analysis always reflects the current results
+    argv = (sys.executable, "-m", "experiments.cli", "analyze", str(spec.path.resolve()), "--runs-dir",
+            str(Path(root).resolve()), *(("--seeds", seed_text) if seed_text else ()),
+            *(("--data-dir", data_dir) if data_dir else ()))
+    analyze = StageTask(f"analyze-{spec.name}", exp / "analysis", argv, marker, "analysis")
+    failed["analyze"] = [t.key for t in run_stage("analyze", [analyze], executor, spec, exp, poll_s)]
+
+    print("[5/5] report", file=stream, flush=True)
+    md = html = None
+    if marker.is_file():
+        from analysis.report import write_report
+
+        md, html = write_report(exp / "analysis", exp)
+    elapsed = time.monotonic() - started
+    print(f"synbench reproduce: finished in {elapsed / 60:.1f} min" + (f"; report: {md}" if md else ""),
+          file=stream, flush=True)
+    for stage, keys in failed.items():
+        if keys:
+            print(f"  {stage}: {len(keys)} failed ({', '.join(keys[:5])}{' ...' if len(keys) > 5 else ''}); "
+                  f"logs in {exp / 'logs'}", file=stream)
+    return Outcome(md, html, {k: v for k, v in failed.items() if v}, elapsed)
+

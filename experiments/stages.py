@@ -1,0 +1,105 @@
+"""Running a stage of commands (proposals, evaluations, the analysis) with an executor, and waiting for it.
+
+A stage is a list of ``StageTask``s, each a command with a file that exists once it succeeded. Tasks whose
+file exists are skipped, so an interrupted stage resumes where it stopped. The executors are those of
+training runs: ``local`` (``launcher.local.max_parallel`` at a time on this machine), ``slurm`` (one
+``sbatch --array`` job) and ``submitit``; the call returns when every task has ended, with the tasks that
+did not produce their file. ``Progress`` prints one line whenever a count changes (quiet, log-friendly).
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from experiments.evaluation_plan import StageTask
+from experiments.experiment_spec import ExperimentSpec
+from experiments.launchers.manifest import Task
+from lightning_modules.errors import InputError
+
+
+class Progress:
+    """Prints ``[stage] k/n done (running r, failed f)`` lines to stderr when the numbers change."""
+
+    def __init__(self, stage: str, total: int, stream=None):
+        self.stage, self.total, self.stream = stage, total, stream or sys.stderr
+        self.last: tuple[int, ...] | None = None
+        self.started = time.monotonic()
+
+    def update(self, done: int, running: int = 0, failed: int = 0) -> None:
+        state = (done, running, failed)
+        if state == self.last:
+            return
+        self.last = state
+        extra = "".join([f", {running} running" if running else "", f", {failed} failed" if failed else ""])
+        elapsed = time.monotonic() - self.started
+        print(f"[{self.stage}] {done}/{self.total} done{extra} ({elapsed:.0f} s)", file=self.stream, flush=True)
+
+
+def watch(check: Callable[[], tuple[int, int, int]], progress: Progress, stop: threading.Event,
+          poll_s: float) -> threading.Thread:
+    """A daemon thread that reports ``check()`` to ``progress`` every ``poll_s`` seconds until ``stop``."""
+
+    def loop() -> None:
+        while not stop.wait(poll_s):
+            progress.update(*check())
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    return thread
+
+
+def run_stage(name: str, tasks: Sequence[StageTask], executor: str, spec: ExperimentSpec, exp_dir: Path,
+              poll_s: float = 5.0) -> list[StageTask]:
+    """Run the tasks whose ``done`` file is missing; returns those still missing afterwards (failed)."""
+    todo = [t for t in tasks if not t.done.exists()]
+    progress = Progress(name, len(tasks))
+    progress.update(len(tasks) - len(todo))
+    if not todo:
+        return []
+    manifest = [Task(i, t.key, 0, str(t.folder), t.argv) for i, t in enumerate(todo)]
+
+    def check() -> tuple[int, int, int]:
+        done = sum(t.done.exists() for t in tasks)
+        failed = sum((Path(t.folder) / "FAILED").exists() and not t.done.exists() for t in todo)
+        return done, 0, failed
+
+    stop = threading.Event()
+    watcher = watch(check, progress, stop, poll_s)
+    try:
+        if executor == "local":
+            from experiments.launchers.local import run_local
+            from experiments.submit import local_options
+
+            run_local(manifest, Path(exp_dir) / "logs", **local_options(spec))
+        elif executor in ("slurm", "submitit"):
+            from experiments.launchers.slurm import ENDED_STATES, job_states
+            from experiments.submit import slurm_options
+
+            options = slurm_options(spec)
+            if executor == "slurm":
+                from experiments.launchers.slurm import submit_array
+
+                job = submit_array(manifest, f"{spec.name}-{name}", Path(exp_dir), options)
+            else:
+                from experiments.launchers.submitit_launcher import submit_submitit
+
+                job = str(submit_submitit(manifest, f"{spec.name}-{name}", Path(exp_dir), options)[0].job_id)
+                job = job.split("_")[0]
+            ids = [f"{job}_{t.index}" for t in manifest]
+            while True:
+                states = job_states(ids)
+                if len(states) == len(ids) and all(s in ENDED_STATES for s in states.values()):
+                    break
+                time.sleep(poll_s)
+        else:
+            raise InputError(f"unknown executor {executor!r} (known: local, slurm, submitit)", "--executor")
+    finally:
+        stop.set()
+        watcher.join()
+    progress.update(*check())
+    return [t for t in todo if not t.done.exists()]
+

@@ -1,0 +1,102 @@
+"""The ``evaluations:`` of a spec as commands: validation, shared proposal sets, per-run eval commands."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from experiments.evaluation_plan import Planner, evaluations
+from experiments.experiment_runs import experiment_runs
+from experiments.experiment_spec import load_spec
+from lightning_modules.errors import InputError
+
+MODELS = [
+    {"name": "tg", "family": "tg", "preset": "cpu-small"},
+    {"name": "txl-terminals", "family": "txl-terminals", "preset": "cpu-small"},
+    {"name": "tg-doc", "family": "tg", "preset": "cpu-small", "overrides": {"data": {"level": "document"}}},
+    {"name": "parser", "family": "proposal-parser", "preset": "cpu-small", "seeds": 0},
+]
+
+
+def _spec(tmp_path: Path, evals, models=MODELS):
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump({"models": models, "seeds": "0-2", "evaluations": evals}))
+    return load_spec(path)
+
+
+def test_fixed_model_seeds_and_shared_proposals(tmp_path):
+    spec = _spec(tmp_path, [{"name": "ppl", "split": "test", "proposals": "parser", "n": 7},
+                            {"name": "rerank", "proposals": "parser", "n": 7, "limit": 10},
+                            {"name": "terminals", "models": ["tg", "tg-doc"]}])
+    runs = experiment_runs(spec)
+    assert [r.seed for r in runs if r.model == "parser"] == [0]  # one parser whatever the LM seeds
+    assert [r.seed for r in runs if r.model == "tg"] == [0, 1, 2]
+    planner = Planner(spec, runs, tmp_path / "runs", python="py")
+    proposals = planner.proposal_tasks()
+    # ppl and rerank read the same test sentences with the same N: one proposal set for every run
+    assert len(proposals) == 1
+    task = proposals[0]
+    assert task.argv[:4] == ("py", "-m", "experiments.cli", "propose")
+    assert ["--corpus", "ptb-sample", "--split", "test", "-n", "7"] == list(task.argv[5:11])
+    assert task.needs[0].name == "best.ckpt" and not task.ready()
+
+    evals = planner.eval_tasks()
+    by = {(t.argv[4], Path(t.argv[5]).parent.parent.name): t for t in evals}
+    tg_run = next(r for r in runs if r.model == "tg").run_id
+    term_run = next(r for r in runs if r.model == "txl-terminals").run_id
+    doc_run = next(r for r in runs if r.model == "tg-doc").run_id
+    assert len([t for t in evals if t.argv[4] == "ppl"]) == 9  # every LM run, both levels
+    assert len([t for t in evals if t.argv[4] == "rerank"]) == 3  # sentence-level joint models only
+    ppl_tg = by[("ppl", tg_run)].argv
+    assert ppl_tg[ppl_tg.index("--method") + 1] == "proposals" and ppl_tg[ppl_tg.index("--proposals") + 1] == str(
+        task.done)
+    assert by[("ppl", term_run)].argv[-2:] == ("--method", "exact")
+    rerank = by[("rerank", tg_run)].argv
+    assert rerank[rerank.index("--gold") + 1] == "ptb-sample/test" and "--logq" in rerank
+    assert ("terminals", term_run) not in by and ("terminals", doc_run) in by
+    assert by[("terminals", tg_run)].done == by[("terminals", tg_run)].folder / "results.json"
+
+
+def test_rerank_skips_document_level_and_string_models(tmp_path):
+    spec = _spec(tmp_path, [{"name": "rerank", "proposals": "parser", "n": 3}])
+    runs = experiment_runs(spec)
+    planner = Planner(spec, runs, tmp_path / "runs")
+    evaluated = {Path(t.argv[5]).parent.parent.name for t in planner.eval_tasks()}
+    assert evaluated == {r.run_id for r in runs if r.model == "tg"}
+
+
+def test_suite_sentence_sets(tmp_path, prepared_data_dir):
+    spec = _spec(tmp_path, [{"name": "sg", "proposals": "parser", "n": 3, "items_per_suite": 1},
+                            {"name": "blimp", "proposals": "parser", "n": 3, "pairs_per_paradigm": 1}])
+    planner = Planner(spec, experiment_runs(spec), tmp_path / "runs", data_dir=str(prepared_data_dir))
+    files = planner.sentence_files()
+    sizes = sorted(len(v) for v in files.values())
+    assert sizes[1] == 2 * 67  # one good and one bad sentence per BLiMP paradigm
+    assert sizes[0] > 34  # every condition of one item of each of the 34 suites
+    sg = next(t for t in planner.eval_tasks() if t.argv[4] == "sg")
+    assert sg.argv[sg.argv.index("--items-per-suite") + 1] == "1"
+    assert all("--data-dir" in t.argv for t in planner.proposal_tasks())
+
+
+@pytest.mark.parametrize("entry,message", [
+    ({"name": "perplexity"}, "unknown task"),
+    ({"name": "ppl", "nn": 3}, "unknown option"),
+    ({"name": "ppl", "n": 0}, "positive integer"),
+    ({"name": "ppl", "models": ["nope"]}, "no model 'nope'"),
+    ({"name": "ppl", "proposals": "tg"}, "not a proposal-parser"),
+    ({"name": "sg", "method": "gold"}, "gold trees exist for treebank perplexity only"),
+    ({"name": "ppl", "method": "proposals"}, "needs 'proposals"),
+    ({"name": "rerank"}, "rerank needs"),
+])
+def test_bad_entries_name_the_spec_line(tmp_path, entry, message):
+    spec = _spec(tmp_path, [entry])
+    with pytest.raises(InputError, match=message) as e:
+        evaluations(spec)
+    assert str(tmp_path / "exp.yaml") in e.value.location
+
+
+def test_shipped_reproduction_specs_plan(tmp_path):
+    for scale in ("demo", "cpu-small", "paper"):
+        spec = load_spec(f"reproduce-tg-{scale}")
+        planner = Planner(spec, experiment_runs(spec), tmp_path)
+        assert planner.eval_tasks() and planner.proposal_tasks()
