@@ -2,8 +2,9 @@
 
 The filesystem is the source of truth: the table is built from each run's ``DONE`` marker (the final training
 metrics), its evaluation results (``RUN/eval/*/results.json``, named as in ``eval_results.py``: ``ppl``,
-``sg``, ``sg.circuit.*``, ``blimp``, ``f1``, ...) and the experiment spec (which runs exist, their model, data, seed and config hash), never from W&B. It reads
-a few small files per run and imports neither torch nor Lightning, so hundreds of runs take a second.
+``sg``, ``sg.circuit.*``, ``blimp``, ``f1``, ...) and the experiment spec (which runs exist, their model,
+data, seed and config hash), never from W&B. It reads a few small files per run and imports neither torch nor
+Lightning, so hundreds of runs take a second.
 
 Written to ``RUNS/EXPERIMENT/aggregate/`` (or ``--out``), each file atomically:
 
@@ -124,4 +125,4 @@ def aggregate_experiment(
         atomic_write_with(out_dir / f"{name}.parquet", lambda f, t=table: t.to_parquet(f, index=False))
         atomic_write_text(out_dir / f"{name}.csv", table.to_csv(index=False))
     atomic_write_text(out_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
-    return Aggregate(long, wide, summary, out_dir, items)
+    return Aggregate(long, wide, summary, items, out_dir)

@@ -41,8 +41,7 @@ PROBING_KEYS = ("models", "seed", "train_sentences", "dev_sentences", "layers", 
                 "word_content_k", "max_epochs", "batch_size")
 # settings whose difference from the full-protocol spec the report's headline must state
 MODEL_KEYS = ("data.corpus", "data.level", "train.max_steps", "train.batch_size", "model.d_model",
-              "model.n_layers", "model.n_heads", "model.d_ff", "model.d_model", "model.n_encoder_layers",
-              "model.n_decoder_layers")
+              "model.n_layers", "model.n_heads", "model.d_ff", "model.n_encoder_layers", "model.n_decoder_layers")
 
 
 @dataclass
@@ -281,22 +280,15 @@ def _figures(agg: Any, result: Analysis) -> None:
 
     from analysis import figures
 
-    folder = result.out_dir / "figures"
-    folder.mkdir(exist_ok=True)
-    notes: list[str] = []
-    long = agg.long
-    if not long.empty:
-        notes += figures.seed_distributions(long, [m for m in HEADLINE_METRICS if m in set(long["metric"])], folder)
-        notes += figures.sg_circuits(long, folder)
     mdl = result.out_dir / "mdl.csv"
-    if mdl.is_file():
-        notes += figures.code_lengths(pd.read_csv(mdl), folder)
     regressions = result.out_dir / "regressions.json"
-    if regressions.is_file():
-        notes += figures.regression_coefficients(json.loads(regressions.read_text(encoding="utf-8")), folder)
-    for note in notes:
-        result.skipped.setdefault("figures", "")
-        result.skipped["figures"] = "; ".join(filter(None, [result.skipped["figures"], note]))
+    drawn = figures.write_figures(
+        result.out_dir / "figures",
+        long=None if agg.long.empty else agg.long,
+        mdl=pd.read_csv(mdl) if mdl.is_file() else None,
+        regressions=json.loads(regressions.read_text(encoding="utf-8")) if regressions.is_file() else None,
+    )
+    result.written += [str(p.relative_to(result.out_dir)) for p in drawn.paths]
 
 
 # -- what is reduced ------------------------------------------------------------------------------------------
@@ -316,24 +308,44 @@ def reduced_settings(spec: ExperimentSpec, seeds: str | None = None) -> list[str
         ref = full_runs.get(label)
         if ref is None:
             continue
-        diffs = [f"{key} {_get(run.config, key)} (full protocol: {_get(ref.config, key)})" for key in dict.fromkeys(MODEL_KEYS)
-                 if _get(run.config, key) != _get(ref.config, key)]
+        diffs = [f"{key} {_get(run.config, key)} (full protocol: {_get(ref.config, key)})"
+                 for key in dict.fromkeys(MODEL_KEYS) if _get(run.config, key) != _get(ref.config, key)]
         if diffs:
             lines.append(f"{label}: " + ", ".join(diffs))
+    from experiments.evaluation_plan import DEFAULT_SPLIT
+
+    ours_evals = {e["name"]: e for e in spec.evaluations}
+    for entry in full.evaluations:
+        if entry["name"] not in ours_evals:
+            lines.append(f"evaluation {entry['name']}: not run")
     full_evals = {e["name"]: e for e in full.evaluations}
     for entry in spec.evaluations:
         ref = full_evals.get(entry["name"], {})
+        defaults = {"split": DEFAULT_SPLIT.get(entry["name"])}
         keys = [k for k in dict.fromkeys([*entry, *ref]) if k not in ("name", "models", "proposals")]
-        diffs = [f"{k} {entry.get(k, 'all')} (full protocol: {ref.get(k, 'all')})" for k in keys if entry.get(k) != ref.get(k)]
+        ours_v = {k: entry.get(k, defaults.get(k)) for k in keys}
+        full_v = {k: ref.get(k, defaults.get(k)) for k in keys}
+        diffs = [f"{k} {_all(ours_v[k])} (full protocol: {_all(full_v[k])})" for k in keys if ours_v[k] != full_v[k]]
         if diffs:
             lines.append(f"evaluation {entry['name']}: " + ", ".join(diffs))
     ours_p, full_p = spec.analysis.get("probing") or {}, full.analysis.get("probing") or {}
-    keys = [k for k in dict.fromkeys([*ours_p, *full_p]) if k not in ("models", "seed")]
-    diffs = [f"{k} {ours_p.get(k, 'all')} (full protocol: {full_p.get(k, 'all')})" for k in keys
-             if ours_p.get(k) != full_p.get(k)]
-    if diffs:
-        lines.append("probing: " + ", ".join(diffs))
+    if full_p and not ours_p:
+        lines.append("probing: not run")
+    elif ours_p:
+        keys = [k for k in dict.fromkeys([*ours_p, *full_p]) if k not in ("models", "seed")]
+        diffs = [f"{k} {_all(ours_p.get(k))} (full protocol: {_all(full_p.get(k))})" for k in keys
+                 if ours_p.get(k) != full_p.get(k)]
+        if diffs:
+            lines.append("probing: " + ", ".join(diffs))
+    for name in full.analysis.get("regressions") or {}:
+        if name not in (spec.analysis.get("regressions") or {}):
+            lines.append(f"regression {name}: not run")
     return lines
+
+
+def _all(value: Any) -> Any:
+    """A setting that is absent means 'everything' (all items, all sentences, all layers)."""
+    return "all" if value is None else value
 
 
 def _first_runs(spec: ExperimentSpec) -> dict[str, Run]:

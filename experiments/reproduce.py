@@ -104,10 +104,15 @@ def _train(spec: ExperimentSpec, root: Path, seeds: str | None, executor: str, p
 
 def reproduce(paper: str, scale: str, root: Path, seeds: int | None = None, executor: str = "local",
               data_dir: str | None = None, poll_s: float = 5.0, stream=None) -> Outcome:
-    """Run (or resume) the whole reproduction; returns the report's paths and the failures."""
+    """Run (or resume) the reproduction of ``paper`` at ``scale``; returns the report's paths and failures."""
+    return run_pipeline(spec_for(paper, scale), root, seeds, executor, data_dir, poll_s, stream)
+
+
+def run_pipeline(spec: ExperimentSpec, root: Path, seeds: int | None = None, executor: str = "local",
+                 data_dir: str | None = None, poll_s: float = 5.0, stream=None) -> Outcome:
+    """The five stages for any spec with evaluations and an analysis section."""
     stream = stream or sys.stderr
     started = time.monotonic()
-    spec = spec_for(paper, scale)
     if seeds is not None and seeds < 1:
         raise InputError("must be at least 1", "--seeds")
     seed_text = f"0-{seeds - 1}" if seeds else None

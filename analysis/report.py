@@ -1,0 +1,697 @@
+"""The experiment report: ``report.md`` and ``report.html`` from the files of ``RUNS/EXPERIMENT/analysis/``.
+
+It reads ``settings.json``, ``summary.csv``, ``welch.csv``, ``variance.csv``, ``regressions.json``,
+``mdl.csv`` and ``figures/`` (with ``figures/notes.json``). Any of them may be absent or unreadable: its
+section then says so and why, and the rest of the report is written. The headline states the scale, seeds,
+data and every reduced setting, and that the results are not comparable with the paper's; the paper's
+published numbers (``analysis.paper_numbers``) stand beside ours, always marked as a different scale.
+
+Both files are rendered from one list of blocks (headings, paragraphs, bullet lists, tables, images), so they
+say the same thing; every value is escaped for its format (HTML: ``html.escape``; Markdown: its special
+characters), and the HTML is self-contained apart from the figure files (inline CSS, relative links).
+Each file is written atomically.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import numbers
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from analysis import figures as fig
+from analysis.paper_numbers import (
+    PAPER,
+    PAPER_SCALE,
+    REGRESSIONS,
+    metric_title,
+    model_order,
+    paper_numbers_for,
+    percent_scale,
+)
+from lightning_modules.data.atomic import atomic_write_text
+from lightning_modules.errors import InputError
+
+HEADLINE_METRICS = ("ppl", "val_ppl", "sg", "blimp", "f1")
+NOT_COMPARABLE = (
+    "These results are at a reduced scale and are NOT comparable to the paper's (16-layer models with 12M "
+    "parameters on PTB and 252M on BLLIP-LG, 100 seeds per model). The paper's numbers are shown for "
+    "orientation only, marked as a different scale."
+)
+PAPER_PROVENANCE = (
+    f"Paper numbers: {PAPER}, Table 1 (test sets) and Table 2 (validation sets): mean ± sample sd over 100 "
+    "random initialisations; 16-layer models, 12M parameters on PTB (~1M words), 252M on BLLIP-LG (~40M "
+    "words); SG on models trained on BLLIP-LG sentences, F1 by reranking 300 RNNG samples on PTB; TG and TXL "
+    "(trees) perplexities are upper bounds (300 proposal trees). Different data, scale and seeds from ours."
+)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The intermediate structure both formats are rendered from
+
+
+@dataclass
+class Heading:
+    text: str
+    level: int = 2
+
+
+@dataclass
+class Paragraph:
+    text: str
+    strong: bool = False
+
+
+@dataclass
+class Bullets:
+    items: list[str]
+
+
+@dataclass
+class Table:
+    header: list[str]
+    rows: list[list[str]]
+
+
+@dataclass
+class Image:
+    src: str  # relative to the report's folder, posix separators
+    caption: str
+    pdf: str | None = None
+
+
+Block = Heading | Paragraph | Bullets | Table | Image
+
+
+@dataclass
+class Sources:
+    """What the report read from the analysis folder; ``problems[name]`` says why a file is not usable."""
+
+    analysis_dir: Path
+    out_dir: Path
+    settings: dict[str, Any] = field(default_factory=dict)
+    tables: dict[str, Any] = field(default_factory=dict)  # summary, welch, variance, mdl DataFrames
+    regressions: dict[str, Any] | None = None
+    figure_notes: list[str] = field(default_factory=list)
+    problems: dict[str, str] = field(default_factory=dict)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Reading the analysis folder (never raising on a file's content)
+
+CSV_COLUMNS = {
+    "summary": ("metric", "model", "n", "mean", "sd"),
+    "welch": ("metric", "model_a", "model_b", "t", "df", "p", "p_adjusted"),
+    "variance": ("task", "model"),
+    "mdl": ("model", "representation", "task", "layer", "probe", "online_bits", "compression"),
+}
+
+LABEL_COLUMNS = (
+    "metric", "model", "model_a", "model_b", "task", "representation", "probe", "correction", "note",
+)
+
+
+def _read_json(path: Path) -> tuple[Any, str | None]:
+    if not path.is_file():
+        return None, f"missing: {path.name} not found"
+    try:
+        return json.loads(path.read_text(encoding="utf-8")), None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        return None, f"unreadable: {path.name}: {error}"
+
+
+def _read_csv(path: Path, columns: tuple[str, ...]) -> tuple[Any, str | None]:
+    import pandas as pd
+
+    if not path.is_file():
+        return None, f"missing: {path.name} not found"
+    try:  # labels stay text ("NA", "1" are labels), only empty and "nan" cells are missing values
+        table = pd.read_csv(path, dtype={c: str for c in LABEL_COLUMNS}, keep_default_na=False,
+                            na_values=["", "nan", "NaN"])
+    except (OSError, UnicodeDecodeError, ValueError) as error:  # pandas' parser and empty-data errors
+        return None, f"unreadable: {path.name}: {error}"
+    missing = [c for c in columns if c not in table.columns]
+    if missing:
+        return None, f"malformed: {path.name} lacks the column(s) {', '.join(missing)}"
+    if table.empty:
+        return None, f"empty: {path.name} has no rows"
+    return table, None
+
+
+def read_sources(analysis_dir: Path, out_dir: Path | None = None) -> Sources:
+    """Everything the report shows, with a reason for each file that is missing or unusable."""
+    analysis_dir = Path(analysis_dir)
+    if not analysis_dir.is_dir():
+        raise InputError("not an analysis folder (no such directory)", str(analysis_dir))
+    sources = Sources(analysis_dir, Path(out_dir) if out_dir is not None else analysis_dir)
+    settings, problem = _read_json(analysis_dir / "settings.json")
+    if problem is None and not isinstance(settings, dict):
+        settings, problem = None, "malformed: settings.json is not a JSON object"
+    if problem:
+        sources.problems["settings"] = problem
+    else:
+        sources.settings = settings
+    for name, columns in CSV_COLUMNS.items():
+        table, problem = _read_csv(analysis_dir / f"{name}.csv", columns)
+        if problem:
+            sources.problems[name] = problem
+        else:
+            sources.tables[name] = table
+    regressions, problem = _read_json(analysis_dir / "regressions.json")
+    if problem is None and not isinstance(regressions, dict):
+        regressions, problem = None, "malformed: regressions.json is not a JSON object"
+    if problem:
+        sources.problems["regressions"] = problem
+    else:
+        sources.regressions = regressions
+    notes, problem = _read_json(analysis_dir / "figures" / fig.NOTES_FILE)
+    if problem is None and isinstance(notes, list):
+        sources.figure_notes = [str(note) for note in notes]
+    return sources
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Number formatting
+
+
+def _is_number(value: Any) -> bool:
+    """A finite real number (numpy scalars included), not a bool."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _fixed(value: Any, digits: int = 2) -> str:
+    return f"{float(value):.{digits}f}" if _is_number(value) else "n/a"
+
+
+def _general(value: Any) -> str:
+    return f"{float(value):.4g}" if _is_number(value) else "n/a"
+
+
+def _p_value(value: Any) -> str:
+    if not _is_number(value):
+        return "n/a"
+    return f"{value:.1e}" if value < 1e-4 else f"{value:.4f}"
+
+
+def _scaled(value: Any, scale: float) -> float:
+    return float(value) * scale if _is_number(value) else math.nan
+
+
+def _label(value: Any) -> str:
+    """A layer or similar key: a number compactly, anything else as text."""
+    return _general(value) if _is_number(value) else str(value)
+
+
+def _count(value: Any) -> str:
+    return str(int(value)) if _is_number(value) else "n/a"
+
+
+def _text(value: Any) -> str:
+    """A table value as text; NaN (an empty CSV cell) as an empty string."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    return str(value)
+
+
+def _readable(value: Any) -> str:
+    """Integers with thousands separators (parameter counts), anything else as text."""
+    return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value)
+
+
+def _mean_sd(mean: Any, sd: Any, scale: float) -> str:
+    if not _is_number(mean):
+        return "n/a"
+    if not _is_number(sd):
+        return f"{mean * scale:.2f} (no sd)"
+    return f"{mean * scale:.2f} ± {sd * scale:.2f}"
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Sections
+
+
+# the file -> the analysis step whose reason ``settings.json["skipped"]`` gives when it was not run
+SKIP_KEYS = {"summary": "statistics", "welch": "statistics", "variance": "variance",
+             "regressions": "regressions", "mdl": "probing"}
+
+
+def _skipped(sources: Sources) -> dict[str, str]:
+    skipped = sources.settings.get("skipped")
+    return {str(k): str(v) for k, v in skipped.items()} if isinstance(skipped, dict) else {}
+
+
+def _missing(section: str, sources: Sources, name: str) -> Paragraph:
+    """Why ``name``'s section is empty: the pipeline's reason for skipping it if the file is absent, else
+    the problem with the file."""
+    problem = sources.problems.get(name, "missing")
+    reason = _skipped(sources).get(SKIP_KEYS.get(name, name))
+    if reason and problem.startswith("missing"):
+        return Paragraph(f"{section}: skipped: {reason}.")
+    return Paragraph(f"{section}: {problem}.")
+
+
+def _data(settings: dict[str, Any]) -> str | None:
+    """``settings["data"]``, a name or a list of names, as one string (None when absent)."""
+    data = settings.get("data")
+    if isinstance(data, list):
+        return ", ".join(str(d) for d in data) or None
+    return None if data is None else str(data)
+
+
+def _figure(sources: Sources, stem: str, caption: str) -> list[Block]:
+    """The figure ``figures/stem.png`` (and its PDF) if written, else why not (from the figure notes)."""
+    folder = sources.analysis_dir / "figures"
+    png, pdf = folder / f"{stem}.png", folder / f"{stem}.pdf"
+    if not png.is_file():
+        pipeline_notes = _skipped(sources).get("figures", "").split("; ")
+        notes = [n for n in [*sources.figure_notes, *pipeline_notes] if n.startswith(stem)]
+        why = "; ".join(notes) if notes else "no such file"
+        return [Paragraph(f"Figure {stem}: not written: {why}.")]
+
+    def relative(path: Path) -> str:
+        return Path(os.path.relpath(path, sources.out_dir)).as_posix()
+
+    return [Image(relative(png), caption, relative(pdf) if pdf.is_file() else None)]
+
+
+def _headline(sources: Sources) -> list[Block]:
+    settings = sources.settings
+    experiment = settings.get("experiment", sources.analysis_dir.parent.name)
+    blocks: list[Block] = [Heading(f"synbench report: {experiment}", 1)]
+    if "settings" in sources.problems:
+        blocks.append(Paragraph(
+            f"settings: {sources.problems['settings']}. The scale, seeds and reduced settings of these runs "
+            "are unknown: do not compare them with the paper's numbers.", strong=True))
+        return blocks
+    reduced = settings.get("reduced") or []
+    scale = settings.get("scale", "unknown")
+    if reduced:
+        blocks.append(Paragraph(f"Scale {scale}. {NOT_COMPARABLE}", strong=True))
+    else:
+        blocks.append(Paragraph(
+            f"Scale {scale}. No reduced setting is recorded. The paper's numbers still come from other runs "
+            "(100 seeds, the paper's data); they are marked as such.", strong=True))
+    seeds = settings.get("seeds") or []
+    models = settings.get("models") or {}
+    facts = [
+        f"experiment: {experiment}",
+        f"scale: {scale}",
+        f"seeds: {len(seeds)} ({', '.join(str(s) for s in seeds)})" if seeds else "seeds: unknown",
+        f"data: {_data(settings) or 'unknown'}",
+    ]
+    if settings.get("description"):
+        facts.insert(1, f"description: {settings['description']}")
+    runs = settings.get("runs")
+    if isinstance(runs, dict):
+        line = f"runs: {runs.get('done', '?')} done of {runs.get('total', '?')}"
+        for key in ("failed", "missing"):
+            if runs.get(key):
+                line += f"; {key}: {', '.join(str(r) for r in runs[key])}"
+        facts.append(line)
+    for label in model_order(models):
+        info = models[label] if isinstance(models[label], dict) else {}
+        details = ", ".join(f"{key} {_readable(info[key])}" for key in ("family", "level", "parameters")
+                            if key in info)
+        facts.append(f"model {label}: {details}" if details else f"model {label}")
+    if "created" in settings:
+        facts.append(f"created: {settings['created']}")
+    blocks.append(Bullets(facts))
+    blocks.append(Heading("Reduced settings (vs the paper)", 3))
+    blocks.append(Bullets([str(r) for r in reduced]) if reduced else Paragraph("None recorded."))
+    skipped = _skipped(sources)
+    if skipped:
+        blocks += [Heading("Skipped analyses", 3), Bullets([f"{k}: {v}" for k, v in skipped.items()])]
+    notes = settings.get("notes")
+    if isinstance(notes, list) and notes:
+        blocks += [Heading("Notes", 3), Bullets([str(n) for n in notes])]
+    return blocks
+
+
+def _headline_table(sources: Sources) -> list[Block]:
+    """Mean ± sd per model x headline metric, the paper's numbers beside (or why there is no table)."""
+    if "summary" in sources.problems:
+        return [_missing("results", sources, "summary")]
+    summary = sources.tables["summary"]
+    metrics = [m for m in HEADLINE_METRICS if (summary["metric"] == m).any()]
+    if not metrics:
+        wanted = ", ".join(HEADLINE_METRICS)
+        return [Paragraph(f"results: summary.csv has none of the headline metrics {wanted}.")]
+    cells = {(r.metric, r.model): r for r in summary.itertuples(index=False)}
+    # models without any headline metric (e.g. the proposal parser) get no row
+    models = [m for m in model_order(summary["model"].unique()) if any((x, m) in cells for x in metrics)]
+    data = _data(sources.settings)
+    n_seeds = len(sources.settings.get("seeds") or [])
+    header = ["model"]
+    columns = []
+    for metric in metrics:
+        with_paper = any(paper_numbers_for(m, metric, data) for m in models)
+        header.append(f"{metric_title(metric)}: ours")
+        if with_paper:
+            header.append(f"{metric_title(metric)}: {PAPER_SCALE}")
+        columns.append((metric, with_paper))
+    rows = []
+    for model in models:
+        row = [model]
+        for metric, with_paper in columns:
+            r = cells.get((metric, model))
+            if r is None:
+                row.append("—")
+            else:
+                n = f" (n={_count(r.n)})" if not n_seeds or r.n != n_seeds else ""
+                row.append(_mean_sd(r.mean, r.sd, percent_scale(metric)) + n)
+            if with_paper:
+                numbers = paper_numbers_for(model, metric, data)
+                row.append("; ".join(f"{p.text()} ({p.table}, {p.column.title}, {p.split})" for p in numbers)
+                           or "—")
+        rows.append(row)
+    notes = [PAPER_PROVENANCE]
+    without = [metric_title(m) for m, with_paper in columns if not with_paper]
+    if without:
+        notes.append(f"Not in the paper: {', '.join(without)}.")
+    return [Table(header, rows), *(Paragraph(n) for n in notes)]
+
+
+def _all_metrics(sources: Sources) -> list[Block]:
+    blocks: list[Block] = [Heading("All metrics (mean ± sd over seeds, 95% bootstrap CI)")]
+    if "summary" in sources.problems:
+        return [*blocks, _missing("all metrics", sources, "summary")]
+    summary = sources.tables["summary"]
+    order = {m: i for i, m in enumerate(model_order(summary["model"].unique()))}
+    rows = []
+    for r in sorted(summary.itertuples(index=False), key=lambda r: (str(r.metric), order[r.model])):
+        scale = percent_scale(str(r.metric))
+        ci_low, ci_high = getattr(r, "ci_low", math.nan), getattr(r, "ci_high", math.nan)
+        ci = "n/a"
+        if _is_number(ci_low):
+            ci = f"{_fixed(_scaled(ci_low, scale))} – {_fixed(_scaled(ci_high, scale))}"
+        rows.append([metric_title(str(r.metric)), str(r.model), _count(r.n), _mean_sd(r.mean, r.sd, scale),
+                     ci])
+    return [*blocks, Table(["metric", "model", "n", "mean ± sd", "95% CI"], rows)]
+
+
+def _welch(sources: Sources) -> list[Block]:
+    blocks: list[Block] = [Heading("Welch's t-tests between models (two-sided, over seeds)")]
+    if "welch" in sources.problems:
+        return [*blocks, _missing("Welch tests", sources, "welch")]
+    table = sources.tables["welch"]
+    corrections = sorted({_text(c) for c in table.get("correction", [])} - {""})
+    if corrections:
+        blocks.append(Paragraph(f"Adjusted p-values: {', '.join(corrections)} correction over the whole "
+                                "table."))
+    rows = []
+    for r in table.to_dict("records"):
+        scale = percent_scale(str(r["metric"]))
+        rows.append([
+            metric_title(str(r["metric"])), str(r["model_a"]), str(r["model_b"]),
+            _count(r.get("n_a")), _count(r.get("n_b")),
+            _fixed(_scaled(r.get("mean_a"), scale)), _fixed(_scaled(r.get("mean_b"), scale)),
+            _fixed(_scaled(r.get("diff"), scale)), _general(r["t"]), _general(r["df"]),
+            _p_value(r["p"]), _p_value(r["p_adjusted"]), _text(r.get("note")),
+        ])
+    header = ["metric", "A", "B", "n A", "n B", "mean A", "mean B", "A − B", "t", "df", "p", "p adjusted",
+              "note"]
+    return [*blocks, Table(header, rows)]
+
+
+def _variance(sources: Sources) -> list[Block]:
+    blocks: list[Block] = [Heading("Seed-level vs item-level variance")]
+    if "variance" in sources.problems:
+        return [*blocks, _missing("variance components", sources, "variance")]
+    table = sources.tables["variance"]
+    blocks.append(Paragraph(
+        "seed_sd: sd over seeds of each seed's score on the same items (training randomness); item_se: "
+        "standard error of one seed's score from the finite item set; CI: bootstrap over items of the "
+        "seed-averaged score. Scores of SG and BLiMP in percent."))
+    columns = list(table.columns)
+    scaled = {"mean", "seed_sd", "item_se", "ci_low", "ci_high"}
+    rows = []
+    for r in table.to_dict("records"):
+        scale = percent_scale(str(r["task"]))
+        row = []
+        for c in columns:
+            value = r[c]
+            if c in ("n_seeds", "n_items"):
+                row.append(_count(value))
+            elif _is_number(value):
+                row.append(_general(_scaled(value, scale if c in scaled else 1.0)))
+            else:
+                row.append(_text(value))
+        rows.append(row)
+    return [*blocks, Table(columns, rows)]
+
+
+def _regression(name: str, result: Any) -> list[Block]:
+    blocks: list[Block] = [Heading(f"{name}", 3)]
+    if not isinstance(result, dict):
+        return [*blocks, Paragraph(f"{name}: malformed entry in regressions.json (not an object).")]
+    if "skipped" in result:
+        return [*blocks, Paragraph(f"{name}: skipped: {result['skipped']}.")]
+    coefficients = result.get("coefficients")
+    if not isinstance(coefficients, list):
+        return [*blocks, Paragraph(f"{name}: malformed entry in regressions.json (no coefficient list).")]
+    paper = REGRESSIONS.get(name)
+    models = result.get("models") or {}
+    ensemble = result.get("ensemble") or {}
+    facts = [
+        f"formula: {result.get('formula', 'n/a')}",
+        f"response: {result.get('response', 'n/a')}",
+        "models: " + (", ".join(f"{k} = {v} ({ensemble.get(k, '?')} seeds)" for k, v in models.items())
+                      or "n/a"),
+        f"data: {result.get('data', 'n/a')}",
+        f"N: {_count(result.get('n'))}",
+        f"R²: {_general(result.get('r2'))}; adjusted R²: {_general(result.get('adj_r2'))}"
+        + (f" (paper, different scale: {paper.adj_r2:.3f})" if paper else ""),
+    ]
+    dropped = result.get("dropped") or []
+    if dropped:
+        facts.append("dropped buckets: " + "; ".join(
+            f"{d.get('name', '?')} ({d.get('reason', 'no reason given')})" if isinstance(d, dict) else str(d)
+            for d in dropped))
+    else:
+        facts.append("dropped buckets: none")
+    blocks.append(Bullets(facts))
+    header = ["indicator", "count", "coef", "se", "t", "p"]
+    if paper:
+        header.append("paper coef (different scale)")
+    rows = []
+    for c in coefficients:
+        c = c if isinstance(c, dict) else {}
+        row = [str(c.get("name", "?")), _count(c.get("count")), _general(c.get("coef")),
+               _general(c.get("se")), _general(c.get("t")), _p_value(c.get("p"))]
+        if paper:
+            row.append(_general(paper.coefficient(str(c.get("name", "")))))
+        rows.append(row)
+    for d in dropped:  # an empty bucket has no coefficient; the paper's, if any, still shows
+        name = str(d.get("name", "?")) if isinstance(d, dict) else str(d)
+        row = [name, "—", "dropped", "", "", ""]
+        if paper:
+            row.append(_general(paper.coefficient(name)))
+        rows.append(row)
+    blocks.append(Table(header, rows))
+    if paper:
+        blocks.append(Paragraph(
+            f"Paper ({paper.section}, {paper.formula}): adjusted R² {paper.adj_r2:.3f}, {paper.p_values}; "
+            f"{paper.data}."))
+    return blocks
+
+
+def _regressions(sources: Sources) -> list[Block]:
+    blocks: list[Block] = [Heading("Regressions of log-probability differences (TG §4.2)")]
+    if sources.regressions is None:
+        return [*blocks, _missing("regressions", sources, "regressions")]
+    if not sources.regressions:
+        return [*blocks, Paragraph("regressions: regressions.json lists no regression.")]
+    for name, result in sources.regressions.items():
+        blocks += _regression(str(name), result)
+    blocks += _figure(sources, fig.REGRESSION_COEFFICIENTS,
+                      "Regression coefficients ± 1.96 se; hollow diamonds: the paper's (different scale).")
+    return blocks
+
+
+def _mdl(sources: Sources) -> list[Block]:
+    blocks: list[Block] = [Heading("MDL probing: online code length (TG §4.3, Voita & Titov 2020)")]
+    if "mdl" in sources.problems:
+        return [*blocks, _missing("MDL probing", sources, "mdl")]
+    table = sources.tables["mdl"]
+    blocks.append(Paragraph(
+        "Online code length in kbits (bits, not nats; lower is better) and compression = uniform / online "
+        "code length (higher is better), per layer; rows are model / representation / probe."))
+    tasks = sorted(table["task"].astype(str).unique(),
+                   key=lambda t: (fig.TASK_ORDER.index(t) if t in fig.TASK_ORDER else len(fig.TASK_ORDER), t))
+    for task in tasks:
+        rows = table[table["task"].astype(str) == task]
+        blocks.append(Heading(f"task {task}", 3))
+        facts = []
+        for column, label in (("uniform_bits", "uniform code length (bits)"), ("n", "N"), ("n_classes", "K")):
+            if column in rows.columns:
+                values = sorted({_general(v) for v in rows[column]})
+                facts.append(f"{label}: {', '.join(values)}")
+        if facts:
+            blocks.append(Paragraph("; ".join(facts) + "."))
+        layers = sorted(rows["layer"].unique())
+        keys = rows[["model", "representation", "probe"]].astype(str).drop_duplicates()
+        order = {m: i for i, m in enumerate(model_order(keys["model"].unique()))}
+        keys = sorted(keys.itertuples(index=False, name=None), key=lambda k: (order[k[0]], k[1], k[2]))
+        grouped = rows.groupby([rows["model"].astype(str), rows["representation"].astype(str),
+                                rows["probe"].astype(str), "layer"])
+        for column, title, scale in (("online_bits", "online code length (kbits)", 1000.0),
+                                     ("compression", "compression", 1.0)):
+            means = grouped[column].mean()
+            header = ["model / representation / probe", *(f"layer {_label(layer)}" for layer in layers)]
+            body = [[" / ".join(key), *(_fixed(_scaled(means.get((*key, layer)), 1 / scale))
+                                        for layer in layers)] for key in keys]
+            blocks += [Paragraph(f"{title}:"), Table(header, body)]
+    blocks += _figure(sources, fig.MDL_CODE_LENGTH, "Online code length per task and layer (cf. TG Fig. 5); "
+                      "solid: linear probes, dashed: MLP probes.")
+    blocks += _figure(sources, fig.MDL_COMPRESSION,
+                      "Compression (uniform / online code length) per task and layer.")
+    return blocks
+
+
+KNOWN_FIGURES = (fig.DISTRIBUTIONS, fig.SG_CIRCUITS, fig.REGRESSION_COEFFICIENTS, fig.MDL_CODE_LENGTH,
+                 fig.MDL_COMPRESSION)
+
+
+def _other_figures(sources: Sources) -> list[Block]:
+    folder = sources.analysis_dir / "figures"
+    pngs = folder.glob("*.png") if folder.is_dir() else []
+    others = sorted(p.stem for p in pngs if p.stem not in KNOWN_FIGURES)
+    blocks: list[Block] = []
+    if others:
+        blocks.append(Heading("Other figures"))
+        for stem in others:
+            blocks += _figure(sources, stem, stem)
+    if sources.figure_notes:
+        blocks += [Heading("Figure notes", 3), Bullets(sources.figure_notes)]
+    return blocks
+
+
+def _results(sources: Sources) -> list[Block]:
+    return [
+        Heading("Results (mean ± sd over seeds) beside the paper's published numbers"),
+        *_headline_table(sources),
+        *_figure(sources, fig.DISTRIBUTIONS, "Metrics over seeds per model (cf. TG Fig. 3)."),
+        *_figure(sources, fig.SG_CIRCUITS, "SG score per circuit, mean over seeds ± sd (cf. TG Fig. 4)."),
+    ]
+
+
+SECTIONS = (
+    ("headline", _headline), ("results", _results), ("all metrics", _all_metrics), ("Welch tests", _welch),
+    ("variance components", _variance), ("regressions", _regressions), ("MDL probing", _mdl),
+    ("other figures", _other_figures),
+)
+
+
+def build_report(sources: Sources) -> list[Block]:
+    """The report as blocks, in reading order.
+
+    A file whose columns are right but whose values are not (text where numbers belong) must not cost the
+    whole report: its section says it could not be rendered and why, and the other sections follow.
+    """
+    blocks: list[Block] = []
+    for name, section in SECTIONS:
+        try:
+            blocks += section(sources)
+        except (TypeError, ValueError, KeyError, AttributeError) as error:
+            blocks.append(Paragraph(f"{name}: could not be rendered: {type(error).__name__}: {error}."))
+    return blocks
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Rendering
+
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]|#])")
+
+
+def _md(text: str) -> str:
+    """``text`` as literal Markdown: special characters backslash-escaped, HTML characters as entities."""
+    text = " ".join(str(text).split("\n"))
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", text)
+
+
+def render_markdown(blocks: list[Block]) -> str:
+    out = []
+    for block in blocks:
+        if isinstance(block, Heading):
+            out.append(f"{'#' * block.level} {_md(block.text)}")
+        elif isinstance(block, Paragraph):
+            out.append(f"**{_md(block.text)}**" if block.strong else _md(block.text))
+        elif isinstance(block, Bullets):
+            out.append("\n".join(f"- {_md(item)}" for item in block.items))
+        elif isinstance(block, Table):
+            lines = ["| " + " | ".join(_md(h) for h in block.header) + " |",
+                     "|" + "|".join("---" for _ in block.header) + "|"]
+            lines += ["| " + " | ".join(_md(c) for c in row) + " |" for row in block.rows]
+            out.append("\n".join(lines))
+        elif isinstance(block, Image):
+            pdf = f" ([PDF]({quote(block.pdf)}))" if block.pdf else ""
+            out.append(f"![{_md(block.caption)}]({quote(block.src)})\n\n*{_md(block.caption)}*{pdf}")
+    return "\n\n".join(out) + "\n"
+
+
+CSS = """
+body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; max-width: 1200px; margin: 2em auto;
+       padding: 0 1em; color: #222; line-height: 1.45; }
+table { border-collapse: collapse; margin: 0.8em 0 1.2em; font-size: 0.9em; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; vertical-align: top; }
+th { background: #f2f2f2; }
+tr:nth-child(even) td { background: #fafafa; }
+p.strong { background: #fff4e5; border-left: 4px solid #e67e22; padding: 0.5em 0.8em; font-weight: 600; }
+figure { margin: 1em 0; }
+figure img { max-width: 100%; border: 1px solid #ddd; }
+figcaption { font-size: 0.9em; color: #555; }
+"""
+
+
+def _h(text: str) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def render_html(blocks: list[Block], title: str) -> str:
+    body = []
+    for block in blocks:
+        if isinstance(block, Heading):
+            body.append(f"<h{block.level}>{_h(block.text)}</h{block.level}>")
+        elif isinstance(block, Paragraph):
+            css = ' class="strong"' if block.strong else ""
+            body.append(f"<p{css}>{_h(block.text)}</p>")
+        elif isinstance(block, Bullets):
+            body.append("<ul>\n" + "\n".join(f"<li>{_h(item)}</li>" for item in block.items) + "\n</ul>")
+        elif isinstance(block, Table):
+            head = "".join(f"<th>{_h(h)}</th>" for h in block.header)
+            rows = "\n".join("<tr>" + "".join(f"<td>{_h(c)}</td>" for c in row) + "</tr>"
+                             for row in block.rows)
+            body.append(f"<table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{rows}\n</tbody>\n</table>")
+        elif isinstance(block, Image):
+            pdf = f' (<a href="{_h(quote(block.pdf))}">PDF</a>)' if block.pdf else ""
+            body.append(f'<figure><img src="{_h(quote(block.src))}" alt="{_h(block.caption)}">'
+                        f"<figcaption>{_h(block.caption)}{pdf}</figcaption></figure>")
+    return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n<title>{_h(title)}</title>\n'
+            f"<style>{CSS}</style>\n</head>\n<body>\n" + "\n".join(body) + "\n</body>\n</html>\n")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Entry points
+
+
+def write_report(analysis_dir: Path, out_dir: Path | None = None) -> tuple[Path, Path]:
+    """Write ``report.md`` and ``report.html``, each atomically, into ``out_dir`` (default: analysis_dir)."""
+    sources = read_sources(analysis_dir, out_dir)
+    blocks = build_report(sources)
+    title = blocks[0].text if blocks and isinstance(blocks[0], Heading) else "synbench report"
+    md_path, html_path = sources.out_dir / "report.md", sources.out_dir / "report.html"
+    atomic_write_text(md_path, render_markdown(blocks))
+    atomic_write_text(html_path, render_html(blocks, title))
+    return md_path, html_path
+
+
+def headline_table(analysis_dir: Path) -> str:
+    """The Markdown of the headline table (mean ± sd per model x metric, the paper's numbers beside)."""
+    return render_markdown(_headline_table(read_sources(analysis_dir)))

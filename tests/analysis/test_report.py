@@ -1,0 +1,261 @@
+"""The report (Markdown + HTML from one structure) and the paper's published numbers it shows beside ours."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from analysis import figures, paper_numbers, report
+from lightning_modules.errors import InputError
+
+PAPER_TEXT = Path("/work/shared/papers/transformer-grammars.txt")
+EVIL = "<script>alert(1)</script>"
+REDUCED = ["N = 10 proposals (paper: 300)", "3 seeds (paper: 100)", "4 layers, d_model 128 (paper: 16)"]
+
+
+def write_csv(path: Path, rows: list[dict]) -> None:
+    pd.DataFrame(rows).to_csv(path, index=False)
+
+
+def analysis_folder(root: Path, with_figures: bool = False) -> Path:
+    """A small but complete analysis folder: 3 models (one with an HTML label) x 3 seeds, MDL, regressions."""
+    folder = root / "exp" / "analysis"
+    folder.mkdir(parents=True)
+    models = ["txl-terminals", "tg", "txl-trees", EVIL]
+    settings = {
+        "experiment": "tg-demo", "scale": "demo", "seeds": [0, 1, 2], "data": ["ptb-sample"], "created": "1",
+        "models": {m: {"family": "tg", "level": "sentence", "parameters": 1234567} for m in models},
+        "reduced": REDUCED, "runs": {"done": 11, "total": 12, "failed": ["tg-s2"], "missing": []},
+        "skipped": {"probing txl-trees": "no finished run of txl-trees with seed 0"},
+    }
+    (folder / "settings.json").write_text(json.dumps(settings))
+    summary = [
+        {"metric": metric, "model": model, "n": 3, "mean": mean + i * step, "sd": sd, "sem": sd / 3 ** 0.5,
+         "ci_low": mean + i * step - sd, "ci_high": mean + i * step + sd, "min": mean, "max": mean + sd}
+        for metric, mean, sd, step in (("ppl", 70.0, 0.5, 1.0), ("sg", 0.6, 0.02, 0.01),
+                                       ("blimp", 0.7, 0.01, 0.01), ("sg.circuit.Licensing", 0.5, 0.05, 0.01),
+                                       ("best_val_loss", 3.0, 0.1, 0.1))
+        for i, model in enumerate(models)
+    ]
+    write_csv(folder / "summary.csv", summary)
+    write_csv(folder / "welch.csv", [
+        {"metric": "ppl", "model_a": "tg", "model_b": "txl-trees", "n_a": 3, "n_b": 3, "mean_a": 71.0,
+         "mean_b": 72.0, "diff": -1.0, "t": -2.449, "df": 4.0, "p": 0.0702, "p_adjusted": 0.2106,
+         "correction": "holm", "note": ""},
+        {"metric": "sg", "model_a": "tg", "model_b": EVIL, "n_a": 3, "n_b": 1, "mean_a": 0.61, "mean_b": 0.63,
+         "diff": -0.02, "t": None, "df": None, "p": None, "p_adjusted": None, "correction": "holm",
+         "note": "fewer than 2 values in b: the test is undefined"},
+    ])
+    write_csv(folder / "variance.csv", [
+        {"task": "sg", "model": "tg", "n_seeds": 3, "n_items": 40, "mean": 0.61, "seed_sd": 0.02,
+         "item_se": 0.07, "ci_low": 0.5, "ci_high": 0.72},
+    ])
+    (folder / "regressions.json").write_text(json.dumps({
+        "frequency": {
+            "name": "frequency", "formula": "delta ~ HighFreq + MediumFreq + LowFreq - 1",
+            "response": "delta", "n": 812, "r2": 0.031, "adj_r2": 0.0297,
+            "coefficients": [
+                {"name": "HighFreq", "coef": -0.0512, "se": 0.011, "t": -4.65, "p": 3.9e-06, "count": 700},
+                {"name": "MediumFreq", "coef": -0.3377, "se": 0.04, "t": -8.44, "p": 1.5e-16, "count": 112},
+            ],
+            "dropped": [{"name": "LowFreq", "reason": "no terminal in this bucket"}],
+            "models": {"A": "tg", "B": "txl-trees"}, "ensemble": {"A": 3, "B": 3}, "data": "ptb-sample valid",
+        },
+        "copying": {"skipped": "no document-level models"},
+    }))
+    write_csv(folder / "mdl.csv", [
+        {"model": model, "representation": rep, "task": task, "layer": layer, "probe": probe, "n": 300,
+         "n_classes": 12, "uniform_bits": 1075.49, "online_bits": 900.0 - 100 * layer,
+         "compression": 1075.49 / (900.0 - 100 * layer), "dev_accuracy": 0.4}
+        for model, rep in (("tg", "compose"), ("tg", "stack"), ("txl-terminals", "first+last"))
+        for task in ("pos", "grandparent") for layer in (0, 1) for probe in ("linear", "mlp")
+    ])
+    if with_figures:
+        long = pd.DataFrame([{"model": row["model"], "seed": seed, "metric": row["metric"],
+                              "value": row["mean"] + 0.01 * seed}
+                             for row in summary for seed in range(3)])
+        figures.write_figures(folder / "figures", long=long, mdl=pd.read_csv(folder / "mdl.csv"),
+                              regressions=json.loads((folder / "regressions.json").read_text()))
+    return folder
+
+
+def test_report_has_every_section_with_the_reduced_settings_and_the_paper_numbers(tmp_path) -> None:
+    folder = analysis_folder(tmp_path)
+    md_path, html_path = report.write_report(folder)
+    assert (md_path, html_path) == (folder / "report.md", folder / "report.html")
+    md, page = md_path.read_text(), html_path.read_text()
+    for text in (md, page):
+        # the headline, before any table: scale, seeds, data and every reduced setting, not comparable
+        headline = text[: text.index("<table>" if text is page else "| model |")]
+        assert "tg-demo" in headline and "seeds: 3 (0, 1, 2)" in headline and "data: ptb-sample" in headline
+        assert "NOT comparable" in headline and "runs: 11 done of 12; failed: tg-s2" in headline
+        assert "probing txl-trees: no finished run of txl-trees with seed 0" in headline
+        for setting in REDUCED:
+            assert setting.replace("_", "\\_") in headline if text is md else setting in headline
+    for heading in ("Results (mean ± sd over seeds)", "All metrics", "Welch", "Seed-level vs item-level",
+                    "Regressions", "MDL probing", "task pos", "task grandparent"):
+        assert heading in md and heading in page
+    # the paper's numbers beside ours, marked as a different scale
+    assert f"perplexity (test): {paper_numbers.PAPER_SCALE}" in md
+    assert "61.8 ± 0.2 (Table 1, PTB perplexity, test)" in md  # data ptb-sample: the PTB column only
+    assert "30.3 ± 0.5" not in md
+    assert "82.5 ± 1.6 (Table 1, SG (BLLIP sent.), test)" in md
+    assert "| tg | 71.00 ± 0.50 | 61.8 ± 0.2" in md
+    assert "Not in the paper: BLiMP accuracy (%)." in md
+    # fractions shown in percent, Welch with adjusted p and the note of an undefined test
+    assert "| SG score (%) | tg | 3 | 61.00 ± 2.00 |" in md
+    assert "| tg | txl-trees | 3 | 3 | 71.00 | 72.00 | -1.00 | -2.449 | 4 | 0.0702 | 0.2106 |" in md
+    assert "fewer than 2 values in b: the test is undefined" in md
+    assert "| sg | tg | 3 | 40 | 61 | 2 | 7 | 50 | 72 |" in md
+    # regressions: table, dropped bucket, the paper's coefficients and adjusted R²; skipped one said so
+    assert "| HighFreq | 700 | -0.0512 | 0.011 | -4.65 | 3.9e-06 | -0.0488 |" in md
+    assert "dropped buckets: LowFreq (no terminal in this bucket)" in md
+    assert "| LowFreq | — | dropped |  |  |  | -0.5481 |" in md
+    assert "adjusted R²: 0.0297 (paper, different scale: 0.039)" in md
+    assert "copying: skipped: no document-level models." in md
+    # MDL: rows model / representation / probe (paper order), columns layers, kbits and compression
+    assert "| model / representation / probe | layer 0 | layer 1 |" in md
+    assert "| tg / compose / linear | 0.90 | 0.80 |" in md
+    assert "| txl-terminals / first+last / mlp | 1.19 | 1.34 |" in md
+    assert md.index("tg / stack / mlp") < md.index("txl-terminals / first+last / linear")
+    assert "uniform code length (bits): 1075; N: 300; K: 12." in md
+    # no figures were made: each section says so
+    assert "Figure metric\\_distributions: not written: no such file." in md
+    assert sorted(p.name for p in folder.iterdir() if p.name.startswith(".")) == []  # no temp files
+
+
+def test_figures_are_linked_relative_to_the_report(tmp_path) -> None:
+    folder = analysis_folder(tmp_path, with_figures=True)
+    md_path, html_path = report.write_report(folder, out_dir=tmp_path / "exp" / "report")
+    md, page = md_path.read_text(), html_path.read_text()
+    for stem in (figures.DISTRIBUTIONS, figures.SG_CIRCUITS, figures.MDL_CODE_LENGTH, figures.MDL_COMPRESSION,
+                 figures.REGRESSION_COEFFICIENTS):
+        assert all((folder / "figures" / f"{stem}.{fmt}").is_file() for fmt in ("png", "pdf"))
+        assert f"](../analysis/figures/{stem}.png)" in md and f"[PDF](../analysis/figures/{stem}.pdf)" in md
+        assert f'<img src="../analysis/figures/{stem}.png"' in page
+        assert f'<a href="../analysis/figures/{stem}.pdf">PDF</a>' in page
+    assert "regression\\_coefficients: copying: skipped: no document-level models" in md  # figure notes
+
+
+def test_every_value_is_escaped(tmp_path) -> None:
+    folder = analysis_folder(tmp_path)
+    md, page = (p.read_text() for p in report.write_report(folder))
+    assert EVIL not in page and EVIL not in md
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in md
+    assert page.count("<script") == 0 and "<style>" in page  # inline CSS, nothing else active
+
+
+def test_missing_and_unreadable_files_are_reported_not_raised(tmp_path) -> None:
+    folder = analysis_folder(tmp_path)
+    for name in ("summary.csv", "variance.csv", "mdl.csv", "settings.json"):
+        (folder / name).unlink()
+    (folder / "regressions.json").write_text("{not json")
+    (folder / "welch.csv").write_text("metric,model_a\nppl,tg\n")
+    md, page = (p.read_text() for p in report.write_report(folder))
+    for text in (md, page):
+        assert "settings: missing: settings.json not found. The scale, seeds and reduced settings" in text
+        assert "results: missing: summary.csv not found." in text
+        assert "variance components: missing: variance.csv not found." in text
+        assert "MDL probing: missing: mdl.csv not found." in text
+        assert "regressions: unreadable: regressions.json:" in text
+    assert "Welch tests: malformed: welch.csv lacks the column(s) model\\_b, t, df, p, p\\_adjusted." in md
+    assert report.headline_table(folder) == "results: missing: summary.csv not found.\n"
+    with pytest.raises(InputError, match="not an analysis folder"):
+        report.write_report(tmp_path / "nowhere")
+
+
+def test_sections_the_pipeline_skipped_give_its_reason(tmp_path) -> None:
+    folder = analysis_folder(tmp_path)
+    settings = json.loads((folder / "settings.json").read_text())
+    settings["skipped"] = {"regressions": "no document-level models", "probing": "no checkpoint to probe",
+                           "figures": "sg_circuits: no sg.circuit.* metrics in the table, no figure"}
+    (folder / "settings.json").write_text(json.dumps(settings))
+    (folder / "regressions.json").unlink()
+    (folder / "mdl.csv").unlink()
+    (folder / "variance.csv").unlink()
+    md, page = (p.read_text() for p in report.write_report(folder))
+    assert "regressions: skipped: no document-level models." in md
+    assert "Figure sg_circuits: not written: sg_circuits: no sg.circuit.* metrics in the table" in page
+    assert "MDL probing: skipped: no checkpoint to probe." in md
+    assert "variance components: missing: variance.csv not found." in md  # no reason given: the file
+
+
+def test_headline_table_is_the_markdown_table_with_the_paper_numbers(tmp_path) -> None:
+    table = report.headline_table(analysis_folder(tmp_path))
+    lines = table.splitlines()
+    assert lines[0].startswith("| model | perplexity (test): ours | perplexity (test): paper (BLLIP/PTB full")
+    assert [line.split(" | ")[0] for line in lines[2:6]] == ["| tg", "| txl-trees", "| txl-terminals",
+                                                             "| &lt;script&gt;alert(1)&lt;/script&gt;"]
+    assert "| txl-terminals | 70.00 ± 0.50 | 62.6 ± 0.2 (Table 1, PTB perplexity, test) |" in table
+    assert "Paper numbers: Sartran et al. (2022)" in table
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The paper's numbers
+
+
+def test_paper_numbers_match_the_paper_text() -> None:
+    if not PAPER_TEXT.is_file():
+        pytest.skip(f"{PAPER_TEXT} not available")
+    lines = PAPER_TEXT.read_text().splitlines()
+    heads = [i for i, line in enumerate(lines) if "Perplexity" in line and "BLLIP doc." in line]
+    cell = re.compile(r"n/a|(\d+\.\d+)\s*(?:\}\s*)?\\pm\s*(?:\\textbf\{\s*)?(\d+\.\d+)")
+    assert len(heads) == 2
+    for head, table in zip(heads, (paper_numbers.TABLE1_TEST, paper_numbers.TABLE2_VALIDATION), strict=True):
+        for k, (row, cells) in enumerate(table.items()):
+            line = lines[head + 1 + k]
+            assert all(word in line.lower() for word in re.findall(r"[a-z]+", row.lower())), (row, line)
+            parsed = tuple(None if m.group(0) == "n/a" else (float(m.group(1)), float(m.group(2)))
+                           for m in cell.finditer(line))
+            assert parsed == cells, row
+    text = PAPER_TEXT.read_text()
+    for regression in paper_numbers.REGRESSIONS.values():
+        assert f"adjusted  $R^2$  value of {regression.adj_r2:.3f}" in text
+        for name, coef in regression.coefficients.items():
+            assert re.search(re.escape(name) + r"\W*=\s*" + re.escape(f"{coef:.4f}"), text), name
+
+
+def test_our_labels_and_metrics_map_to_the_right_paper_numbers() -> None:
+    def cells(model, metric, data=None):
+        numbers = paper_numbers.paper_numbers_for(model, metric, data)
+        return [(n.table, n.column.key, n.split, n.text()) for n in numbers]
+
+    assert cells("tg", "ppl") == [("Table 1", "ptb_ppl", "test", "61.8 ± 0.2"),
+                                  ("Table 1", "bllip_sent_ppl", "test", "30.3 ± 0.5")]
+    assert cells("tg", "ppl", "ptb-sample") == [("Table 1", "ptb_ppl", "test", "61.8 ± 0.2")]
+    assert cells("txl-trees", "ppl", "bllip-lg") == [("Table 1", "bllip_sent_ppl", "test", "29.8 ± 0.4")]
+    assert cells("txl-trees-doc", "ppl") == [("Table 1", "bllip_doc_ppl", "test", "22.1 ± 0.1")]
+    assert cells("tg", "val_ppl", "ptb") == [("Table 2", "ptb_ppl", "validation", "76.1 ± 0.3")]
+    assert cells("tg-reversed", "f1") == []  # Table 2 has F1 but our f1 is the test split: Table 1 only
+    assert cells("txl-terminals", "sg") == [("Table 1", "sg", "test", "69.5 ± 2.1")]
+    for model, metric in (("txl-terminals", "f1"), ("tg", "blimp"), ("tg-doc", "sg"), ("gpt", "ppl")):
+        assert cells(model, metric) == []
+    [bound] = paper_numbers.paper_numbers_for("tg", "ppl", "ptb")
+    assert bound.upper_bound and bound.source == "Table 1, PTB, test, 12M params, 100 seeds, upper bound"
+    [exact] = paper_numbers.paper_numbers_for("txl-terminals", "ppl", "bllip")
+    assert not exact.upper_bound and exact.source == "Table 1, BLLIP-LG, test, 252M params, 100 seeds"
+    assert paper_numbers.REGRESSIONS["frequency"].coefficient("medium_freq") == -0.2419
+    order = paper_numbers.model_order(["x", "txl-terminals", "tg-doc", "tg"])
+    assert order == ["tg", "txl-terminals", "tg-doc", "x"]
+    assert paper_numbers.percent_scale("sg.circuit.Agreement") == 100.0
+    assert paper_numbers.percent_scale("f1") == 1.0
+
+
+def test_values_of_the_wrong_kind_cost_one_section_not_the_report(tmp_path) -> None:
+    folder = analysis_folder(tmp_path)
+    mdl = pd.read_csv(folder / "mdl.csv")
+    mdl["online_bits"] = "lots"
+    mdl.to_csv(folder / "mdl.csv", index=False)
+    summary = pd.read_csv(folder / "summary.csv")
+    summary["sd"] = summary["sd"].astype(object)
+    summary.loc[0, "sd"] = "wide"
+    summary.to_csv(folder / "summary.csv", index=False)
+    md = report.write_report(folder)[0].read_text()
+    assert "MDL probing: could not be rendered: TypeError:" in md
+    assert "| perplexity (test) | txl-terminals | 3 | 70.00 (no sd) |" in md  # a text column: no sd, no crash
+    assert "| HighFreq | 700 |" in md  # the sections around it are there
