@@ -38,7 +38,7 @@ from lightning_modules.errors import InputError
 HEADLINE_METRICS = ("ppl", "sg", "blimp", "f1")
 ANALYSIS_KEYS = ("correction", "regressions", "probing", "scale")
 PROBING_KEYS = ("models", "seed", "train_sentences", "dev_sentences", "layers", "probes", "tasks", "top_k",
-                "word_content_k", "max_epochs", "batch_size")
+                "word_content_k", "word_content_start", "hidden", "max_epochs", "batch_size")
 # settings whose difference from the full-protocol spec the report's headline must state
 MODEL_KEYS = ("data.corpus", "data.level", "train.max_steps", "train.batch_size", "model.d_model",
               "model.n_layers", "model.n_heads", "model.d_ff", "model.n_encoder_layers", "model.n_decoder_layers")
@@ -248,7 +248,9 @@ def _probing(options: dict[str, Any], runs: list[Run], root: Path, data_dir: str
     if not probing:
         result.skipped["probing"] = "no probing in the spec's analysis section"
         return
-    from analysis.probing import run_probing
+    from analysis.probes import ProbeSettings
+    from analysis.probing import PROBE_KINDS, TASKS, run_probing
+    from analysis.probing_tasks import TaskSettings
     from experiments.evaluate.ppl import read_sentences
 
     seed = int(probing.get("seed", 0))
@@ -265,12 +267,12 @@ def _probing(options: dict[str, Any], runs: list[Run], root: Path, data_dir: str
     corpus = next(r for r in runs if r.model in models).config["data"]["corpus"]
     train = read_sentences(corpus, "train", probing.get("train_sentences"), data_dir).trees
     dev = read_sentences(corpus, "valid", probing.get("dev_sentences"), data_dir).trees
-    table = run_probing(
-        models, train, dev, tasks=probing.get("tasks"), layers=probing.get("layers"),
-        probes=tuple(probing.get("probes", ("linear", "mlp"))), seed=seed,
-        cache_dir=result.out_dir / "features",
-        **{k: probing[k] for k in ("top_k", "word_content_k", "max_epochs", "batch_size") if k in probing},
-    )
+    task_settings = TaskSettings(**{k: probing[k] for k in ("top_k", "word_content_k", "word_content_start")
+                                    if k in probing})
+    probe_settings = ProbeSettings(**{k: probing[k] for k in ("hidden", "max_epochs", "batch_size") if k in probing})
+    table = run_probing(models, train, dev, tasks=probing.get("tasks") or TASKS, layers=probing.get("layers"),
+                        probes=tuple(probing.get("probes") or PROBE_KINDS), task_settings=task_settings,
+                        probe_settings=probe_settings, cache_dir=result.out_dir / "features", seed=seed)
     _write_csv(result, "mdl.csv", table)
 
 

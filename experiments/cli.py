@@ -28,6 +28,7 @@ COMMANDS = [
     "experiments.commands.aggregate",
     "experiments.commands.sync",
     "experiments.commands.tune",
+    "experiments.commands.evaluate",
     "experiments.commands.analyze",
     "experiments.commands.report",
     "experiments.commands.reproduce",

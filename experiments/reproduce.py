@@ -73,9 +73,26 @@ def overview(spec: ExperimentSpec, seeds: str | None) -> str:
     return "\n".join(lines)
 
 
+def evaluate_stage(spec: ExperimentSpec, root: Path, seeds: str | None, executor: str, data_dir: str | None = None,
+                   poll_s: float = 5.0) -> dict[str, list[str]]:
+    """Stages 2 and 3 for the finished runs: proposal sets, then every evaluation; returns failed task keys."""
+    exp = experiment_dir(root, spec)
+    runs = experiment_runs(spec, seeds)
+    done = [r for r in runs if run_status(folder_of(root, r), r.run_id, r.seed).state == "DONE"]
+    planner = Planner(spec, done, root, data_dir, sys.executable)
+    for path, sentences in planner.sentence_files().items():
+        if not path.exists():
+            atomic_write_text(path, "".join(" ".join(words) + "\n" for words in sentences))
+    proposal_tasks = [t for t in planner.proposal_tasks() if t.ready()]  # the parser is trained
+    failed = {"proposals": [t.key for t in run_stage("proposals", proposal_tasks, executor, spec, exp, poll_s)]}
+    evals = [t for t in planner.eval_tasks() if t.ready()]
+    failed["evaluate"] = [t.key for t in run_stage("evaluate", evals, executor, spec, exp, poll_s)]
+    return failed
+
+
 def _train(spec: ExperimentSpec, root: Path, seeds: str | None, executor: str, poll_s: float) -> list[str]:
     """Stage 1: submit the runs that are not DONE and wait for all; returns the failed run ids."""
-    from experiments.submit import execute, plan_submission
+    from experiments.submit import execute, plan_submission, wait_for
 
     plan = plan_submission(spec, root, seeds, only_missing=True)
     progress = Progress("train", len(plan.runs))
@@ -90,11 +107,8 @@ def _train(spec: ExperimentSpec, root: Path, seeds: str | None, executor: str, p
         watcher = watch(check, progress, stop, poll_s)
         try:
             execute(plan, executor)
-            if executor != "local":
-                while any(s in ("PENDING", "RUNNING") for s in (st.state for st in
-                          run_statuses([r for r in plan.runs if r.run_id in {t.run_id for t in plan.tasks}],
-                                       root, quiet=True))):
-                    time.sleep(poll_s)
+            if executor != "local":  # local execution returns when the runs have ended; a scheduler's does not
+                wait_for(plan, poll_s)
         finally:
             stop.set()
             watcher.join()
@@ -123,19 +137,8 @@ def run_pipeline(spec: ExperimentSpec, root: Path, seeds: int | None = None, exe
     print("[1/5] train", file=stream, flush=True)
     failed["train"] = _train(spec, root, seed_text, executor, poll_s)
 
-    runs = experiment_runs(spec, seed_text)
-    done = [r for r in runs if run_status(folder_of(root, r), r.run_id, r.seed).state == "DONE"]
-    planner = Planner(spec, done, root, data_dir, sys.executable)
-    print("[2/5] proposals", file=stream, flush=True)
-    for path, sentences in planner.sentence_files().items():
-        if not path.exists():
-            atomic_write_text(path, "".join(" ".join(words) + "\n" for words in sentences))
-    proposal_tasks = [t for t in planner.proposal_tasks() if t.ready()]  # the parser is trained
-    failed["proposals"] = [t.key for t in run_stage("proposals", proposal_tasks, executor, spec, exp, poll_s)]
-
-    print("[3/5] evaluate", file=stream, flush=True)
-    evals = [t for t in planner.eval_tasks() if t.ready()]
-    failed["evaluate"] = [t.key for t in run_stage("evaluate", evals, executor, spec, exp, poll_s)]
+    print("[2/5] proposals, [3/5] evaluate", file=stream, flush=True)
+    failed.update(evaluate_stage(spec, root, seed_text, executor, data_dir, poll_s))
 
     print("[4/5] analyze", file=stream, flush=True)
     marker = exp / "analysis" / "settings.json"

@@ -1,7 +1,7 @@
-"""``synbench inspect {tg,txl}``: print what the model sees and attends to for a tree, as JSON.
+"""``synbench inspect {tg,txl,pushdown}``: print what the model sees and attends to for a tree, as JSON.
 
 The tree (PTB style, POS tags allowed) is cleaned as corpora are (unwrap, drop ``-NONE-``, strip function
-tags), its POS tags are dropped, and words are the terminals. Output per tree::
+tags). For tg and txl its POS tags are dropped, and words are the terminals. Output per tree::
 
     {"tokens": [...], "types": [...], "labels": [... or null], "depth": [...],
      "chunks": [{"start": s, "attend": [[[key_position, relpos], ...] for each query]}]}
@@ -9,6 +9,11 @@ tags), its POS tags are dropped, and words are the terminals. Output per tree::
 ``types`` are ``SOS ONT T CNT1 CNT2`` for TG (transformed sequence) and ``SOS ONT T CNT`` for TXL (trees);
 keys are absolute positions (a key may come from the memory), sorted; relpos is raw; padding is never
 listed. Without ``--segment-length`` the whole sequence is one chunk.
+
+``pushdown`` prints ``{"tokens", "attachment", "stack_tape"}`` as the official Pushdown Layers code computes
+them (see ``lightning_modules.data.encodings.pushdown``): tokens ``<s>``, the words, ``<eos>``; attachment
+labels ``[0] + per word + [0]``; the depth tape, one row per prefix. The chunking, relpos and tree-transform
+options are TG/TXL settings and are refused.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import argparse
 import json
 import sys
 
-FAMILIES = ("tg", "txl")
+FAMILIES = ("tg", "txl", "pushdown")
 _TYPE_NAMES = {
     "tg": {1: "SOS", 2: "ONT", 3: "T", 4: "CNT1", 14: "CNT2"},
     "txl": {1: "SOS", 2: "ONT", 3: "T", 4: "CNT"},
@@ -30,10 +35,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="print a tree's encoding (tokens, labels, depth, attention per chunk) as JSON",
         description="Print the encoding of a tree as the model consumes it: tokens, types, labels, depth "
         "and, per chunk, the keys (absolute positions, from the chunk or its memory) and raw relative "
-        "positions each query attends to.",
+        "positions each query attends to (tg, txl); tokens, attachment labels and the depth stack tape "
+        "(pushdown).",
     )
     p.add_argument("family", choices=FAMILIES,
-                   help="tg (Transformer Grammar) or txl (Transformer-XL on trees)")
+                   help="tg (Transformer Grammar), txl (Transformer-XL on trees), pushdown (Pushdown Layers)")
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--tree", help="one PTB-style tree, e.g. '(S (NP (DT a) (NN cat)) (VP (VBZ meows)))'")
     source.add_argument("--trees-file", metavar="FILE", help="bracketed trees (.mrg or one per line)")
@@ -76,6 +82,14 @@ def _options(args: argparse.Namespace) -> dict:
     from lightning_modules.errors import InputError
 
     length, memory_length = args.segment_length, args.memory_length
+    if args.family == "pushdown":
+        transform = None if args.tree_transform == "none" else args.tree_transform
+        given = {"--segment-length": length, "--memory-length": memory_length, "--memory": args.memory,
+                 "--relpos": args.relpos, "--tree-transform": transform}
+        for flag, value in given.items():
+            if value is not None:
+                raise InputError("is a tg/txl option; pushdown prints the whole sentence", flag)
+        return {}
     if memory_length is not None and length is None:
         raise InputError("needs --segment-length", "--memory-length")
     if length is not None:
@@ -99,6 +113,9 @@ def _options(args: argparse.Namespace) -> dict:
 def inspect_tree(tree, family: str, length: int | None = None, memory: str = "smart",
                  relpos: str | None = None, tree_transform: str = "none") -> dict:
     """The inspect JSON record of one PTB-style tree (see the module docstring)."""
+    if family == "pushdown":
+        return _pushdown_record(tree)
+
     import numpy as np
 
     from lightning_modules.data.encodings import tg, txl
@@ -130,3 +147,12 @@ def inspect_tree(tree, family: str, length: int | None = None, memory: str = "sm
         "depth": example.depth.tolist(),
         "chunks": chunks,
     }
+
+
+def _pushdown_record(tree) -> dict:
+    from lightning_modules.data.encodings import pushdown
+    from lightning_modules.data.tree import clean
+
+    example = pushdown.encode(clean(tree))
+    return {"tokens": example.tokens, "attachment": example.attachment.tolist(),
+            "stack_tape": example.stack_tape().tolist()}

@@ -1,0 +1,36 @@
+"""``synbench evaluate EXPERIMENT``: run the spec's ``evaluations:`` on every finished run.
+
+First the proposal trees each evaluation needs (drawn once per sentence set by the spec's proposal parser),
+then one ``synbench eval`` per (evaluation, run) into ``RUN/eval/NAME``, on the chosen executor. Finished
+evaluations are skipped, interrupted ones resume from their item cache. ``synbench aggregate`` and
+``synbench analyze`` read the results.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("evaluate", help="run an experiment's evaluations on its finished runs", description=__doc__)
+    p.add_argument("experiment", help="a shipped experiment (reproduce-tg-demo) or the path of a spec YAML")
+    p.add_argument("--seeds", help="these seeds instead of the spec's (as given to submit --seeds)")
+    p.add_argument("--executor", default="local", choices=("local", "slurm", "submitit"))
+    p.add_argument("--runs-dir", type=Path, help="parent of experiment folders (default: $SYNBENCH_RUNS or ./runs)")
+    p.add_argument("--data-dir", help="data directory (default: $SYNBENCH_DATA or ~/.cache/synbench/data)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from experiments.experiment_spec import load_spec
+    from experiments.reproduce import evaluate_stage
+    from experiments.runs import runs_root
+
+    spec = load_spec(args.experiment)
+    failed = evaluate_stage(spec, runs_root(args.runs_dir), args.seeds, args.executor, args.data_dir)
+    for stage, keys in failed.items():
+        if keys:
+            print(f"synbench: {stage}: {len(keys)} task(s) failed: {', '.join(keys)}", file=sys.stderr)
+    return 1 if any(failed.values()) else 0
