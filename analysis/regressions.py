@@ -66,8 +66,9 @@ def frequency_indicators(
 
     HighFreq: f ≥ ``high``; MediumFreq: ``low`` ≤ f < ``high``; LowFreq: f < ``low`` (a token absent from
     ``train_counts`` has f = 0). Defaults are the paper's 1e-3 and 1e-5. ``total`` is the number of training
-    tokens when ``train_counts`` holds only some of them (e.g. those of the evaluated tokens); default: their sum. f is one correctly rounded division,
-    so a count that is exactly 1e-3 (or 1e-5) of the total lands in the higher bucket.
+    tokens when ``train_counts`` holds only some of them (e.g. those of the evaluated tokens); default: their
+    sum. f is one correctly rounded division, so a count that is exactly 1e-3 (or 1e-5) of the total lands in
+    the higher bucket.
     """
     import pandas as pd
 

@@ -129,7 +129,8 @@ def test_analyze_writes_every_table(experiment):
     settings = json.loads((out / "settings.json").read_text())
     assert settings["seeds"] == [0, 1, 2] and "probing" in settings["skipped"]
     assert any(line.startswith("3 seeds per model (full protocol: 100)") for line in settings["reduced"])
-    assert any(line.startswith("evaluation ppl:") and "n 5 (full protocol: 300)" in line for line in settings["reduced"])
+    assert any(line.startswith("evaluation ppl:") and "n 5 (full protocol: 300)" in line
+               for line in settings["reduced"])
     assert list((out / "figures").glob("*.png")) and list((out / "figures").glob("*.pdf"))
 
 
