@@ -129,7 +129,7 @@ def _level(runs: list[Run], label: str) -> str | None:
 def _statistics(agg: Any, options: dict[str, Any], result: Analysis) -> None:
     from analysis import statistics
 
-    long = agg.long
+    long = agg.long[agg.long["family"] != "proposal-parser"]  # the parser is a tool of the protocol, not a model
     if long.empty:
         result.skipped["statistics"] = "no finished run has metrics"
         return
@@ -140,7 +140,7 @@ def _statistics(agg: Any, options: dict[str, Any], result: Analysis) -> None:
     tested = [m for m in metrics if m in HEADLINE_METRICS or m == "best_val_loss"]
     welch = statistics.pairwise_welch(long, tested, correction=options.get("correction", "holm"))
     _write_csv(result, "welch.csv", welch)
-    if agg.items is not None and not agg.items.empty:
+    if not agg.items.empty:
         _write_csv(result, "variance.csv", statistics.variance_components(agg.items))
     else:
         result.skipped["variance"] = "no item-level SyntaxGym/BLiMP results"
