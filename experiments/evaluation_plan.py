@@ -212,7 +212,7 @@ class Planner:
         if entry.name in ("ppl", "terminals"):
             args += ["--corpus", corpus, "--split", split]
         if entry.name == "rerank":
-            args += ["--gold", f"{corpus}/{split}"]
+            args += ["--gold", corpus if split == "file" else f"{corpus}/{split}"]  # "file": a treebank file
         if "limit" in o:
             args += ["--limit", str(o["limit"])]
         if entry.name == "sg":

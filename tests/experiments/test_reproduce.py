@@ -1,0 +1,85 @@
+"""``synbench reproduce``: scales, the plan overview, and (slow) the whole pipeline on a tiny experiment."""
+
+import json
+
+import pytest
+import yaml
+
+from experiments.cli import main
+from experiments.experiment_spec import load_spec
+from experiments.reproduce import overview, run_pipeline, spec_for
+from lightning_modules.errors import InputError
+
+
+def test_scales_and_errors():
+    assert spec_for("tg", "demo").name == "reproduce-tg-demo"
+    with pytest.raises(InputError, match="no reproduction of 'palm'"):
+        spec_for("palm", "demo")
+    with pytest.raises(InputError, match="unknown scale"):
+        spec_for("tg", "huge")
+
+
+def test_overview_names_every_stage_and_reduction():
+    text = overview(spec_for("tg", "cpu-small"), "0-2")
+    assert "tg x3" in text and "parser x1" in text and "(16 runs)" in text
+    assert "evaluate: ppl, sg, blimp, rerank, terminals" in text
+    assert "3 seeds per model (full protocol: 100)" in text
+
+
+def test_bad_seed_count_is_one_error_line(tmp_path, capsys):
+    assert main(["reproduce", "tg", "--scale", "demo", "--seeds", "0", "--runs-dir", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.strip() == "synbench: error: --seeds: must be at least 1"
+
+
+@pytest.mark.slow
+def test_tiny_pipeline_end_to_end(tmp_path, tiny_treebank, prepared_data_dir, monkeypatch):
+    """Every stage for real (local executor, subprocesses) on tiny models; a second call does nothing new."""
+    monkeypatch.setenv("SYNBENCH_DATA", str(prepared_data_dir))
+    tiny = {"model": {"d_model": 32, "n_layers": 2, "n_heads": 2, "d_ff": 64, "warmup_steps": 2, "total_steps": 6},
+            "train": {"max_steps": 6, "val_every": 3, "ckpt_every": 3, "batch_size": 4, "log_every": 1},
+            "data": {"corpus": str(tiny_treebank), "train_split": "file", "valid_split": "file"},
+            "runtime": {"wandb": "disabled", "progress": False}}
+    doc = {**tiny, "data": {**tiny["data"], "level": "document"}}
+    parser = {"model": {"d_model": 32, "n_encoder_layers": 1, "n_decoder_layers": 1, "n_heads": 2, "d_ff": 64},
+              "train": tiny["train"], "data": tiny["data"], "runtime": tiny["runtime"]}
+    options = {"proposals": "parser", "n": 2}
+    spec_path = tmp_path / "tiny-repro.yaml"
+    spec_path.write_text(yaml.safe_dump({
+        "seeds": "0-1", "compare_to": "reproduce-tg-paper",
+        "models": [{"name": "tg", "family": "tg", "overrides": tiny},
+                   {"name": "txl-trees", "family": "txl-trees", "overrides": tiny},
+                   {"name": "txl-terminals", "family": "txl-terminals", "overrides": tiny},
+                   {"name": "tg-doc", "family": "tg", "overrides": doc},
+                   {"name": "txl-trees-doc", "family": "txl-trees", "overrides": doc},
+                   {"name": "parser", "family": "proposal-parser", "seeds": 0, "overrides": parser}],
+        "evaluations": [
+            {"name": "ppl", "split": "file", "limit": 3, **options},
+            {"name": "sg", "suites": ["number_src", "npi_orc_any"], "items_per_suite": 1, **options},
+            {"name": "blimp", "paradigms": ["anaphor_gender_agreement", "regular_plural_subject_verb_agreement_1"],
+             "pairs_per_paradigm": 1, **options},
+            {"name": "rerank", "split": "file", "limit": 3, **options},
+            {"name": "terminals", "split": "file", "models": ["tg", "txl-trees", "tg-doc", "txl-trees-doc"]}],
+        "analysis": {"regressions": {"frequency": {"a": "tg", "b": "txl-trees"},
+                                     "copying": {"a": "tg-doc", "b": "txl-trees-doc"}},
+                     "probing": {"models": ["tg", "txl-terminals"], "train_sentences": 20, "dev_sentences": 10,
+                                 "layers": [1], "probes": ["linear"], "tasks": ["pos", "grandparent"],
+                                 "max_epochs": 2, "batch_size": 64}},
+        "launcher": {"local": {"max_parallel": 2}},
+    }))
+    spec = load_spec(spec_path)
+    outcome = run_pipeline(spec, tmp_path / "runs", poll_s=0.5)
+    assert outcome.failed == {} and outcome.report_md.is_file() and outcome.report_html.is_file()
+    analysis = tmp_path / "runs" / spec.name / "analysis"
+    settings = json.loads((analysis / "settings.json").read_text())
+    assert settings["runs"]["done"] == 11 and settings["skipped"] == {}
+    regressions = json.loads((analysis / "regressions.json").read_text())
+    assert "coefficients" in regressions["frequency"] and "coefficients" in regressions["copying"]
+    summary = (analysis / "summary.csv").read_text()
+    for metric in ("ppl", "sg", "blimp", "f1"):
+        assert f"\n{metric}," in summary
+    assert "compose" in (analysis / "mdl.csv").read_text()
+    text = outcome.report_md.read_text()
+    assert "2 seeds per model (full protocol: 100)" in text
+    # resuming: nothing is trained or evaluated again
+    again = run_pipeline(spec, tmp_path / "runs", poll_s=0.5)
+    assert again.failed == {} and again.elapsed_s < outcome.elapsed_s
