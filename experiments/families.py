@@ -124,8 +124,69 @@ class ParserFamily:
         return out
 
 
+class PushdownFamily:
+    """Pushdown-LM and its Base-LM (Murty et al. 2023, §3–§4): sentences with attachment labels and tapes."""
+
+    names = ("pushdown", "base-lm")
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def build_data(self, cfg: dict[str, Any]) -> TrainData:
+        from lightning_modules.data import pushdown_data
+
+        return pushdown_data.build(self.name, cfg)
+
+    def build_module(self, cfg: dict[str, Any], data: TrainData) -> Any:
+        from lightning_modules.models.pushdown import build
+
+        return build({**cfg["model"], "vocab_size": data.vocab_size}, family=self.name)
+
+    def final_metrics(self, module: Any, data: TrainData, best_path: str) -> dict[str, Any]:
+        """Validation NLL of the best checkpoint: LM per token and word, attachments, and for ``pushdown``
+        the gold-tree joint bound; beside a unigram baseline. (Beam-marginal perplexity is an evaluator's.)"""
+        import torch
+
+        if best_path:
+            state = torch.load(best_path, map_location="cpu", weights_only=True)["state_dict"]
+            module.load_state_dict(state)
+        module.eval()
+        sums = {"lm_nll": 0.0, "lm_count": 0, "attachment_nll": 0.0, "attachment_count": 0,
+                "attachment_correct": 0}
+        with torch.no_grad():
+            for batch in data.valid_batches(32):
+                terms = module.loss_terms(batch.to(module.device))
+                for key in sums:
+                    sums[key] += type(sums[key])(terms[key])
+        tokens, words = max(sums["lm_count"], 1), max(data.valid_words, 1)
+        attachments = max(sums["attachment_count"], 1)
+        unigram = unigram_nll([(s, None) for s in data.train], [(s, None) for s in data.valid], data.vocab_size)
+        out = {
+            "val_tokens": sums["lm_count"],
+            "val_words": data.valid_words,
+            "val_token_nll": sums["lm_nll"] / tokens,
+            "val_token_ppl": math.exp(sums["lm_nll"] / tokens),
+            "unigram_val_token_ppl": math.exp(unigram / tokens),
+            "unigram_val_word_ppl": math.exp(unigram / words),
+        }
+        if self.name == "pushdown":
+            joint = sums["lm_nll"] + sums["attachment_nll"]
+            # -log p(x, y_gold) >= -log p(x): an upper bound on word perplexity
+            out["val_word_ppl"] = math.exp(joint / words)
+            out["val_word_ppl_convention"] = "gold-tree bound exp(-log p(x, y_gold) / words), <eos> predicted"
+        else:
+            out["val_word_ppl"] = math.exp(sums["lm_nll"] / words)
+            out["val_word_ppl_convention"] = "exact, <eos> predicted, denominator = words"
+        if sums["attachment_count"]:
+            out["val_attachment_nll"] = sums["attachment_nll"] / attachments
+            out["val_attachment_accuracy"] = sums["attachment_correct"] / attachments
+        out.update(data.stats)
+        return out
+
+
 FAMILIES: dict[str, Callable[[str], Any]] = {name: TGFamily for name in TGFamily.names}
 FAMILIES.update({name: ParserFamily for name in ParserFamily.names})
+FAMILIES.update({name: PushdownFamily for name in PushdownFamily.names})
 
 
 def get_family(name: str) -> Any:

@@ -14,6 +14,7 @@ from typing import Any
 from lightning_modules.errors import InputError
 
 MODEL_FAMILIES = ("tg", "txl-trees", "txl-terminals")
+PUSHDOWN_FAMILIES = ("pushdown", "base-lm")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -21,7 +22,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "model-info", help="print the parameter count of a model preset",
         description="Build a model preset on the meta device and print its parameter count.",
     )
-    parser.add_argument("family", choices=MODEL_FAMILIES, help="model family")
+    parser.add_argument("family", choices=MODEL_FAMILIES + PUSHDOWN_FAMILIES, help="model family")
     parser.add_argument("--preset", required=True,
                         help="preset name in experiments/configs/model/FAMILY.yaml")
     parser.add_argument("--vocab-size", type=int, default=None, help="override the preset's vocabulary size")
@@ -46,14 +47,21 @@ def model_info(family: str, preset: str, vocab_size: int | None = None) -> dict[
     """``{"parameters", "parts", "family", "preset", "config"}`` for a preset (built on the meta device)."""
     import torch
 
-    from lightning_modules.models import tg
+    from lightning_modules.models import pushdown, tg
 
     config, path = preset_config(family, preset)
     if vocab_size is not None:
         if vocab_size < 1:
             raise InputError(f"must be positive, got {vocab_size}", "--vocab-size")
         config["vocab_size"] = vocab_size
-    cfg = tg.config_from_dict(config, prefix=f"{path}: {preset}.")
+    prefix = f"{path}: {preset}."
+    if family in PUSHDOWN_FAMILIES:
+        pd_cfg = pushdown.config_from_dict(config, prefix=prefix, family=family)
+        with torch.device("meta"):
+            pd_module = pushdown.build(pd_cfg, family)
+        return {"parameters": pushdown.parameter_count(pd_module), "family": family, "preset": preset,
+                "parts": pushdown.parameter_breakdown(pd_module), "config": pushdown.asdict(pd_cfg)}
+    cfg = tg.config_from_dict(config, prefix=prefix)
     with torch.device("meta"):
         module = tg.build(cfg)
     return {"parameters": tg.parameter_count(module), "parts": tg.parameter_breakdown(module),

@@ -1,0 +1,140 @@
+"""Pushdown attention (Eq. 6): the gathered depth term vs the paper's Fig. 7 vs plain causal attention.
+
+Three attention cores on the same random q, k, v [B, H, T, d], depth table E [50, d] and tape [B, T, T]
+(lower-triangular random depths 0..54, so clamping is exercised), forward + backward in float32:
+  * ``gather``: ``softmax(q kᵀ + gather(q @ Eᵀ, tape)) v`` (``pushdown_attention.gathered_depth_logits`` with
+    the causal mask folded into the gather, and ``attend``: the bias added inside ``baddbmm``);
+  * ``fig7``: keys + E[tape] materialised as [B, H, T, T, d] (``materialised_depth_attention``);
+  * ``causal``: ``SDPA(q, k, v, is_causal=True)``, no depth term (the floor: PyTorch's fused kernel, which
+    also skips the blocks above the diagonal);
+  * ``masked``: ``attend`` with the causal mask as its only bias, no depth term: the same full-matrix
+    algorithm as ``gather``, so ``gather/masked`` is the depth term's own cost. (Every layer of the model,
+    Base-LM's included, has a relative-position bias that needs a gradient and takes this path.)
+
+Memory: each (core, T) runs in a fresh process with one torch thread. After one warm-up step, the kernel's
+resident-set high-water mark is reset (``echo 5 > /proc/self/clear_refs``), one step runs, and the peak is
+``VmHWM`` minus the ``VmRSS`` before the step (from ``/proc/self/status``): the real peak of every page the
+step touched (tensors, autograd buffers, allocator slack), not a sum of tensor sizes. Linux only.
+Time: median of ``--repeats`` further steps.
+
+Usage: ``python benchmarks/pushdown_attention.py [--lengths 256 512 1024] [--batch 1] [--heads 4]
+[--head-dim 64] [--repeats 3]``. Targets (issue 7): at T = 512, >= 10x less peak memory than Fig. 7 and
+time <= 1.5x causal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+CORES = ("causal", "masked", "gather", "fig7")
+DEPTH_VOCAB = 50
+
+
+def status_kib(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise RuntimeError(f"{field} not in /proc/self/status")
+
+
+def measure(core: str, length: int, batch: int, heads: int, head_dim: int, repeats: int) -> dict[str, float]:
+    """Peak memory (MiB) and median time (ms) of one forward + backward of ``core`` (run in a fresh process)."""
+    import torch
+    import torch.nn.functional as F
+
+    from lightning_modules.layers.pushdown_attention import (
+        attend,
+        causal_mask,
+        gathered_depth_logits,
+        materialised_depth_attention,
+    )
+
+    torch.set_num_threads(1)
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(batch, heads, length, head_dim, generator=g).requires_grad_() for _ in range(3))
+    table = torch.randn(DEPTH_VOCAB, head_dim, generator=g).requires_grad_()
+    tape = torch.randint(0, DEPTH_VOCAB + 5, (batch, length, length), generator=g).tril()
+    mask = causal_mask(torch.full((batch,), length), length)
+    upstream = torch.randn(batch, heads, length, head_dim, generator=g)
+    scale = head_dim ** -0.5
+    causal_bias = torch.zeros(batch, heads, length, length).masked_fill(~mask[:, None], float("-inf"))
+
+    def step() -> None:
+        if core == "causal":
+            out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        elif core == "masked":
+            out = attend(q * scale, k, v, causal_bias)
+        elif core == "gather":
+            qs = q * scale
+            out = attend(qs, k, v, gathered_depth_logits(qs, table, tape, mask))
+        else:
+            out = materialised_depth_attention(q, k, v, table, tape, mask)
+        out.backward(upstream)
+        for t in (q, k, v, table):
+            t.grad = None
+
+    step()  # warm-up
+    before = status_kib("VmRSS")
+    Path("/proc/self/clear_refs").write_text("5")  # reset VmHWM to the current RSS
+    step()
+    peak = status_kib("VmHWM") - before
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - start)
+    return {"peak_mib": peak / 1024, "ms": 1000 * statistics.median(times)}
+
+
+def run(core: str, length: int, args: argparse.Namespace) -> dict[str, float]:
+    cmd = [sys.executable, __file__, "--one", core, str(length), "--batch", str(args.batch), "--heads",
+           str(args.heads), "--head-dim", str(args.head_dim), "--repeats", str(args.repeats)]
+    done = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--lengths", type=int, nargs="+", default=[256, 512, 1024])
+    parser.add_argument("--batch", type=int, default=1)
+    parser.add_argument("--heads", type=int, default=4)
+    parser.add_argument("--head-dim", type=int, default=64)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--one", nargs=2, metavar=("CORE", "T"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.one:
+        core, length = args.one
+        print(json.dumps(measure(core, int(length), args.batch, args.heads, args.head_dim, args.repeats)))
+        return
+
+    print(f"B={args.batch} H={args.heads} d_head={args.head_dim} depth table {DEPTH_VOCAB}, fp32, forward+backward, "
+          "1 thread; peak = resident-set high-water mark above the step's start (fresh process per cell)")
+    print(f"{'T':>5} {'core':>7} {'peak MiB':>10} {'ms':>9}")
+    results = {}
+    for length in args.lengths:
+        for core in CORES:
+            r = results[length, core] = run(core, length, args)
+            print(f"{length:>5} {core:>7} {r['peak_mib']:>10.1f} {r['ms']:>9.1f}", flush=True)
+    print()
+    print(f"{'T':>5} {'fig7/gather peak':>17} {'gather/causal peak':>19} {'gather/causal time':>19} "
+          f"{'gather/masked time':>19} {'fig7/gather time':>17}")
+    for length in args.lengths:
+        c, m, g, f = (results[length, k] for k in CORES)
+        print(f"{length:>5} {f['peak_mib'] / g['peak_mib']:>16.1f}x {g['peak_mib'] / c['peak_mib']:>18.2f}x "
+              f"{g['ms'] / c['ms']:>18.2f}x {g['ms'] / m['ms']:>18.2f}x {f['ms'] / g['ms']:>16.2f}x")
+    if 512 in args.lengths:
+        g, c, f = results[512, "gather"], results[512, "causal"], results[512, "fig7"]
+        memory_ok = f["peak_mib"] >= 10 * g["peak_mib"]
+        time_ok = g["ms"] <= 1.5 * c["ms"]
+        print(f"\nT=512 targets: memory >= 10x below Fig. 7: {'met' if memory_ok else 'MISSED'}; "
+              f"time <= 1.5x causal: {'met' if time_ok else 'MISSED'}")
+
+
+if __name__ == "__main__":
+    main()
