@@ -110,8 +110,13 @@ def choose(args: argparse.Namespace, gold: TreeSource | None = None, documents: 
     from experiments.evaluate.scorers import load_scorer
     from experiments.evaluate.scorers.tg import JOINT_FAMILIES
 
-    meta = read_checkpoint(path, ("tg", "txl-trees", "txl-terminals"))["synbench"]
+    meta = read_checkpoint(path, ("tg", "txl-trees", "txl-terminals", "pushdown", "base-lm"))["synbench"]
     family = meta["family"]
+    if family in ("pushdown", "base-lm"):
+        if args.proposals is not None or getattr(args, "parser", None) is not None:
+            raise InputError("Pushdown-family models are marginalised by beam search: --proposals/--parser do "
+                             "not apply", str(path))
+        return _pushdown(path, sha, family, getattr(args, "method", None), args.beam)
     level = meta["config"]["data"].get("level", "sentence")
     joint = family in JOINT_FAMILIES
     method = getattr(args, "method", None) or ("beam" if joint else "exact")
@@ -157,6 +162,27 @@ def choose(args: argparse.Namespace, gold: TreeSource | None = None, documents: 
                 "scorer_convention": scorer.convention.to_dict()}
     return ChosenScorer(scorer, family, joint, identity, settings, description, data, 4 if method == "beam" else 32,
                         level)
+
+
+def _pushdown(path: Path, sha: str, family: str, method: str | None, beam: int) -> ChosenScorer:
+    """Pushdown-LM: beam search over attachments (its only marginalisation); Base-LM: exact."""
+    from experiments.evaluate.scorers import pushdown
+
+    model = pushdown.PushdownModel.load(str(path))
+    wanted = "beam" if family == "pushdown" else "exact"
+    if method not in (None, wanted):
+        raise InputError(f"a {family} checkpoint is scored with --method {wanted}, not {method}", "--method")
+    identity: dict[str, Any] = {"model_sha256": sha, "family": family, "method": wanted}
+    if family == "pushdown":
+        scorer: Any = pushdown.BeamScorer(model, beam)
+        identity["beam"] = beam
+        description = f"beam {beam} over attachment decisions (paper: 300)"
+    else:
+        scorer = pushdown.ExactScorer(model)
+        description = "exact"
+    settings = {"method": wanted, "family": family, **({"beam": beam} if family == "pushdown" else {}),
+                "scorer_convention": scorer.convention.to_dict()}
+    return ChosenScorer(scorer, family, family == "pushdown", identity, settings, description, {}, 4)
 
 
 def _ngram(path: Path, sha: str, method: str | None) -> ChosenScorer:
