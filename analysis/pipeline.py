@@ -80,8 +80,13 @@ def analysis_options(spec: ExperimentSpec) -> dict[str, Any]:
     return options
 
 
-def analyze(spec: ExperimentSpec, root: Path, seeds: str | None = None, data_dir: str | None = None) -> Analysis:
-    """Run every analysis of ``spec`` over its runs under ``root``; outputs in ``EXPERIMENT/analysis/``."""
+def analyze(spec: ExperimentSpec, root: Path, seeds: str | None = None, data_dir: str | None = None,
+            wandb: str = "offline") -> Analysis:
+    """Run every analysis of ``spec`` over its runs under ``root``; outputs in ``EXPERIMENT/analysis/``.
+
+    ``wandb`` (offline | online | disabled): the tables and figures are also logged as one W&B run
+    (group = experiment, job_type = analysis, id ``analysis-EXPERIMENT``), offline by default.
+    """
     from analysis.aggregate import aggregate_experiment
 
     options = analysis_options(spec)
@@ -111,9 +116,48 @@ def analyze(spec: ExperimentSpec, root: Path, seeds: str | None = None, data_dir
         "notes": agg.summary.get("notes", []),
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
     }
+    if wandb != "disabled":
+        _log_to_wandb(spec, result, settings, wandb)
     atomic_write_text(out / "settings.json", json.dumps(settings, indent=1, default=str) + "\n")
     result.written.append("settings.json")
     return result
+
+
+def analysis_run_id(spec: ExperimentSpec) -> str:
+    return f"analysis-{spec.name}"
+
+
+def _log_to_wandb(spec: ExperimentSpec, result: Analysis, settings: dict[str, Any], mode: str) -> None:
+    """The analysis tables (as W&B tables) and figures of this analysis, in one run that is resumed each time."""
+    import os
+
+    import pandas as pd
+    import wandb
+
+    if mode not in ("offline", "online"):
+        raise InputError(f"expected offline, online or disabled, not {mode!r}", "--wandb")
+    os.environ.setdefault("WANDB_X_DISABLE_STATS", "true")
+    os.environ.setdefault("WANDB_SILENT", "true")
+    run = wandb.init(project="synbench", group=spec.name, job_type="analysis", id=analysis_run_id(spec),
+                     name=analysis_run_id(spec), dir=str(result.out_dir), mode=mode, resume="allow",
+                     config={"experiment": spec.name, "scale": settings["scale"], "seeds": settings["seeds"],
+                             "reduced": settings["reduced"]})
+    try:
+        for name in ("summary", "welch", "variance", "mdl"):
+            path = result.out_dir / f"{name}.csv"
+            if path.is_file():
+                run.log({name: wandb.Table(dataframe=pd.read_csv(path))})
+        regressions = result.out_dir / "regressions.json"
+        if regressions.is_file():
+            for reg, fit in json.loads(regressions.read_text(encoding="utf-8")).items():
+                if "adj_r2" in fit:
+                    run.summary[f"{reg}/adj_r2"] = fit["adj_r2"]
+                    for c in fit["coefficients"]:
+                        run.summary[f"{reg}/{c['name']}"] = c["coef"]
+        for png in sorted((result.out_dir / "figures").glob("*.png")):
+            run.log({f"figures/{png.stem}": wandb.Image(str(png))})
+    finally:
+        run.finish()
 
 
 def _lm_labels(spec: ExperimentSpec) -> set[str]:

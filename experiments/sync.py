@@ -68,6 +68,16 @@ def plan_sync(
         argv += ["--project", project] if project else []
         argv += ["--entity", entity] if entity else []
         jobs.append(SyncJob(run.run_id, tuple(segments), (*argv, *map(str, segments))))
+    if runs:  # the experiment's analysis run (synbench analyze), logged offline beside its tables
+        spec_name = runs[0].experiment
+        analysis_id = f"analysis-{spec_name}"
+        exp = Path(root) / spec_name / "analysis"
+        segments = unsynced_segments(exp, analysis_id)
+        if segments:
+            argv = [exe, "sync", "--id", analysis_id]
+            argv += ["--project", project] if project else []
+            argv += ["--entity", entity] if entity else []
+            jobs.append(SyncJob(analysis_id, tuple(segments), (*argv, *map(str, segments))))
     return jobs, skipped
 
 

@@ -18,6 +18,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seeds", help="these seeds instead of the spec's (as given to submit --seeds)")
     p.add_argument("--runs-dir", type=Path, help="parent of experiment folders (default: $SYNBENCH_RUNS or ./runs)")
     p.add_argument("--data-dir", help="data directory (default: $SYNBENCH_DATA or ~/.cache/synbench/data)")
+    p.add_argument("--wandb", default="offline", choices=("offline", "online", "disabled"),
+                   help="also log the tables and figures as a W&B run (job_type analysis; default offline)")
     p.set_defaults(func=run)
 
 
@@ -27,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
     from experiments.runs import runs_root
 
     spec = load_spec(args.experiment)
-    result = analyze(spec, runs_root(args.runs_dir), args.seeds, args.data_dir)
+    result = analyze(spec, runs_root(args.runs_dir), args.seeds, args.data_dir, args.wandb)
     print(f"{spec.name}: wrote {', '.join(result.written)} to {result.out_dir}")
     for section, reason in result.skipped.items():
         print(f"  skipped {section}: {reason}")

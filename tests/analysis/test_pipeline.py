@@ -102,7 +102,7 @@ def experiment(tmp_path):
 
 def test_analyze_writes_every_table(experiment):
     spec, root = experiment
-    result = analyze(spec, root)
+    result = analyze(spec, root)  # W&B offline, as by default
     out = result.out_dir
     for name in ("summary.csv", "welch.csv", "variance.csv", "regressions.json", "settings.json"):
         assert (out / name).is_file(), name
@@ -132,11 +132,13 @@ def test_analyze_writes_every_table(experiment):
     assert any(line.startswith("evaluation ppl:") and "n 5 (full protocol: 300)" in line
                for line in settings["reduced"])
     assert list((out / "figures").glob("*.png")) and list((out / "figures").glob("*.pdf"))
+    # the offline W&B run of the analysis (group = experiment, job_type = analysis), which `synbench sync` uploads
+    assert list(out.glob("wandb/offline-run-*-analysis-exp/run-analysis-exp.wandb"))
 
 
 def test_report_and_headline_table(experiment):
     spec, root = experiment
-    analyze(spec, root)
+    analyze(spec, root, wandb="disabled")
     md, html = write_report(root / spec.name / "analysis", root / spec.name)
     text = md.read_text()
     assert "100.10 ± 0.10" in text or "100.1 ± 0.1" in text
@@ -151,7 +153,7 @@ def test_cli_analyze_and_report(experiment, capsys):
     spec, root = experiment
     assert main(["report", str(spec.path), "--runs-dir", str(root)]) == 0  # analyzes first: no analysis yet
     assert (root / spec.name / "report.md").is_file() and (root / spec.name / "report.html").is_file()
-    assert main(["analyze", str(spec.path), "--runs-dir", str(root)]) == 0
+    assert main(["analyze", str(spec.path), "--runs-dir", str(root), "--wandb", "disabled"]) == 0
     assert "skipped probing" in capsys.readouterr().out
 
 
@@ -162,7 +164,7 @@ def test_a_missing_seed_of_terminals_and_disagreeing_terminals(experiment):
     lines = [json.loads(line) for line in items.read_text().splitlines()]
     lines[0]["word"][0] = "dog"
     items.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    regs = json.loads((analyze(spec, root).out_dir / "regressions.json").read_text())
+    regs = json.loads((analyze(spec, root, wandb="disabled").out_dir / "regressions.json").read_text())
     assert "differ" in regs["frequency"]["skipped"]
     assert "coefficients" in regs["copying"]
 
