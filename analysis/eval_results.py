@@ -5,7 +5,8 @@ Metric names (what the analysis tables and the report use):
 - ``ppl``: word perplexity (a bound for joint models), ``ppl_oov_rate``;
 - ``sg``: the overall SyntaxGym score (fraction), ``sg.circuit.<circuit>`` per circuit;
 - ``blimp``: overall BLiMP accuracy, ``blimp.phenomenon.<phenomenon>``;
-- ``f1``: parse reranking bracket F1 (EVALB, percent), ``f1_oracle``, ``f1_parser`` (the proposal parser's 1-best).
+- ``f1``: parse reranking bracket F1 (EVALB, percent), ``f1_oracle``, ``f1_parser`` (the proposal parser's 1-best);
+- ``dyck.<set>``: closing-bracket accuracy on a Dyck test set (Pushdown §4.1: ``long-50`` ... ``depth``).
 
 Which folder: ``eval/<task>`` (what ``synbench evaluate``/``reproduce`` write) when present, otherwise the one
 ``eval/<task>-<hash>`` folder of a manual ``synbench eval``; several such folders and no canonical one is
@@ -18,7 +19,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-TASKS = ("ppl", "sg", "blimp", "rerank")
+TASKS = ("ppl", "sg", "blimp", "rerank", "dyck")
 
 
 def result_folders(run_dir: Path) -> tuple[dict[str, Path], list[str]]:
@@ -76,6 +77,8 @@ def run_metrics(run_dir: Path) -> tuple[dict[str, float], dict[str, Any], list[s
                 metrics["f1_oracle"] = m["oracle"]["all"]["bracket_f1"]
                 if m.get("parser_1best"):
                     metrics["f1_parser"] = m["parser_1best"]["all"]["bracket_f1"]
+            elif task == "dyck":
+                metrics.update({f"dyck.{name}": value for name, value in m["accuracy"].items()})
         except (KeyError, TypeError):
             notes.append(f"{task}: results.json lacks the expected metrics ({folder})")
     return metrics, settings, notes

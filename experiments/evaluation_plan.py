@@ -8,13 +8,16 @@ An entry names a task and its protocol settings::
       - {name: blimp, proposals: parser, n: 10, pairs_per_paradigm: 2}
       - {name: rerank, split: test, proposals: parser, n: 10}  # joint sentence-level models
       - {name: terminals, split: valid}                          # per-terminal log-probs (TG §4.2)
+      - {name: dyck, sets: [long-50, depth], size: 20, beam: 5}  # Dyck runs of pushdown/base-lm (§4.1)
 
 Options: ``models`` (labels; default every model the task applies to), ``corpus`` (default the run's
 ``data.corpus``), ``split``, ``limit`` (first K sentences), ``method`` (joint models: ``proposals`` when
 ``proposals`` is given, else ``beam``; ``gold`` for ppl; string models are always exact), ``proposals`` (the
 label of a ``proposal-parser`` model of the spec: its first seed's best checkpoint draws the trees once per
 sentence set, shared by every evaluated run), ``n``, ``beam``, ``word_beam``, ``items_per_suite``,
-``suites``, ``pairs_per_paradigm``, ``paradigms``.
+``suites``, ``pairs_per_paradigm``, ``paradigms``; for ``dyck`` (the pushdown and base-lm runs whose
+``data.corpus`` is ``dyck``): ``sets`` (default all), ``size``, ``seed`` (of the test sets) and ``beam``
+(pushdown runs only).
 
 Each eval writes to ``RUN/eval/NAME/`` (``results.json`` marks it done; the item cache resumes it), and each
 proposal set to ``EXPERIMENT/proposals/``. Nothing here runs anything: ``stages.py`` does.
@@ -30,11 +33,13 @@ from experiments.experiment_runs import experiment_dir, folder_of
 from experiments.experiment_spec import ExperimentSpec, Run
 from lightning_modules.errors import InputError
 
-TASKS = ("ppl", "sg", "blimp", "rerank", "terminals")
+TASKS = ("ppl", "sg", "blimp", "rerank", "terminals", "dyck")
 LM_FAMILIES = ("tg", "txl-trees", "txl-terminals")
 JOINT = ("tg", "txl-trees")
+DYCK_FAMILIES = ("pushdown", "base-lm")
+DYCK_OPTIONS = ("sets", "size", "seed")
 OPTIONS = ("name", "models", "corpus", "split", "limit", "method", "proposals", "n", "beam", "word_beam",
-           "items_per_suite", "suites", "pairs_per_paradigm", "paradigms")
+           "items_per_suite", "suites", "pairs_per_paradigm", "paradigms", "sets", "size", "seed")
 DEFAULT_SPLIT = {"ppl": "test", "rerank": "test", "terminals": "valid"}
 
 
@@ -66,6 +71,8 @@ class Evaluation:
         if models is not None and run.model not in models:
             return False
         level = run.config["data"].get("level", "sentence")
+        if self.name == "dyck":
+            return run.family in DYCK_FAMILIES and run.config["data"].get("corpus") == "dyck"
         if run.family not in LM_FAMILIES:
             return False
         if self.name in ("sg", "blimp") and level != "sentence":
@@ -88,10 +95,24 @@ def evaluations(spec: ExperimentSpec) -> list[Evaluation]:
             if key not in OPTIONS:
                 raise InputError(f"evaluations[{i}].{key}: unknown option (known: {', '.join(OPTIONS)})",
                                  spec.where("evaluations", i, key))
-            if key in ("limit", "n", "beam", "word_beam", "items_per_suite", "pairs_per_paradigm") and (
+            if key in ("limit", "n", "beam", "word_beam", "items_per_suite", "pairs_per_paradigm", "size") and (
                     isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise InputError(f"evaluations[{i}].{key}: expected a positive integer, got {value!r}",
                                  spec.where("evaluations", i, key))
+            if key == "seed" and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+                raise InputError(f"evaluations[{i}].seed: expected an integer >= 0, got {value!r}",
+                                 spec.where("evaluations", i, key))
+            if (key in DYCK_OPTIONS) != (name == "dyck") and key not in ("name", "models", "beam"):
+                raise InputError(f"evaluations[{i}].{key}: " + ("not an option of the dyck task (its options: "
+                                 f"{', '.join(DYCK_OPTIONS)}, beam, models)" if name == "dyck"
+                                 else "an option of the dyck task only"), spec.where("evaluations", i, key))
+        if name == "dyck":
+            from lightning_modules.data.dyck_data import TEST_SETS
+
+            sets = entry.get("sets", list(TEST_SETS))
+            if not isinstance(sets, list) or not sets or any(s not in TEST_SETS for s in sets):
+                raise InputError(f"evaluations[{i}].sets: expected a list of {', '.join(TEST_SETS)}, got {sets!r}",
+                                 spec.where("evaluations", i, "sets"))
         for label in entry.get("models") or []:
             if label not in labels:
                 raise InputError(f"evaluations[{i}].models: no model {label!r} in the spec", where)
@@ -221,7 +242,12 @@ class Planner:
         if entry.name == "blimp":
             args += [*(["--pairs-per-paradigm", str(o["pairs_per_paradigm"])] if "pairs_per_paradigm" in o else []),
                      *(["--paradigms", ",".join(o["paradigms"])] if o.get("paradigms") else [])]
-        if entry.name != "terminals" and run.family in JOINT:
+        if entry.name == "dyck":
+            args += [*(a for s in o.get("sets") or [] for a in ("--set", s)),
+                     *(["--size", str(o["size"])] if "size" in o else []),
+                     *(["--seed", str(o["seed"])] if "seed" in o else []),
+                     *(["--beam", str(o["beam"])] if "beam" in o and run.family == "pushdown" else [])]
+        elif entry.name != "terminals" and run.family in JOINT:
             method = o.get("method") or ("proposals" if o.get("proposals") else "beam")
             if entry.name != "rerank":
                 args += ["--method", method]

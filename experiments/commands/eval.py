@@ -4,7 +4,8 @@
 the Scorer protocol and write ``results.json`` + ``items.jsonl`` into ``--out`` (default
 ``RUN_DIR/eval/TASK-HASH``); a re-run computes only the items missing there. ``terminals`` writes the
 per-terminal log-probabilities on gold trees that TG §4.2's regressions compare. ``sg --surprisals FILE``
-scores SyntaxGym from a file of region surprisals; ``uas`` compares two CoNLL-U files.
+scores SyntaxGym from a file of region surprisals; ``uas`` compares two CoNLL-U files. ``dyck`` reports the
+closing-bracket accuracy of a Dyck run (Pushdown Layers §4.1) on test sets built from its data config.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _register_rerank(tasks)
     _register_terminals(tasks)
     _register_uas(tasks)
+    _register_dyck(tasks)
 
 
 def _limit(p: argparse.ArgumentParser) -> None:
@@ -231,6 +233,45 @@ def run_uas(args: argparse.Namespace) -> int:
         print(f"UAS {uas}  LAS {las}  ({scores['words']} words, {scores['sentences']} sentences; "
               f"punctuation {scores['punctuation']})")
     return 0
+
+
+def _register_dyck(tasks: argparse._SubParsersAction) -> None:
+    from lightning_modules.data.dyck_data import TEST_SETS
+
+    p = tasks.add_parser(
+        "dyck", help="closing-bracket accuracy of a Dyck run on the long-range and deeper test sets (§4.1)",
+        description="Pushdown Layers §4.1 / Table 1: for each prefix of the test sets (built deterministically "
+                    "from the checkpoint's data config and --seed: long-L = prefixes closing a dependency of "
+                    "length >= L in Dyck_{k,40} strings, 50 each; depth = nests of depth 15-49 around a string "
+                    "of the training language, 105), the argmax of the next-token distribution over the closing "
+                    "brackets must be the bracket that closes the prefix. base-lm: exact distribution; "
+                    "pushdown: marginal over the final beam of attachment histories of the prefix.")
+    p.add_argument("checkpoint", help="pushdown or base-lm checkpoint of a Dyck run (RUN/checkpoints/best.ckpt)")
+    p.add_argument("--set", dest="sets", action="append", metavar="SET",
+                   help=f"a test set ({'|'.join(TEST_SETS)}); repeat for several (default: all)")
+    p.add_argument("--size", type=int, metavar="N",
+                   help="prefixes per set (default: the paper's, 50 per long-range set and 100 for depth; the "
+                        "long-range sets stop after the string that reaches N, the depth set after a round of 35)")
+    p.add_argument("--beam", type=int, default=50,
+                   help="beam over attachment histories for pushdown checkpoints (default 50, as official)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the test sets (default 0)")
+    p.add_argument("--out", type=Path, metavar="DIR", help="results folder (default: RUN_DIR/eval/dyck-HASH)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(func=run_dyck)
+
+
+def run_dyck(args: argparse.Namespace) -> int:
+    from experiments.evaluate import dyck_eval
+
+    result, computed = dyck_eval.evaluate(args.checkpoint, args.sets, args.size, args.beam, args.seed, args.out)
+
+    def report(r: dict) -> str:
+        m = r["metrics"]
+        rows = [f"{name:10} {acc:.4f}  ({m['prefixes'][name]} prefixes, mean length "
+                f"{m['mean_prefix_length'][name]:.1f})" for name, acc in m["accuracy"].items()]
+        return "\n".join([*rows, r["headline"]]) + "\n"
+
+    return _print(args, result, computed, result["settings"]["prefixes"], report)
 
 
 def _register_terminals(tasks: argparse._SubParsersAction) -> None:

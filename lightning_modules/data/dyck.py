@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import re
 import string
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from itertools import count
 from pathlib import Path
 
@@ -297,7 +297,7 @@ def closing_prefixes(tokens: Sequence[str], min_distance: int = 0) -> Iterator[t
             yield list(tokens[:end]), tokens[end]
 
 
-def long_range_set(strings: Sequence[Sequence[str]], min_distance: int, size: int = 50,
+def long_range_set(strings: Iterable[Sequence[str]], min_distance: int, size: int = 50,
                    max_prefix_length: int = 600) -> tuple[list[list[str]], list[str]]:
     """The long-range dependency test set of §4.1 (``get_long_range_dependencies_data``).
 

@@ -123,8 +123,15 @@ def collate(rows: Sequence[PushdownSentence]) -> PushdownBatch:
 
 
 def build(family: str, cfg: dict[str, Any]) -> TrainData:
-    """Vocabulary from the training split; training and validation sentences encoded."""
+    """Vocabulary from the training split; training and validation sentences encoded.
+
+    ``data.corpus: dyck`` generates Dyck strings instead of reading a treebank (``dyck_data.build``).
+    """
     data = cfg["data"]
+    if data.get("corpus") == "dyck":
+        from lightning_modules.data import dyck_data
+
+        return dyck_data.build(family, cfg)
     if data.get("level", "sentence") != "sentence":
         raise InputError(f"{family} is trained on sentences (got {data['level']!r})", "data.level")
     corpus = load_corpus(data["corpus"], cfg["runtime"].get("data_dir"))

@@ -17,7 +17,9 @@ pass per word:
 Deviation from the official search: the last word may not shift and leave ``<eos>`` to close the stack
 (``close_at_last``): label sequences and binary trees are then one-to-one, so no tree is counted twice.
 ``base-lm`` checkpoints are string models: ``ExactScorer`` reads the whole sentence in one pass.
-Word-level vocabularies only (a SentencePiece vocabulary needs Appendix C's within-word attachments).
+Word-level vocabularies and Dyck runs only (a SentencePiece vocabulary needs Appendix C's within-word
+attachments). For the Dyck test sets, ``next_token_logprobs`` gives the next-token distribution after a
+prefix: exact for ``base-lm``, the beam's marginal for ``pushdown``.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import torch
 
 from experiments.evaluate.scorer import Convention, SentenceScore
 from lightning_modules.data.encodings.pushdown import StackStates
-from lightning_modules.data.pushdown_data import EOS, SOS
+from lightning_modules.data.pushdown_data import EOS, PAD, SOS
 from lightning_modules.errors import InputError
 
 FAMILIES = ("pushdown", "base-lm")
@@ -48,12 +50,16 @@ class PushdownModel:
         self.module = module.to(device).eval()
         self.device = torch.device(device)
         self.family: str = meta["family"]
+        self.config: dict[str, Any] = meta.get("config", {})  # the run's resolved config (data section: Dyck)
         payload = meta["vocab"]
-        if payload.get("terminals") != "words":
-            raise InputError("the Pushdown scorers support word-level vocabularies (data.terminals=words)",
-                             "checkpoint")
-        self.words = WordVocab.from_dict(payload["words"], "checkpoint vocabulary")
+        if payload.get("terminals") not in ("words", "dyck"):
+            raise InputError("the Pushdown scorers support word-level vocabularies (data.terminals=words) and "
+                             "Dyck runs", "checkpoint")
+        # Dyck tokens are the vocabulary itself: no unknown-word classes
+        self.words = (WordVocab.from_dict(payload["words"], "checkpoint vocabulary")
+                      if payload["terminals"] == "words" else None)
         self.ids = {t: i for i, t in enumerate(payload["tokens"])}
+        self.tokens: list[str] = list(payload["tokens"])
 
     @classmethod
     def load(cls, checkpoint: str, device: str = "cpu") -> PushdownModel:
@@ -69,8 +75,17 @@ class PushdownModel:
 
     def token_ids(self, words: Sequence[str]) -> tuple[list[int], int]:
         """``<s> x_1..x_n <eos>`` ids and the number of unknown words."""
+        if self.words is None:
+            return [*self.prefix_ids(words), self.ids[EOS]], 0
         ids = [self.ids[SOS], *(self.ids[self.words.unkify(w)] for w in words), self.ids[EOS]]
         return ids, sum(w not in self.words.known for w in words)
+
+    def prefix_ids(self, tokens: Sequence[str]) -> list[int]:
+        """``<s> x_1..x_n`` ids of a prefix of tokens of the vocabulary (Dyck; ``InputError`` otherwise)."""
+        unknown = [t for t in tokens if t not in self.ids or t in (SOS, EOS, PAD)]
+        if unknown:
+            raise InputError(f"token {unknown[0]!r} is not in the model's vocabulary", "prefix")
+        return [self.ids[SOS], *(self.ids[t] for t in tokens)]
 
 
 def _check(sentences: Sequence[Sequence[str]]) -> None:
@@ -104,6 +119,19 @@ class ExactScorer:
             out.append(SentenceScore(tuple(words), tuple(float(x) for x in picked[:-1]), float(picked.sum()),
                                      float(picked[-1]), unknown_words=unknown))
         return out
+
+    @torch.no_grad()
+    def next_token_logprobs(self, prefixes: Sequence[Sequence[str]]) -> np.ndarray:
+        """log p(w | prefix) [N, V] for token prefixes (Dyck), exact: one pass per prefix."""
+        module, device = self.model.module, self.model.device
+        out = []
+        for tokens in prefixes:
+            ids = self.model.prefix_ids(tokens)
+            n = len(ids)
+            tape = torch.zeros(1, n, n, dtype=torch.long, device=device)
+            h = module.hidden_states(torch.tensor([ids], device=device), tape, torch.tensor([n], device=device))
+            out.append(module.word_logits(h[0, -1]).double().log_softmax(-1).cpu().numpy())
+        return np.stack(out)
 
 
 class BeamScorer:
@@ -149,19 +177,60 @@ class BeamScorer:
                                             "beam_final": count})
             word_logprobs.append(marginal - prefix)
             prefix = marginal
-            legal = states.legal(close_at_last=True)  # [count, k + 1]
-            cand = with_word[:, None] + np.where(legal, lp_attach.double().cpu().numpy()[:, : k + 1], -np.inf)
-            flat = cand.ravel()
-            keep = min(self.beam, int(np.isfinite(flat).sum()))
-            top = np.argpartition(-flat, keep - 1)[:keep] if keep < flat.size else np.arange(flat.size)
-            top = top[np.isfinite(flat[top])]
-            top = top[np.argsort(-flat[top], kind="stable")]
-            origins, labels = np.divmod(top, k + 1)
-            states = states.select(origins)
-            states.attach(labels)
-            rows = np.concatenate([rows[origins], states.depth[:, None, :]], axis=1)
-            scores = flat[top]
+            states, rows, scores = self._advance(states, rows, with_word, lp_attach, close_at_last=True)
         raise AssertionError("unreachable")
+
+    def next_token_logprobs(self, prefixes: Sequence[Sequence[str]]) -> np.ndarray:
+        """log p(w | prefix) [N, V] for token prefixes (Dyck): the beam's marginal next-token distribution.
+
+        The beam runs over the attachments of every prefix token (the last one too: the next position reads
+        its tape row), then ``logsumexp_y [log p(prefix, y) + log p(w | prefix, y)] - logsumexp_y log p(prefix,
+        y)`` over the final beam. (The official ``eval_dyck.py`` reads the top hypothesis's distribution.)
+        """
+        return np.stack([self._next_token(self.model.prefix_ids(tokens)) for tokens in prefixes])
+
+    @torch.no_grad()
+    def _next_token(self, ids: list[int]) -> np.ndarray:
+        module, device = self.model.module, self.model.device
+        n = len(ids) - 1
+        if n < 1:
+            raise InputError("empty prefix", "prefix")
+        states = StackStates(n)
+        rows = np.zeros((1, 1, n + 2), dtype=np.int64)
+        scores = np.zeros(1)
+        for k in range(1, n + 2):
+            count = len(scores)
+            inputs = torch.tensor(ids[:k], device=device).expand(count, k)
+            tape = torch.from_numpy(rows[:, :k, :k]).to(device)
+            word = ids[k] if k <= n else ids[0]  # after the prefix the attachment head's output is unused
+            lp_words, lp_attach = module.step_logprobs(inputs, tape, torch.full((count,), word, device=device))
+            lp = lp_words.double().cpu()
+            if k == n + 1:
+                joint = torch.from_numpy(scores)[:, None] + lp
+                return (torch.logsumexp(joint, dim=0) - torch.logsumexp(torch.from_numpy(scores), dim=0)).numpy()
+            states, rows, scores = self._advance(states, rows, scores + lp[:, ids[k]].numpy(), lp_attach,
+                                                 close_at_last=False)
+        raise AssertionError("unreachable")
+
+    def _advance(self, states: StackStates, rows: np.ndarray, with_word: np.ndarray, lp_attach: torch.Tensor,
+                 close_at_last: bool) -> tuple[StackStates, np.ndarray, np.ndarray]:
+        """Every hypothesis x every legal attachment of the next token; the ``beam`` best, best first.
+
+        ``with_word`` [count] the hypotheses' scores with the token's log-prob; ``rows`` [count, k, n + 2] the
+        tape rows so far. Returns the new states, tape rows (the new row appended) and scores.
+        """
+        k = states.position + 1
+        legal = states.legal(close_at_last=close_at_last)  # [count, k + 1]
+        cand = with_word[:, None] + np.where(legal, lp_attach.double().cpu().numpy()[:, : k + 1], -np.inf)
+        flat = cand.ravel()
+        keep = min(self.beam, int(np.isfinite(flat).sum()))
+        top = np.argpartition(-flat, keep - 1)[:keep] if keep < flat.size else np.arange(flat.size)
+        top = top[np.isfinite(flat[top])]
+        top = top[np.argsort(-flat[top], kind="stable")]
+        origins, labels = np.divmod(top, k + 1)
+        states = states.select(origins)
+        states.attach(labels)
+        return states, np.concatenate([rows[origins], states.depth[:, None, :]], axis=1), flat[top]
 
 
 def _logsumexp(values: np.ndarray) -> float:

@@ -1,0 +1,105 @@
+"""Dyck generalization (Murty et al. 2023, §4.1, Table 1): closing-bracket accuracy on the test sets.
+
+The test sets are built deterministically from the checkpoint's data config and the evaluation seed
+(``dyck_data.test_set``: ``long-50`` .. ``long-300``, ``depth``). For every prefix the model's next-token
+distribution is computed (``base-lm``: exact; ``pushdown``: the marginal over the final beam of attachment
+histories of the prefix, ``BeamScorer.next_token_logprobs``), and the prediction is its argmax over the
+closing brackets (``dyck.closing_bracket_accuracy``, as the official ``eval_dyck.py``). Items are prefixes,
+cached in ``items.jsonl`` by ``SET/k`` with the closing brackets' log-probabilities.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from experiments.evaluate.cache import ItemCache, Record, default_out_dir, is_number
+from experiments.evaluate.results import file_sha256, write_results
+from lightning_modules.data import dyck, dyck_data
+from lightning_modules.errors import InputError
+
+EXACT = "base-lm: exact log p(w | prefix), one pass"
+MARGINAL = ("pushdown: the beam's marginal next-token distribution, log p(w | prefix) = logsumexp over the "
+            "final beam of attachment histories y of the prefix of [log p(prefix, y) + log p(w | prefix, y)] - "
+            "logsumexp of log p(prefix, y) (the official eval_dyck.py reads the top hypothesis's distribution, "
+            "beam 50)")
+ACCURACY = ("closing-bracket accuracy: argmax of the next-token distribution restricted to the closing "
+            "brackets (first in vocabulary order on ties) equals the bracket that closes the prefix's top")
+
+
+def evaluate(model_path: str | Path, sets: Sequence[str] | None = None, size: int | None = None, beam: int = 50,
+             seed: int = 0, out: str | Path | None = None) -> tuple[dict[str, Any], int]:
+    """Score every prefix of the chosen sets (only those missing from the cache); accuracy per set."""
+    from experiments.evaluate.scorers.pushdown import BeamScorer, ExactScorer, PushdownModel
+
+    sets = list(dict.fromkeys(sets or dyck_data.TEST_SETS))
+    unknown = [s for s in sets if s not in dyck_data.TEST_SETS]
+    if unknown:
+        raise InputError(f"unknown Dyck test set {unknown[0]!r} (known: {', '.join(dyck_data.TEST_SETS)})",
+                         "--set")
+    if size is not None and size < 1:
+        raise InputError(f"must be positive, got {size}", "--size")
+    if seed < 0:
+        raise InputError(f"must be >= 0, got {seed}", "--seed")
+    model = PushdownModel.load(str(model_path))
+    data = model.config.get("data", {})
+    if data.get("corpus") != "dyck":
+        raise InputError(f"not a Dyck run (data.corpus = {data.get('corpus')!r})", str(model_path))
+    examples = {name: dyck_data.test_set(data, name, size, seed) for name in sets}
+    prefixes = {f"{name}/{k}": (p, t) for name, (ps, ts) in examples.items()
+                for k, (p, t) in enumerate(zip(ps, ts, strict=True))}
+    checksum = hashlib.sha256(json.dumps(sorted(prefixes.items())).encode("utf-8")).hexdigest()
+
+    pushdown = model.family == "pushdown"
+    scorer = BeamScorer(model, beam) if pushdown else ExactScorer(model)
+    closing = [dyck.close_bracket(n) for n in dyck.bracket_types(dyck_data.language(data)["bracket_types"])]
+    closing_ids = [model.ids[t] for t in closing]
+    settings = {"sets": sets, "size": size, "seed": seed, "family": model.family, "prefixes": len(prefixes),
+                **({"beam": beam} if pushdown else {})}
+    identity = {"task": "dyck", "model_sha256": file_sha256(model_path), "family": model.family, "sets": sets,
+                "size": size, "seed": seed, "data_sha256": checksum, **({"beam": beam} if pushdown else {})}
+    out_dir = Path(out) if out is not None else default_out_dir(model_path, "dyck", identity)
+
+    def valid(r: Record) -> bool:
+        prefix, target = prefixes[r["id"]]
+        row = r["closing_logprobs"]
+        return (r["target"] == target and r["prefix_length"] == len(prefix) and isinstance(row, list)
+                and len(row) == len(closing) and all(is_number(x) for x in row))
+
+    def compute(wanted: list[str]) -> list[Record]:
+        rows = scorer.next_token_logprobs([prefixes[i][0] for i in wanted])
+        records = []
+        for i, row in zip(wanted, rows, strict=True):
+            prefix, target = prefixes[i]
+            scores = [float(row[c]) for c in closing_ids]
+            records.append({"id": i, "set": i.split("/")[0], "prefix_length": len(prefix), "target": target,
+                            "closing_logprobs": scores})
+        return records
+
+    cache = ItemCache(out_dir, valid)
+    cache.fill(list(prefixes), compute, chunk=4 if pushdown else 32)
+    records = cache.ordered(list(prefixes))
+    items, accuracy, counts, lengths = [], {}, {}, {}
+    for name in sets:
+        mine = [r for r in records if r["set"] == name]
+        rows = iter(dict(zip(closing, r["closing_logprobs"], strict=True)) for r in mine)
+        targets = [r["target"] for r in mine]
+        accuracy[name] = dyck.closing_bracket_accuracy(lambda batch, rows=rows: [next(rows) for _ in batch],
+                                                       [prefixes[r["id"]][0] for r in mine], targets)
+        counts[name] = len(mine)
+        lengths[name] = sum(r["prefix_length"] for r in mine) / len(mine)
+        for r in mine:
+            predicted = closing[max(range(len(closing)), key=r["closing_logprobs"].__getitem__)]
+            items.append({**r, "predicted": predicted, "correct": predicted == r["target"]})
+    how = f"beam {beam} marginal" if pushdown else "exact"
+    headline = (f"Dyck closing-bracket accuracy ({model.family}, {how}, seed {seed}): "
+                + ", ".join(f"{name} {accuracy[name]:.3f} (n={counts[name]})" for name in sets))
+    metrics = {"accuracy": accuracy, "prefixes": counts, "mean_prefix_length": lengths, "headline": headline}
+    convention = f"{ACCURACY}; {MARGINAL if pushdown else EXACT}"
+    write_results(out_dir, "dyck", metrics, convention, settings, items, config=identity)
+    result = {"metrics": metrics, "settings": settings, "convention": convention, "headline": headline,
+              "out": str(out_dir)}
+    return result, cache.computed

@@ -1,0 +1,61 @@
+"""The ``dyck`` evaluation of experiment specs: which runs it applies to, its commands, its option checks."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from experiments.config import configs_dir
+from experiments.evaluation_plan import Planner
+from experiments.experiment_runs import experiment_runs
+from experiments.experiment_spec import load_spec
+from lightning_modules.errors import InputError
+
+MODELS = [{"name": "pushdown", "family": "pushdown", "preset": "dyck"},
+          {"name": "base-lm", "family": "base-lm", "preset": "dyck"},
+          {"name": "ptb-base", "family": "base-lm", "preset": "cpu-small"},
+          {"name": "tg", "family": "tg", "preset": "cpu-small"}]
+
+
+def _spec(tmp_path: Path, evals, models=MODELS):
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump({"models": models, "seeds": "0-1", "evaluations": evals}))
+    return load_spec(path)
+
+
+def test_dyck_evaluates_the_dyck_runs_of_pushdown_and_base_lm(tmp_path):
+    spec = _spec(tmp_path, [{"name": "dyck", "sets": ["long-50", "depth"], "size": 20, "seed": 3, "beam": 5}])
+    runs = experiment_runs(spec)
+    tasks = Planner(spec, runs, tmp_path / "runs", python="py").eval_tasks()
+    evaluated = {Path(t.argv[5]).parent.parent.name for t in tasks}
+    assert evaluated == {r.run_id for r in runs if r.model in ("pushdown", "base-lm")}  # not ptb-base, not tg
+    assert len(tasks) == 4
+    for t in tasks:
+        argv = list(t.argv)
+        assert argv[3:5] == ["eval", "dyck"] and argv[5].endswith("checkpoints/best.ckpt")
+        assert argv[argv.index("--out") + 1] == str(t.folder) and t.done == t.folder / "results.json"
+        assert t.folder.name == "dyck"
+        assert argv[argv.index("--size") + 1] == "20" and argv[argv.index("--seed") + 1] == "3"
+        assert [argv[i + 1] for i, a in enumerate(argv) if a == "--set"] == ["long-50", "depth"]
+        pushdown = "/pushdown-" in argv[5]
+        assert ("--beam" in argv) == pushdown and "--method" not in argv
+        if pushdown:
+            assert argv[argv.index("--beam") + 1] == "5"
+
+
+@pytest.mark.parametrize("entry", [{"name": "dyck", "sets": ["long-7"]}, {"name": "dyck", "size": 0},
+                                   {"name": "dyck", "seed": -1}, {"name": "dyck", "limit": 3},
+                                   {"name": "ppl", "sets": ["depth"]}])
+def test_bad_dyck_options_are_errors(tmp_path, entry):
+    with pytest.raises(InputError):
+        Planner(_spec(tmp_path, [entry]), [], tmp_path / "runs")
+
+
+@pytest.mark.parametrize("name", ["pushdown-dyck", "pushdown-dyck-cpu"])
+def test_shipped_dyck_experiments_plan_one_eval_per_run(tmp_path, name):
+    spec = load_spec(configs_dir() / "experiment" / f"{name}.yaml")
+    runs = experiment_runs(spec)
+    assert {r.family for r in runs} == {"pushdown", "base-lm"}
+    assert all(r.config["data"]["corpus"] == "dyck" and r.config["model"]["attachment_loss"] for r in runs)
+    tasks = Planner(spec, runs, tmp_path / "runs").eval_tasks()
+    assert len(tasks) == len(runs) and all(t.argv[3:5] == ("eval", "dyck") for t in tasks)
