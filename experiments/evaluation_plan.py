@@ -17,7 +17,8 @@ label of a ``proposal-parser`` model of the spec: its first seed's best checkpoi
 sentence set, shared by every evaluated run), ``n``, ``beam``, ``word_beam``, ``items_per_suite``,
 ``suites``, ``pairs_per_paradigm``, ``paradigms``; for ``dyck`` (the pushdown and base-lm runs whose
 ``data.corpus`` is ``dyck``): ``sets`` (default all), ``size``, ``seed`` (of the test sets) and ``beam``
-(pushdown runs only).
+(pushdown runs only). Pushdown-LM runs on text take ``ppl``, ``sg`` and ``blimp`` with their own beam over
+attachment decisions (``beam``), Base-LM runs exactly.
 
 Each eval writes to ``RUN/eval/NAME/`` (``results.json`` marks it done; the item cache resumes it), and each
 proposal set to ``EXPERIMENT/proposals/``. Nothing here runs anything: ``stages.py`` does.
@@ -73,6 +74,8 @@ class Evaluation:
         level = run.config["data"].get("level", "sentence")
         if self.name == "dyck":
             return run.family in DYCK_FAMILIES and run.config["data"].get("corpus") == "dyck"
+        if run.family in DYCK_FAMILIES:  # Pushdown-LM (beam over attachments) and Base-LM (exact) on text
+            return self.name in ("ppl", "sg", "blimp") and run.config["data"].get("corpus") != "dyck"
         if run.family not in LM_FAMILIES:
             return False
         if self.name in ("sg", "blimp") and level != "sentence":
@@ -247,6 +250,8 @@ class Planner:
                      *(["--size", str(o["size"])] if "size" in o else []),
                      *(["--seed", str(o["seed"])] if "seed" in o else []),
                      *(["--beam", str(o["beam"])] if "beam" in o and run.family == "pushdown" else [])]
+        elif run.family == "pushdown":  # marginalised by its own beam over attachment decisions
+            args += ["--method", "beam", *(["--beam", str(o["beam"])] if "beam" in o else [])]
         elif entry.name != "terminals" and run.family in JOINT:
             method = o.get("method") or ("proposals" if o.get("proposals") else "beam")
             if entry.name != "rerank":

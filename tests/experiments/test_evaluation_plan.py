@@ -100,3 +100,19 @@ def test_shipped_reproduction_specs_plan(tmp_path):
         spec = load_spec(f"reproduce-tg-{scale}")
         planner = Planner(spec, experiment_runs(spec), tmp_path)
         assert planner.eval_tasks() and planner.proposal_tasks()
+
+
+def test_pushdown_runs_on_text_use_their_beam_and_base_lm_is_exact(tmp_path):
+    spec = load_spec("pushdown-ptb-cpu")
+    runs = experiment_runs(spec)
+    tasks = Planner(spec, runs, tmp_path, python="py").eval_tasks()
+    by_family: dict[str, set] = {}
+    for task in tasks:
+        run = next(r for r in runs if r.run_id == Path(task.argv[5]).parent.parent.name)
+        by_family.setdefault(run.family, set()).add(task.argv[4])
+        if run.family == "pushdown":
+            assert task.argv[-4:] == ("--method", "beam", "--beam", "8")
+        if run.family == "base-lm":
+            assert task.argv[-2:] == ("--method", "exact")
+    assert by_family["pushdown"] == by_family["base-lm"] == {"ppl", "sg", "blimp"}
+    assert "--proposals" in next(t for t in tasks if "/tg-" in t.argv[5]).argv
