@@ -373,7 +373,8 @@ def reduced_settings(spec: ExperimentSpec, seeds: str | None = None) -> list[str
         full_v = {k: ref.get(k, defaults.get(k)) for k in keys}
         diffs = [f"{k} {_all(ours_v[k])} (full protocol: {_all(full_v[k])})" for k in keys if ours_v[k] != full_v[k]]
         if diffs:
-            lines.append(f"evaluation {entry['name']}: " + ", ".join(diffs))
+            which = f" ({', '.join(entry['models'])})" if entry.get("models") else ""
+            lines.append(f"evaluation {entry['name']}{which}: " + ", ".join(diffs))
     ours_p, full_p = spec.analysis.get("probing") or {}, full.analysis.get("probing") or {}
     if full_p and not ours_p:
         lines.append("probing: not run")

@@ -64,7 +64,7 @@ def overview(spec: ExperimentSpec, seeds: str | None) -> str:
         per_model[run.model] = per_model.get(run.model, 0) + 1
     lines = [f"synbench reproduce: {spec.name} — {spec.description}",
              "  train:    " + ", ".join(f"{m} x{n}" for m, n in per_model.items()) + f" ({len(runs)} runs)",
-             "  evaluate: " + ", ".join(e["name"] for e in spec.evaluations),
+             "  evaluate: " + ", ".join(dict.fromkeys(e["name"] for e in spec.evaluations)),
              "  analyze:  statistics, " + ", ".join(k for k in ("regressions", "probing") if spec.analysis.get(k))]
     reduced = reduced_settings(spec, seeds)
     if reduced:

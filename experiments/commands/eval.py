@@ -58,7 +58,8 @@ def run_ppl(args: argparse.Namespace) -> int:
     sentences = ppl.read_sentences(args.corpus, args.split, args.limit, args.data_dir)
     chosen = choose(args, gold=sentences.gold_source(), documents=True)
     result, computed = ppl.evaluate(chosen, args.checkpoint, sentences, args.limit, args.out)
-    return _print(args, result, computed, result["metrics"]["sentences"], ppl.format_report)
+    items = len(set(sentences.documents)) if chosen.level == "document" else result["metrics"]["sentences"]
+    return _print(args, result, computed, items, ppl.format_report)  # items: sentences, or documents
 
 
 def _register_sg(tasks: argparse._SubParsersAction) -> None:
