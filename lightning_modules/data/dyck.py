@@ -42,6 +42,9 @@ from lightning_modules.data.tree import Tree
 from lightning_modules.errors import InputError
 
 END = "END"
+# the test sets of §4.1 / Table 1: dependency length >= L ("long-L"), and deeper nesting
+LONG_RANGE = {"long-50": 50, "long-100": 100, "long-200": 200, "long-300": 300}
+TEST_SETS = (*LONG_RANGE, "depth")
 ROOT = "S"  # label of the node over the top-level constituents in ``silver_parse``
 _TOKEN = re.compile(r"\(([a-z]+)|([a-z]+)\)")
 

@@ -40,8 +40,7 @@ from lightning_modules.errors import InputError
 
 KEYS = ("bracket_types", "max_depth", "train_strings", "valid_strings", "min_length", "max_length",
         "generation_seed")
-LONG_RANGE = {"long-50": 50, "long-100": 100, "long-200": 200, "long-300": 300}
-TEST_SETS = (*LONG_RANGE, "depth")
+LONG_RANGE, TEST_SETS = dyck.LONG_RANGE, dyck.TEST_SETS
 DEFAULT_SIZE = {**dict.fromkeys(LONG_RANGE, 50), "depth": 100}
 LONG_RANGE_DEPTH = 40  # Dyck_{k,40}: the official long-range strings
 LONG_RANGE_MAX_LENGTH = 500  # official read_dyck_data
