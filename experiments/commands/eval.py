@@ -256,6 +256,9 @@ def _register_dyck(tasks: argparse._SubParsersAction) -> None:
     p.add_argument("--beam", type=int, default=50,
                    help="beam over attachment histories for pushdown checkpoints (default 50, as official)")
     p.add_argument("--seed", type=int, default=0, help="seed of the test sets (default 0)")
+    p.add_argument("--tape", default="beam", choices=("beam", "silver"),
+                   help="pushdown: infer the attachments with the beam (default, the protocol) or read each "
+                        "prefix's silver tape (an oracle that isolates the next-token predictor)")
     p.add_argument("--out", type=Path, metavar="DIR", help="results folder (default: RUN_DIR/eval/dyck-HASH)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=run_dyck)
@@ -264,7 +267,8 @@ def _register_dyck(tasks: argparse._SubParsersAction) -> None:
 def run_dyck(args: argparse.Namespace) -> int:
     from experiments.evaluate import dyck_eval
 
-    result, computed = dyck_eval.evaluate(args.checkpoint, args.sets, args.size, args.beam, args.seed, args.out)
+    result, computed = dyck_eval.evaluate(args.checkpoint, args.sets, args.size, args.beam, args.seed, args.out,
+                                          args.tape)
 
     def report(r: dict) -> str:
         m = r["metrics"]

@@ -26,13 +26,19 @@ MARGINAL = ("pushdown: the beam's marginal next-token distribution, log p(w | pr
             "final beam of attachment histories y of the prefix of [log p(prefix, y) + log p(w | prefix, y)] - "
             "logsumexp of log p(prefix, y) (the official eval_dyck.py reads the top hypothesis's distribution, "
             "beam 50)")
+SILVER = ("pushdown with --tape silver: the prefix's silver tape (its gold attachments, as the official training "
+          "callback evaluates), not inferred: isolates the next-token predictor from the attachment decisions")
 ACCURACY = ("closing-bracket accuracy: argmax of the next-token distribution restricted to the closing "
             "brackets (first in vocabulary order on ties) equals the bracket that closes the prefix's top")
 
 
 def evaluate(model_path: str | Path, sets: Sequence[str] | None = None, size: int | None = None, beam: int = 50,
-             seed: int = 0, out: str | Path | None = None) -> tuple[dict[str, Any], int]:
-    """Score every prefix of the chosen sets (only those missing from the cache); accuracy per set."""
+             seed: int = 0, out: str | Path | None = None, tape: str = "beam") -> tuple[dict[str, Any], int]:
+    """Score every prefix of the chosen sets (only those missing from the cache); accuracy per set.
+
+    ``tape`` (pushdown only): ``beam`` infers the attachments (the model's own prediction, the protocol);
+    ``silver`` gives the prefix's gold tape (an oracle diagnostic).
+    """
     from experiments.evaluate.scorers.pushdown import BeamScorer, ExactScorer, PushdownModel
 
     sets = list(dict.fromkeys(sets or dyck_data.TEST_SETS))
@@ -54,13 +60,18 @@ def evaluate(model_path: str | Path, sets: Sequence[str] | None = None, size: in
     checksum = hashlib.sha256(json.dumps(sorted(prefixes.items())).encode("utf-8")).hexdigest()
 
     pushdown = model.family == "pushdown"
-    scorer = BeamScorer(model, beam) if pushdown else ExactScorer(model)
+    if tape not in ("beam", "silver"):
+        raise InputError(f"expected beam or silver, not {tape!r}", "--tape")
+    if tape == "silver" and not pushdown:
+        raise InputError("--tape silver applies to pushdown checkpoints (Base-LM reads no tape)", "--tape")
+    scorer = (SilverTape(model) if tape == "silver" else BeamScorer(model, beam)) if pushdown else ExactScorer(model)
     closing = [dyck.close_bracket(n) for n in dyck.bracket_types(dyck_data.language(data)["bracket_types"])]
     closing_ids = [model.ids[t] for t in closing]
+    how_tape = ({"tape": "silver"} if tape == "silver" else {"beam": beam}) if pushdown else {}
     settings = {"sets": sets, "size": size, "seed": seed, "family": model.family, "prefixes": len(prefixes),
-                **({"beam": beam} if pushdown else {})}
+                **how_tape}
     identity = {"task": "dyck", "model_sha256": file_sha256(model_path), "family": model.family, "sets": sets,
-                "size": size, "seed": seed, "data_sha256": checksum, **({"beam": beam} if pushdown else {})}
+                "size": size, "seed": seed, "data_sha256": checksum, **how_tape}
     out_dir = Path(out) if out is not None else default_out_dir(model_path, "dyck", identity)
 
     def valid(r: Record) -> bool:
@@ -94,12 +105,38 @@ def evaluate(model_path: str | Path, sets: Sequence[str] | None = None, size: in
         for r in mine:
             predicted = closing[max(range(len(closing)), key=r["closing_logprobs"].__getitem__)]
             items.append({**r, "predicted": predicted, "correct": predicted == r["target"]})
-    how = f"beam {beam} marginal" if pushdown else "exact"
+    how = ("silver tape" if tape == "silver" else f"beam {beam} marginal") if pushdown else "exact"
     headline = (f"Dyck closing-bracket accuracy ({model.family}, {how}, seed {seed}): "
                 + ", ".join(f"{name} {accuracy[name]:.3f} (n={counts[name]})" for name in sets))
     metrics = {"accuracy": accuracy, "prefixes": counts, "mean_prefix_length": lengths, "headline": headline}
-    convention = f"{ACCURACY}; {MARGINAL if pushdown else EXACT}"
+    convention = f"{ACCURACY}; {(SILVER if tape == 'silver' else MARGINAL) if pushdown else EXACT}"
     write_results(out_dir, "dyck", metrics, convention, settings, items, config=identity)
     result = {"metrics": metrics, "settings": settings, "convention": convention, "headline": headline,
               "out": str(out_dir)}
     return result, cache.computed
+
+
+class SilverTape:
+    """Next-token log-probs of a Pushdown-LM reading each prefix's silver tape (oracle attachments)."""
+
+    def __init__(self, model: Any):
+        self.model = model
+
+    def next_token_logprobs(self, prefixes: Sequence[Sequence[str]]) -> Any:
+        import numpy as np
+        import torch
+
+        from lightning_modules.data.encodings.pushdown import stack_tape
+
+        module, device = self.model.module, self.model.device
+        out = []
+        with torch.no_grad():
+            for tokens in prefixes:
+                ids = self.model.prefix_ids(tokens)
+                example = dyck.encode_dyck(list(tokens))
+                n = len(ids)  # <s> + tokens: rows 0..n-1 of the tape
+                rows = stack_tape(example.spans, n + 1)[:n, :n]
+                tape = torch.from_numpy(np.ascontiguousarray(rows)).to(device)[None]
+                h = module.hidden_states(torch.tensor([ids], device=device), tape, torch.tensor([n], device=device))
+                out.append(module.word_logits(h[0, -1]).double().log_softmax(-1).cpu().numpy())
+        return np.stack(out)

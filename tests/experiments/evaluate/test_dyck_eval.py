@@ -142,3 +142,30 @@ def test_the_exact_base_lm_distribution_is_the_training_path():
         words, _ = model.module(batch)
     got = ExactScorer(model).next_token_logprobs([prefix])[0]
     assert np.allclose(got, words[0, 3].double().log_softmax(-1).numpy(), atol=1e-6)
+
+
+def test_the_silver_tape_is_the_training_path_of_the_gold_attachments():
+    """``--tape silver``: the distribution a Pushdown-LM gives after a prefix read with its gold tape equals the
+    training-path forward of that prefix (collated with its silver attachments)."""
+    from experiments.evaluate.dyck_eval import SilverTape
+    from lightning_modules.data import dyck
+
+    model = _dyck_model("pushdown")
+    prefix = ["(a", "(b", "b)", "(c"]
+    example = dyck.encode_dyck(prefix)
+    ids = [model.ids[t] for t in ("<s>", *prefix, "<eos>")]
+    batch = collate([PushdownSentence(np.array(ids), example.attachment, example.spans, len(prefix))])
+    with torch.no_grad():
+        words, _ = model.module(batch)
+    expected = words[0, len(prefix)].double().log_softmax(-1).numpy()
+    assert np.allclose(SilverTape(model).next_token_logprobs([prefix])[0], expected, atol=1e-6)
+
+
+def test_silver_tape_option(capsys, checkpoints, tmp_path):
+    argv = ["eval", "dyck", str(checkpoints["pushdown"]), "--set", "long-50", "--size", "1", "--tape", "silver",
+            "--json", "--out", str(tmp_path / "silver")]
+    assert main(argv) == 0
+    result, _ = _json(capsys)
+    assert result["settings"]["tape"] == "silver" and "silver tape" in result["convention"]
+    assert main(["eval", "dyck", str(checkpoints["base-lm"]), "--tape", "silver", "--size", "1"]) == 2
+    assert capsys.readouterr().err.startswith("synbench: error: --tape:")
