@@ -308,9 +308,9 @@ def _probing(options: dict[str, Any], runs: list[Run], root: Path, data_dir: str
     if not models:
         result.skipped["probing"] = "no checkpoint to probe"
         return
-    corpus = next(r for r in runs if r.model in models).config["data"]["corpus"]
-    train = read_sentences(corpus, "train", probing.get("train_sentences"), data_dir).trees
-    dev = read_sentences(corpus, "valid", probing.get("dev_sentences"), data_dir).trees
+    data = next(r for r in runs if r.model in models).config["data"]  # the probed models' own splits
+    train = read_sentences(data["corpus"], data["train_split"], probing.get("train_sentences"), data_dir).trees
+    dev = read_sentences(data["corpus"], data["valid_split"], probing.get("dev_sentences"), data_dir).trees
     task_settings = TaskSettings(**{k: probing[k] for k in ("top_k", "word_content_k", "word_content_start")
                                     if k in probing})
     probe_settings = ProbeSettings(**{k: probing[k] for k in ("hidden", "max_epochs", "batch_size") if k in probing})
