@@ -117,7 +117,8 @@ def evaluate(chosen: ChosenScorer, model_path: str | Path, suites: dict[str, Sui
     paper = load_circuits().paper_suites
     n_paper = sum(name in paper for name in suites)
     overall = "-" if scores["score"] is None else f"{scores['score']:.3f}"
-    per_suite = f"{items_per_suite} items per suite" if items_per_suite else "all items"
+    per_suite = (f"{items_per_suite} item{'s' if items_per_suite > 1 else ''} per suite" if items_per_suite
+                 else "all items")
     headline = (f"SG {overall} on {len(suites)} suites ({n_paper} of the paper's 31), {chosen.description}, "
                 f"{per_suite}, OOV {oov:.3f}")
     metrics = {**scores, "oov_rate": oov, "words": words, "headline": headline}
