@@ -123,8 +123,9 @@ def analyze(spec: ExperimentSpec, root: Path, seeds: str | None = None, data_dir
     return result
 
 
-def analysis_run_id(spec: ExperimentSpec) -> str:
-    return f"analysis-{spec.name}"
+def analysis_run_id(experiment: str) -> str:
+    """The W&B run id of an experiment's analysis (``synbench sync`` finds its offline run by it)."""
+    return f"analysis-{experiment}"
 
 
 def _log_to_wandb(spec: ExperimentSpec, result: Analysis, settings: dict[str, Any], mode: str) -> None:
@@ -138,8 +139,8 @@ def _log_to_wandb(spec: ExperimentSpec, result: Analysis, settings: dict[str, An
         raise InputError(f"expected offline, online or disabled, not {mode!r}", "--wandb")
     os.environ.setdefault("WANDB_X_DISABLE_STATS", "true")
     os.environ.setdefault("WANDB_SILENT", "true")
-    run = wandb.init(project="synbench", group=spec.name, job_type="analysis", id=analysis_run_id(spec),
-                     name=analysis_run_id(spec), dir=str(result.out_dir), mode=mode, resume="allow",
+    run = wandb.init(project="synbench", group=spec.name, job_type="analysis", id=analysis_run_id(spec.name),
+                     name=analysis_run_id(spec.name), dir=str(result.out_dir), mode=mode, resume="allow",
                      config={"experiment": spec.name, "scale": settings["scale"], "seeds": settings["seeds"],
                              "reduced": settings["reduced"]})
     try:

@@ -18,7 +18,6 @@ from pathlib import Path
 from experiments.evaluation_plan import StageTask
 from experiments.experiment_spec import ExperimentSpec
 from experiments.launchers.manifest import Task
-from lightning_modules.errors import InputError
 
 
 class Progress:
@@ -70,36 +69,24 @@ def run_stage(name: str, tasks: Sequence[StageTask], executor: str, spec: Experi
     stop = threading.Event()
     watcher = watch(check, progress, stop, poll_s)
     try:
-        if executor == "local":
-            from experiments.launchers.local import run_local
-            from experiments.submit import local_options
+        from experiments.submit import launch
 
-            run_local(manifest, Path(exp_dir) / "logs", **local_options(spec))
-        elif executor in ("slurm", "submitit"):
+        launched = launch(manifest, executor, spec, Path(exp_dir), f"{spec.name}-{name}")
+        if "job_id" in launched:  # a scheduler's array: wait until every task has ended
             from experiments.launchers.slurm import ENDED_STATES, job_states
-            from experiments.submit import slurm_options
 
-            options = slurm_options(spec)
-            if executor == "slurm":
-                from experiments.launchers.slurm import submit_array
-
-                job = submit_array(manifest, f"{spec.name}-{name}", Path(exp_dir), options)
-            else:
-                from experiments.launchers.submitit_launcher import submit_submitit
-
-                job = str(submit_submitit(manifest, f"{spec.name}-{name}", Path(exp_dir), options)[0].job_id)
-                job = job.split("_")[0]
-            ids = [f"{job}_{t.index}" for t in manifest]
+            ids = [f"{launched['job_id']}_{t.index}" for t in manifest]
             while True:
                 states = job_states(ids)
                 if len(states) == len(ids) and all(s in ENDED_STATES for s in states.values()):
                     break
                 time.sleep(poll_s)
-        else:
-            raise InputError(f"unknown executor {executor!r} (known: local, slurm, submitit)", "--executor")
     finally:
         stop.set()
         watcher.join()
     progress.update(*check())
-    return [t for t in todo if not t.done.exists()]
+    failed = [t for t in todo if not t.done.exists()]
+    for t in failed:
+        print(f"[{name}] failed: {t.label} (log: {Path(exp_dir) / 'logs'})", file=progress.stream, flush=True)
+    return failed
 

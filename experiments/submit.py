@@ -123,37 +123,41 @@ def describe(plan: Plan, executor: str) -> str:
     return "\n".join(lines)
 
 
+def launch(tasks: list[Task], executor: str, spec: ExperimentSpec, exp: Path, name: str | None = None
+           ) -> dict[str, Any]:
+    """Hand manifest tasks to an executor: ``local`` runs them and returns ``{"exit_codes"}``; ``slurm`` and
+    ``submitit`` submit one array named ``name`` (default: the experiment) and return ``{"job_id"}``."""
+    if executor == "local":
+        from experiments.launchers.local import run_local
+
+        return {"exit_codes": run_local(tasks, exp / "logs", **local_options(spec))}
+    if executor not in EXECUTORS:
+        raise InputError(f"unknown executor {executor!r} (known: {', '.join(EXECUTORS)})", "--executor")
+    options = slurm_options(spec)
+    if executor == "slurm":
+        from experiments.launchers.slurm import submit_array
+
+        return {"job_id": submit_array(tasks, name or spec.name, exp, options)}
+    from experiments.launchers.submitit_launcher import submit_submitit
+
+    jobs = submit_submitit(tasks, name or spec.name, exp, options)
+    return {"job_id": str(jobs[0].job_id).split("_")[0]}
+
+
 def execute(plan: Plan, executor: str) -> dict[str, Any]:
     """Send the planned runs; returns what was submitted ({"executor", "job_id", "aggregate_job", ...})."""
     exp = experiment_dir(plan.root, plan.spec)
     if not plan.tasks:
         return {"executor": executor, "submitted": 0}
+    launched = launch(plan.tasks, executor, plan.spec, exp)
     if executor == "local":
-        from experiments.launchers.local import run_local
-
-        codes = run_local(plan.tasks, exp / "logs", **local_options(plan.spec))
-        return {"executor": executor, "submitted": len(plan.tasks), "exit_codes": codes}
-    options = slurm_options(plan.spec)
-    if executor == "slurm":
-        from experiments.launchers.slurm import submit_array
-
-        job_id = submit_array(plan.tasks, plan.spec.name, exp, options)
-    elif executor == "submitit":
-        from experiments.launchers.submitit_launcher import submit_submitit
-
-        jobs = submit_submitit(plan.tasks, plan.spec.name, exp, options)
-        job_id = str(jobs[0].job_id).split("_")[0]
-    else:
-        raise InputError(f"unknown executor {executor!r} (known: {', '.join(EXECUTORS)})", "--executor")
+        return {"executor": executor, "submitted": len(plan.tasks), **launched}
     from experiments.launchers.slurm import submit_after
 
-    aggregate_job = submit_after(aggregate_command(plan), job_id, plan.spec.name, exp, options)
-    return {
-        "executor": executor,
-        "submitted": len(plan.tasks),
-        "job_id": job_id,
-        "aggregate_job": aggregate_job,
-    }
+    aggregate_job = submit_after(aggregate_command(plan), launched["job_id"], plan.spec.name, exp,
+                                 slurm_options(plan.spec))
+    return {"executor": executor, "submitted": len(plan.tasks), "job_id": launched["job_id"],
+            "aggregate_job": aggregate_job}
 
 
 def wait_for(plan: Plan, poll_s: float = 5.0) -> list[RunStatus]:

@@ -69,8 +69,10 @@ def plan_sync(
         argv += ["--entity", entity] if entity else []
         jobs.append(SyncJob(run.run_id, tuple(segments), (*argv, *map(str, segments))))
     if runs:  # the experiment's analysis run (synbench analyze), logged offline beside its tables
+        from analysis.pipeline import analysis_run_id
+
         spec_name = runs[0].experiment
-        analysis_id = f"analysis-{spec_name}"
+        analysis_id = analysis_run_id(spec_name)
         exp = Path(root) / spec_name / "analysis"
         segments = unsynced_segments(exp, analysis_id)
         if segments:

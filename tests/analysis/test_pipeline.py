@@ -190,3 +190,27 @@ def test_notebook_runs_against_the_experiment(experiment, monkeypatch):
     assert namespace["summary"]["done"] == len(experiment_runs(spec))
     assert math.isclose(namespace["fit"].to_dict()["coefficients"][0]["coef"], -0.1, abs_tol=0.02)
     assert os.environ["SYNBENCH_RUNS"] == str(root)
+
+
+def test_sync_uploads_the_analysis_run(experiment):
+    from experiments.sync import plan_sync
+
+    spec, root = experiment
+    analyze(spec, root)  # W&B offline
+    jobs, _ = plan_sync(experiment_runs(spec), root)
+    job = next(j for j in jobs if j.run_id == "analysis-exp")
+    assert job.argv[1:4] == ("sync", "--id", "analysis-exp") and job.segments
+
+
+@pytest.mark.parametrize("analysis,message", [
+    ({"regresions": {}}, "analysis.regresions: unknown option"),
+    ({"regressions": {"frequency": {"a": "tg", "b": "nope"}}}, "analysis.regressions.frequency"),
+    ({"probing": {"models": ["nope"]}}, "analysis.probing.models: no model 'nope'"),
+    ({"probing": {"layer": [1]}}, "analysis.probing.layer: unknown option"),
+])
+def test_bad_analysis_section_is_one_error_line_with_its_location(tmp_path, capsys, analysis, message):
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump({"models": MODELS[:1], "seeds": 0, "analysis": analysis}))
+    assert main(["analyze", str(path), "--runs-dir", str(tmp_path / "runs"), "--wandb", "disabled"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"synbench: error: {path}:") and message in err and "\n" not in err
