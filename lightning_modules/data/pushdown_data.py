@@ -26,9 +26,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from lightning_modules.data.corpora import load_corpus
 from lightning_modules.data.encodings.pushdown import encode, stack_tape
-from lightning_modules.data.tg_data import sequences, terminal_mapping
+from lightning_modules.data.tg_data import corpus_splits, terminal_mapping
 from lightning_modules.data.train_data import TrainData
 from lightning_modules.data.tree import Tree
 from lightning_modules.errors import InputError
@@ -134,17 +133,7 @@ def build(family: str, cfg: dict[str, Any]) -> TrainData:
         return dyck_data.build(family, cfg)
     if data.get("level", "sentence") != "sentence":
         raise InputError(f"{family} is trained on sentences (got {data['level']!r})", "data.level")
-    corpus = load_corpus(data["corpus"], cfg["runtime"].get("data_dir"))
-    if corpus.kind != "constituency":
-        raise InputError(f"corpus {corpus.name!r} has dependency trees; {family} needs constituency trees",
-                         "data.corpus")
-    splits = {}
-    for key in ("train_split", "valid_split"):
-        if data[key] not in corpus.splits:
-            raise InputError(f"corpus {corpus.name!r} has no split {data[key]!r} "
-                             f"(splits: {', '.join(corpus.splits)})", f"data.{key}")
-        splits[key] = [seq[0] for seq in sequences(corpus.splits[data[key]], "sentence",
-                                                   data["tree_transform"])]
+    splits = {key: [seq[0] for seq in seqs] for key, seqs in corpus_splits(family, cfg).items()}
     train_words = [w for tree in splits["train_split"] for w in tree.leaves()]
     terminals, payload, tokens = terminal_mapping(data, train_words, [[t] for t in splits["train_split"]])
     vocab = TokenVocab(tokens)

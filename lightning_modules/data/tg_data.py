@@ -35,16 +35,7 @@ RELPOS = {"delta_depth": "depth", "linear": "linear", "none": "none"}
 def build(family: str, cfg: dict[str, Any]) -> TrainData:
     """Build vocabularies on the training split and encode training and validation sequences."""
     data, model = cfg["data"], cfg["model"]
-    corpus = load_corpus(data["corpus"], cfg["runtime"].get("data_dir"))
-    if corpus.kind != "constituency":
-        raise InputError(f"corpus {corpus.name!r} has dependency trees; {family} needs constituency trees",
-                         "data.corpus")
-    splits = {}
-    for key in ("train_split", "valid_split"):
-        if data[key] not in corpus.splits:
-            raise InputError(f"corpus {corpus.name!r} has no split {data[key]!r} "
-                             f"(splits: {', '.join(corpus.splits)})", f"data.{key}")
-        splits[key] = sequences(corpus.splits[data[key]], data["level"], data["tree_transform"])
+    splits = corpus_splits(family, cfg)
 
     train_words = [w for seq in splits["train_split"] for tree in seq for w in tree.leaves()]
     terminals, vocab_payload, terminal_tokens = terminal_mapping(data, train_words, splits["train_split"])
@@ -73,6 +64,23 @@ def build(family: str, cfg: dict[str, Any]) -> TrainData:
         stats={"train_sequences": len(train), "valid_sequences": len(valid),
                "train_tokens": int(sum(len(e) for e, _ in train)), "vocab_size": len(action_vocab)},
     )
+
+
+def corpus_splits(family: str, cfg: dict[str, Any]) -> dict[str, list[list[Tree]]]:
+    """``{"train_split": ..., "valid_split": ...}``: the configured splits of ``data.corpus`` as training
+    sequences (``sequences``); a dependency corpus or a missing split is an error at its config key."""
+    data = cfg["data"]
+    corpus = load_corpus(data["corpus"], cfg["runtime"].get("data_dir"))
+    if corpus.kind != "constituency":
+        raise InputError(f"corpus {corpus.name!r} has dependency trees; {family} needs constituency trees",
+                         "data.corpus")
+    splits = {}
+    for key in ("train_split", "valid_split"):
+        if data[key] not in corpus.splits:
+            raise InputError(f"corpus {corpus.name!r} has no split {data[key]!r} "
+                             f"(splits: {', '.join(corpus.splits)})", f"data.{key}")
+        splits[key] = sequences(corpus.splits[data[key]], data["level"], data["tree_transform"])
+    return splits
 
 
 def sequences(documents: Sequence[Any], level: str, transform: str) -> list[list[Tree]]:
