@@ -28,6 +28,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from lightning_modules.errors import InputError
+from lightning_modules.models.config_fields import checked_values
 from lightning_modules.models.lr_schedule import schedule_for, stepwise_scheduler
 
 
@@ -71,19 +72,7 @@ class ParserConfig:
 
 def config_from_dict(config: Mapping[str, Any], prefix: str = "model.") -> ParserConfig:
     """A validated ``ParserConfig`` from a flat mapping; unknown keys and wrong types are errors."""
-    defaults = ParserConfig()
-    known = {f.name for f in fields(ParserConfig)}
-    values = {}
-    for key, value in config.items():
-        if key not in known:
-            raise InputError(f"unknown model key (known: {', '.join(sorted(known))})", f"{prefix}{key}")
-        default = getattr(defaults, key)
-        number = isinstance(value, int | float) and not isinstance(value, bool)
-        if isinstance(default, int) and not (number and float(value).is_integer()):
-            raise InputError(f"expected int, got {value!r}", f"{prefix}{key}")
-        if isinstance(default, float) and not number:
-            raise InputError(f"expected float, got {value!r}", f"{prefix}{key}")
-        values[key] = type(default)(value)
+    values = checked_values(ParserConfig, config, prefix)
     return ParserConfig(**values).validate(prefix)
 
 

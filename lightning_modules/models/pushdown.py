@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import pytorch_lightning as pl
@@ -50,6 +50,7 @@ from torch import Tensor, nn
 from lightning_modules.errors import InputError
 from lightning_modules.layers.attachment_head import AttachmentHead
 from lightning_modules.layers.pushdown_attention import PushdownSelfAttention, causal_mask
+from lightning_modules.models.config_fields import checked_values
 from lightning_modules.models.lr_schedule import schedule_for, stepwise_scheduler
 
 FAMILIES = ("pushdown", "base-lm")
@@ -133,23 +134,7 @@ class PushdownConfig:
 def config_from_dict(config: Mapping[str, Any], prefix: str = "model.", family: str | None = None
                      ) -> PushdownConfig:
     """A validated config from a flat mapping (a YAML preset); unknown keys and wrong types are errors."""
-    known = {f.name for f in fields(PushdownConfig)}
-    defaults = PushdownConfig()
-    values = {}
-    for key, value in config.items():
-        if key not in known:
-            raise InputError(f"unknown model key (known: {', '.join(sorted(known))})", f"{prefix}{key}")
-        default = getattr(defaults, key)
-        if isinstance(default, bool):
-            ok = isinstance(value, bool)
-        elif isinstance(default, int):
-            ok = isinstance(value, int) and not isinstance(value, bool)
-        else:
-            ok = isinstance(value, int | float) and not isinstance(value, bool)
-            value = float(value) if ok else value
-        if not ok:
-            raise InputError(f"expected {type(default).__name__}, got {value!r}", f"{prefix}{key}")
-        values[key] = value
+    values = checked_values(PushdownConfig, config, prefix)
     return PushdownConfig(**values).validate(prefix, family)
 
 

@@ -24,7 +24,7 @@ of B streams; here one step covers whole sequences (identical when a sequence fi
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import pytorch_lightning as pl
@@ -34,6 +34,7 @@ from torch import Tensor
 
 from lightning_modules.errors import InputError
 from lightning_modules.layers.txl_core import TransformerXL
+from lightning_modules.models.config_fields import checked_values
 from lightning_modules.models.lr_schedule import schedule_for, stepwise_scheduler
 
 FAMILIES = ("tg", "txl-trees", "txl-terminals")
@@ -117,25 +118,7 @@ class TGConfig:
 
 def config_from_dict(config: Mapping[str, Any], prefix: str = "model.") -> TGConfig:
     """A validated ``TGConfig`` from a flat mapping (a YAML preset); unknown keys, wrong types are errors."""
-    known = {f.name: f for f in fields(TGConfig)}
-    defaults = TGConfig()
-    values = {}
-    for key, value in config.items():
-        if key not in known:
-            raise InputError(f"unknown model key (known: {', '.join(known)})", f"{prefix}{key}")
-        default = getattr(defaults, key)
-        if isinstance(default, bool):
-            ok = isinstance(value, bool)
-        elif isinstance(default, int):
-            ok = isinstance(value, int) and not isinstance(value, bool)
-        elif isinstance(default, float):
-            ok = isinstance(value, int | float) and not isinstance(value, bool)
-            value = float(value) if ok else value
-        else:
-            ok = isinstance(value, str)
-        if not ok:
-            raise InputError(f"expected {type(default).__name__}, got {value!r}", f"{prefix}{key}")
-        values[key] = value
+    values = checked_values(TGConfig, config, prefix)
     return TGConfig(**values).validate(prefix)
 
 
