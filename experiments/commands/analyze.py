@@ -8,16 +8,14 @@ section (analysis/pipeline.py). A section whose inputs are missing is skipped an
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
+
+from experiments.commands import add_experiment_arguments
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("analyze", help="statistics, regressions, MDL probing and figures of an experiment",
                        description=__doc__)
-    p.add_argument("experiment", help="a shipped experiment (reproduce-tg-demo) or the path of a spec YAML")
-    p.add_argument("--seeds", help="these seeds instead of the spec's (as given to submit --seeds)")
-    p.add_argument("--runs-dir", type=Path, help="parent of experiment folders (default: $SYNBENCH_RUNS or ./runs)")
-    p.add_argument("--data-dir", help="data directory (default: $SYNBENCH_DATA or ~/.cache/synbench/data)")
+    add_experiment_arguments(p)
     p.add_argument("--wandb", default="offline", choices=("offline", "online", "disabled"),
                    help="also log the tables and figures as a W&B run (job_type analysis; default offline)")
     p.set_defaults(func=run)

@@ -10,16 +10,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
+
+from experiments.commands import add_experiment_arguments
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("evaluate", help="run an experiment's evaluations on its finished runs", description=__doc__)
-    p.add_argument("experiment", help="a shipped experiment (reproduce-tg-demo) or the path of a spec YAML")
-    p.add_argument("--seeds", help="these seeds instead of the spec's (as given to submit --seeds)")
+    add_experiment_arguments(p)
     p.add_argument("--executor", default="local", choices=("local", "slurm", "submitit"))
-    p.add_argument("--runs-dir", type=Path, help="parent of experiment folders (default: $SYNBENCH_RUNS or ./runs)")
-    p.add_argument("--data-dir", help="data directory (default: $SYNBENCH_DATA or ~/.cache/synbench/data)")
     p.set_defaults(func=run)
 
 

@@ -10,14 +10,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from experiments.commands import add_experiment_arguments
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("report", help="report.md + report.html of an experiment (tables, figures, paper numbers)",
                        description=__doc__)
-    p.add_argument("experiment", help="a shipped experiment (reproduce-tg-demo) or the path of a spec YAML")
-    p.add_argument("--seeds", help="these seeds instead of the spec's (as given to submit --seeds)")
-    p.add_argument("--runs-dir", type=Path, help="parent of experiment folders (default: $SYNBENCH_RUNS or ./runs)")
-    p.add_argument("--data-dir", help="data directory (default: $SYNBENCH_DATA or ~/.cache/synbench/data)")
+    add_experiment_arguments(p)
     p.add_argument("--analyze", action="store_true", help="run the analyses again first")
     p.add_argument("--out", type=Path, help="output folder (default: RUNS/EXPERIMENT)")
     p.set_defaults(func=run)
