@@ -116,3 +116,16 @@ def test_pushdown_runs_on_text_use_their_beam_and_base_lm_is_exact(tmp_path):
             assert task.argv[-2:] == ("--method", "exact")
     assert by_family["pushdown"] == by_family["base-lm"] == {"ppl", "sg", "blimp"}
     assert "--proposals" in next(t for t in tasks if "/tg-" in t.argv[5]).argv
+
+
+def test_cli_evaluate_without_finished_runs_and_with_a_bad_entry(tmp_path, capsys):
+    from experiments.cli import main
+
+    spec = _spec(tmp_path, [{"name": "ppl", "proposals": "parser", "n": 3}])
+    assert main(["evaluate", str(spec.path), "--runs-dir", str(tmp_path / "runs")]) == 0
+    err = capsys.readouterr().err
+    assert "[proposals] 0/0 done" in err and "[evaluate] 0/0 done" in err  # nothing trained yet: nothing to do
+    bad = _spec(tmp_path, [{"name": "ppl", "n": "many"}])
+    assert main(["evaluate", str(bad.path), "--runs-dir", str(tmp_path / "runs")]) == 2
+    line = capsys.readouterr().err.strip()
+    assert line.startswith(f"synbench: error: {bad.path}:") and "evaluations[0].n" in line
