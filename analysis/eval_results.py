@@ -6,6 +6,8 @@ Metric names (what the analysis tables and the report use):
 - ``sg``: the overall SyntaxGym score (fraction), ``sg.circuit.<circuit>`` per circuit;
 - ``blimp``: overall BLiMP accuracy, ``blimp.phenomenon.<phenomenon>``;
 - ``f1``: parse reranking bracket F1 (EVALB, percent), ``f1_oracle``, ``f1_parser`` (the proposal parser's 1-best);
+- ``parse_f1``: unlabeled F1 of a Pushdown-LM's beam-search parses against binarized gold (Pushdown §5, percent),
+  ``parse_f1_right_branching`` (the right-branching baseline on the same sentences);
 - ``dyck.<set>``: closing-bracket accuracy on a Dyck test set (Pushdown §4.1: ``long-50`` ... ``depth``).
 
 Which folder: ``eval/<task>`` (what ``synbench evaluate``/``reproduce`` write) when present, otherwise the one
@@ -19,7 +21,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-TASKS = ("ppl", "sg", "blimp", "rerank", "dyck")
+TASKS = ("ppl", "sg", "blimp", "rerank", "parse", "dyck")
 
 
 def result_folders(run_dir: Path) -> tuple[dict[str, Path], list[str]]:
@@ -77,6 +79,9 @@ def run_metrics(run_dir: Path) -> tuple[dict[str, float], dict[str, Any], list[s
                 metrics["f1_oracle"] = m["oracle"]["all"]["bracket_f1"]
                 if m.get("parser_1best"):
                     metrics["f1_parser"] = m["parser_1best"]["all"]["bracket_f1"]
+            elif task == "parse":
+                metrics["parse_f1"] = m["parsed"]["all"]["bracket_f1"]
+                metrics["parse_f1_right_branching"] = m["right_branching"]["all"]["bracket_f1"]
             elif task == "dyck":
                 metrics.update({f"dyck.{name}": value for name, value in m["accuracy"].items()})
         except (KeyError, TypeError):

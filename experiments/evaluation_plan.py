@@ -9,6 +9,7 @@ An entry names a task and its protocol settings::
       - {name: rerank, split: test, proposals: parser, n: 10}  # joint sentence-level models
       - {name: terminals, split: valid}                          # per-terminal log-probs (TG §4.2)
       - {name: dyck, sets: [long-50, depth], size: 20, beam: 5}  # Dyck runs of pushdown/base-lm (§4.1)
+      - {name: parse, split: test, beam: 8}                      # Pushdown-LM parses, unlabeled F1 (§5)
 
 Options: ``models`` (labels; default every model the task applies to), ``corpus`` (default the run's
 ``data.corpus``), ``split``, ``limit`` (first K sentences), ``method`` (joint models: ``proposals`` when
@@ -17,8 +18,8 @@ label of a ``proposal-parser`` model of the spec: its first seed's best checkpoi
 sentence set, shared by every evaluated run), ``n``, ``beam``, ``word_beam``, ``items_per_suite``,
 ``suites``, ``pairs_per_paradigm``, ``paradigms``; for ``dyck`` (the pushdown and base-lm runs whose
 ``data.corpus`` is ``dyck``): ``sets`` (default all), ``size``, ``seed`` (of the test sets) and ``beam``
-(pushdown runs only). Pushdown-LM runs on text take ``ppl``, ``sg`` and ``blimp`` with their own beam over
-attachment decisions (``beam``), Base-LM runs exactly.
+(pushdown runs only). Pushdown-LM runs on text take ``ppl``, ``sg``, ``blimp`` and ``parse`` with their own
+beam over attachment decisions (``beam``), Base-LM runs ``ppl``, ``sg`` and ``blimp`` exactly.
 
 Each eval writes to ``RUN/eval/NAME/`` (``results.json`` marks it done; the item cache resumes it), and each
 proposal set to ``EXPERIMENT/proposals/``. Nothing here runs anything: ``stages.py`` does.
@@ -34,14 +35,14 @@ from experiments.experiment_runs import experiment_dir, folder_of
 from experiments.experiment_spec import ExperimentSpec, Run
 from lightning_modules.errors import InputError
 
-TASKS = ("ppl", "sg", "blimp", "rerank", "terminals", "dyck")
+TASKS = ("ppl", "sg", "blimp", "rerank", "parse", "terminals", "dyck")
 LM_FAMILIES = ("tg", "txl-trees", "txl-terminals")
 JOINT = ("tg", "txl-trees")
 DYCK_FAMILIES = ("pushdown", "base-lm")
 DYCK_OPTIONS = ("sets", "size", "seed")
 OPTIONS = ("name", "models", "corpus", "split", "limit", "method", "proposals", "n", "beam", "word_beam",
            "items_per_suite", "suites", "pairs_per_paradigm", "paradigms", "sets", "size", "seed")
-DEFAULT_SPLIT = {"ppl": "test", "rerank": "test", "terminals": "valid"}
+DEFAULT_SPLIT = {"ppl": "test", "rerank": "test", "parse": "test", "terminals": "valid"}
 
 
 @dataclass(frozen=True)
@@ -75,8 +76,9 @@ class Evaluation:
         if self.name == "dyck":
             return run.family in DYCK_FAMILIES and run.config["data"].get("corpus") == "dyck"
         if run.family in DYCK_FAMILIES:  # Pushdown-LM (beam over attachments) and Base-LM (exact) on text
-            return self.name in ("ppl", "sg", "blimp") and run.config["data"].get("corpus") != "dyck"
-        if run.family not in LM_FAMILIES:
+            tasks = ("ppl", "sg", "blimp", "parse") if run.family == "pushdown" else ("ppl", "sg", "blimp")
+            return self.name in tasks and run.config["data"].get("corpus") != "dyck"
+        if run.family not in LM_FAMILIES or self.name == "parse":
             return False
         if self.name in ("sg", "blimp") and level != "sentence":
             return False
@@ -235,7 +237,7 @@ class Planner:
         split = str(o.get("split", DEFAULT_SPLIT.get(entry.name, "")))
         if entry.name in ("ppl", "terminals"):
             args += ["--corpus", corpus, "--split", split]
-        if entry.name == "rerank":
+        if entry.name in ("rerank", "parse"):
             args += ["--gold", corpus if split == "file" else f"{corpus}/{split}"]  # "file": a treebank file
         if "limit" in o:
             args += ["--limit", str(o["limit"])]
@@ -251,7 +253,8 @@ class Planner:
                      *(["--seed", str(o["seed"])] if "seed" in o else []),
                      *(["--beam", str(o["beam"])] if "beam" in o and run.family == "pushdown" else [])]
         elif run.family == "pushdown":  # marginalised by its own beam over attachment decisions
-            args += ["--method", "beam", *(["--beam", str(o["beam"])] if "beam" in o else [])]
+            args += [*(["--method", "beam"] if entry.name != "parse" else []),
+                     *(["--beam", str(o["beam"])] if "beam" in o else [])]
         elif entry.name != "terminals" and run.family in JOINT:
             method = o.get("method") or ("proposals" if o.get("proposals") else "beam")
             if entry.name != "rerank":

@@ -5,7 +5,8 @@ the Scorer protocol and write ``results.json`` + ``items.jsonl`` into ``--out`` 
 ``RUN_DIR/eval/TASK-HASH``); a re-run computes only the items missing there. ``terminals`` writes the
 per-terminal log-probabilities on gold trees that TG §4.2's regressions compare. ``sg --surprisals FILE``
 scores SyntaxGym from a file of region surprisals; ``uas`` compares two CoNLL-U files. ``dyck`` reports the
-closing-bracket accuracy of a Dyck run (Pushdown Layers §4.1) on test sets built from its data config.
+closing-bracket accuracy of a Dyck run (Pushdown Layers §4.1) on test sets built from its data config;
+``parse`` the unlabeled F1 of a Pushdown-LM's beam-search parses (§5).
 """
 
 from __future__ import annotations
@@ -17,13 +18,14 @@ from pathlib import Path
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("eval", help="evaluate: perplexity, SyntaxGym, BLiMP, reranking, UAS",
+    p = subparsers.add_parser("eval", help="evaluate: perplexity, SyntaxGym, BLiMP, reranking, parsing, UAS, Dyck",
                               description=__doc__)
     tasks = p.add_subparsers(dest="task", required=True, metavar="TASK")
     _register_ppl(tasks)
     _register_sg(tasks)
     _register_blimp(tasks)
     _register_rerank(tasks)
+    _register_parse(tasks)
     _register_terminals(tasks)
     _register_uas(tasks)
     _register_dyck(tasks)
@@ -199,6 +201,44 @@ def run_rerank(args: argparse.Namespace) -> int:
                 a = m[name]["all"]
                 rows.append(f"{name:14} F1 {a['bracket_f1']}  recall {a['bracket_recall']}  "
                             f"precision {a['bracket_precision']}  (len<=40 F1 {m[name]['len40']['bracket_f1']})")
+        return "\n".join(rows + [r["headline"]]) + "\n"
+
+    return _print(args, result, computed, result["settings"]["sentences"], report)
+
+
+def _register_parse(tasks: argparse._SubParsersAction) -> None:
+    from experiments.evaluate.scorer_choice import add_arguments
+
+    p = tasks.add_parser(
+        "parse", help="parsing by beam search with a Pushdown-LM (unlabeled F1 vs binarized gold)",
+        description="Pushdown Layers §5 (Table 4): each sentence's parse is the best tree of the final beam over "
+                    "attachment decisions (subword pieces merged, Appendix C), scored with EVALB's unlabeled "
+                    "setting against the gold trees binarized as in training (unaries collapsed, right-factored); "
+                    "the right-branching baseline is scored beside. Sentences with unknown words are left out as in "
+                    "the paper (by default for SentencePiece vocabularies; --unknown exclude|keep).")
+    add_arguments(p, methods=("beam",))
+    p.add_argument("--gold", required=True, help="gold treebank file or CORPUS/SPLIT (e.g. ptb-sample/test)")
+    p.add_argument("--unknown", choices=["default", "exclude", "keep"], default="default",
+                   help="sentences with unknown words: exclude (the paper), keep, or default (exclude for "
+                        "SentencePiece vocabularies, keep for word vocabularies with unknown-word classes)")
+    _limit(p)
+    p.set_defaults(func=run_parse)
+
+
+def run_parse(args: argparse.Namespace) -> int:
+    from experiments.evaluate import parse, rerank
+    from experiments.evaluate.scorer_choice import choose
+
+    gold = rerank.read_gold(args.gold, args.limit, args.data_dir)
+    chosen = choose(args)
+    result, computed = parse.evaluate(chosen, args.checkpoint, gold, args.unknown, args.limit, args.out)
+
+    def report(r: dict) -> str:
+        rows = []
+        for name in ("parsed", "right_branching"):
+            a = r["metrics"][name]["all"]
+            rows.append(f"{name:15} F1 {a['bracket_f1']}  recall {a['bracket_recall']}  precision "
+                        f"{a['bracket_precision']}  (len<=40 F1 {r['metrics'][name]['len40']['bracket_f1']})")
         return "\n".join(rows + [r["headline"]]) + "\n"
 
     return _print(args, result, computed, result["settings"]["sentences"], report)

@@ -85,6 +85,19 @@ class TokenVocab:
     def id(self, token: str) -> int:
         return self._ids[token]
 
+    def __contains__(self, token: object) -> bool:
+        return token in self._ids
+
+
+def with_unknown(terminals: Callable[[str], Sequence[str]], vocab: TokenVocab, unknown: str | None
+                 ) -> Callable[[str], tuple[str, ...]]:
+    """``terminals`` with every token outside ``vocab`` replaced by ``unknown`` (SentencePiece's ``<unk>``:
+    a character never seen in training is a piece of no vocabulary). Word vocabularies (``unknown`` None)
+    already map every word to a token of the vocabulary."""
+    if unknown is None:
+        return lambda word: tuple(terminals(word))
+    return lambda word: tuple(t if t in vocab else unknown for t in terminals(word))
+
 
 def encode_sentence(tree: Tree, vocab: TokenVocab, terminals: Callable[[str], Sequence[str]]
                     ) -> PushdownSentence:
@@ -138,6 +151,7 @@ def build(family: str, cfg: dict[str, Any]) -> TrainData:
     terminals, payload, tokens = terminal_mapping(data, train_words, [[t] for t in splits["train_split"]])
     vocab = TokenVocab(tokens)
     payload["tokens"] = list(vocab.tokens)
+    terminals = with_unknown(terminals, vocab, payload.get("unknown"))
     train = [encode_sentence(t, vocab, terminals) for t in splits["train_split"]]
     valid = [encode_sentence(t, vocab, terminals) for t in splits["valid_split"]]
     if not train or not valid:

@@ -110,12 +110,29 @@ def test_pushdown_runs_on_text_use_their_beam_and_base_lm_is_exact(tmp_path):
     for task in tasks:
         run = next(r for r in runs if r.run_id == Path(task.argv[5]).parent.parent.name)
         by_family.setdefault(run.family, set()).add(task.argv[4])
-        if run.family == "pushdown":
-            assert task.argv[-4:] == ("--method", "beam", "--beam", "8")
+        if run.family == "pushdown":  # parse has no --method: the beam is its only one
+            assert task.argv[-4:] == (("--limit", "60") if task.argv[4] == "parse" else ("--method", "beam")) + (
+                "--beam", "8")
         if run.family == "base-lm":
             assert task.argv[-2:] == ("--method", "exact")
-    assert by_family["pushdown"] == by_family["base-lm"] == {"ppl", "sg", "blimp"}
+    assert by_family["pushdown"] == {"ppl", "sg", "blimp", "parse"}
+    assert by_family["base-lm"] == {"ppl", "sg", "blimp"}
     assert "--proposals" in next(t for t in tasks if "/tg-" in t.argv[5]).argv
+
+
+def test_the_pushdown_table2_spec_plans_and_the_cpu_spec_lists_its_reductions(tmp_path):
+    from analysis.pipeline import reduced_settings
+
+    full = load_spec("pushdown-table2")
+    runs = experiment_runs(full)
+    assert {r.config["data"]["corpus"] for r in runs} == {"bllip-lg"} and len(runs) == 10
+    assert all(r.config["data"]["terminals"] == "sentencepiece" for r in runs)
+    tasks = Planner(full, runs, tmp_path, python="py").eval_tasks()
+    assert sorted(t.argv[4] for t in tasks) == sorted(["ppl", "sg", "blimp"] * 10 + ["parse"] * 5)
+    assert all(t.argv[t.argv.index("--beam") + 1] == "300" for t in tasks if "--beam" in t.argv)
+    lines = reduced_settings(load_spec("pushdown-ptb-cpu"))
+    assert any(line.startswith("evaluation parse: ") and "beam 8 (full protocol: 300)" in line for line in lines)
+    assert any(line.startswith("pushdown: ") and "model.n_layers" in line for line in lines)
 
 
 def test_cli_evaluate_without_finished_runs_and_with_a_bad_entry(tmp_path, capsys):

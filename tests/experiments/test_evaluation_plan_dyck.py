@@ -1,4 +1,4 @@
-"""The ``dyck`` evaluation of experiment specs: which runs it applies to, its commands, its option checks."""
+"""Pushdown-family evaluations of experiment specs (``dyck``, ``parse``): which runs, their commands, option checks."""
 
 from pathlib import Path
 
@@ -59,3 +59,16 @@ def test_shipped_dyck_experiments_plan_one_eval_per_run(tmp_path, name):
     assert all(r.config["data"]["corpus"] == "dyck" and r.config["model"]["attachment_loss"] for r in runs)
     tasks = Planner(spec, runs, tmp_path / "runs").eval_tasks()
     assert len(tasks) == len(runs) and all(t.argv[3:5] == ("eval", "dyck") for t in tasks)
+
+
+def test_parse_evaluates_the_text_pushdown_runs_only(tmp_path):
+    models = [*MODELS, {"name": "ptb-push", "family": "pushdown", "preset": "cpu-small"}]
+    spec = _spec(tmp_path, [{"name": "parse", "beam": 8, "limit": 50}], models)
+    runs = experiment_runs(spec)
+    tasks = Planner(spec, runs, tmp_path / "runs", python="py").eval_tasks()
+    assert {Path(t.argv[5]).parent.parent.name for t in tasks} == {r.run_id for r in runs if r.model == "ptb-push"}
+    for t in tasks:
+        argv = list(t.argv)
+        assert argv[3:5] == ["eval", "parse"] and t.folder.name == "parse"
+        assert argv[argv.index("--gold") + 1] == "ptb-sample/test" and argv[argv.index("--beam") + 1] == "8"
+        assert argv[argv.index("--limit") + 1] == "50" and "--method" not in argv

@@ -14,26 +14,41 @@ pass per word:
 - at ``<eos>`` the attachment is not scored (as in training, the ``<eos>`` reduce never enters the tape);
   log p(x) >= logsumexp over the final beam: a lower bound, recorded in the convention.
 
-Deviation from the official search: the last word may not shift and leave ``<eos>`` to close the stack
-(``close_at_last``): label sequences and binary trees are then one-to-one, so no tree is counted twice.
-``base-lm`` checkpoints are string models: ``ExactScorer`` reads the whole sentence in one pass.
-Word-level vocabularies and Dyck runs only (a SentencePiece vocabulary needs Appendix C's within-word
-attachments). For the Dyck test sets, ``next_token_logprobs`` gives the next-token distribution after a
-prefix: exact for ``base-lm``, the beam's marginal for ``pushdown``.
+**Subword pieces** (SentencePiece vocabularies, Appendix C). The beam runs over pieces; a word's
+log-probability is the difference of the prefix marginals at the ends of successive words (the sum of its
+pieces'). Training trees always make a word's pieces a right-branching constituent, so the search keeps that
+shape: a non-final piece shifts, the final piece reduces at least down to the word's first piece (both
+decisions still scored by the attachment head). The best tree over pieces is merged into the tree over words
+as Appendix C does (``merge_pieces``), which is always defined under this constraint.
+
+Deviations from the official search, both removing double counting or undefined trees: the last token may
+not shift and leave ``<eos>`` to close the stack (``close_at_last``), so label sequences and binary trees are
+one-to-one; pieces keep the within-word shape above (the official search lets them attach anywhere, where
+Appendix C's merge is undefined and training never puts mass). Both restrict the trees summed, so the total
+stays a lower bound on log p(x).
+``base-lm`` checkpoints are string models: ``ExactScorer`` reads the whole sentence in one pass. For the Dyck
+test sets, ``next_token_logprobs`` gives the next-token distribution after a prefix: exact for ``base-lm``,
+the beam's marginal for ``pushdown``.
+
+Every sentence's ``best_tree`` is the highest-scoring tree of the final beam (argmax_y log p(x, y) over the
+beam, §5), unlabelled (``X``) and binary, over words: the input of ``eval parse``.
 """
 
 from __future__ import annotations
 
+import base64
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
 from experiments.evaluate.scorer import Convention, SentenceScore
-from lightning_modules.data.encodings.pushdown import StackStates
+from lightning_modules.data.encodings.pushdown import StackStates, attachments_to_tree, merge_pieces
 from lightning_modules.data.pushdown_data import EOS, PAD, SOS
+from lightning_modules.data.tree import to_bracketed
 from lightning_modules.errors import InputError
 
 FAMILIES = ("pushdown", "base-lm")
@@ -41,25 +56,51 @@ INCREMENTAL = ("difference of successive beam prefix marginals, log-sum-exp over
                "p(x_k | prefix, y)")
 
 
+@dataclass(frozen=True)
+class Encoded:
+    """A sentence as the model reads it: ``<s>`` pieces ``<eos>`` ids, and where each word's pieces are."""
+
+    ids: list[int]
+    first: np.ndarray  # int64[n_tokens + 1]: position of the first piece of the word of token k (0 for <s>)
+    word_end: np.ndarray  # bool[n_tokens + 1]: token k is the last piece of its word
+    word_of: list[int]  # word index of every piece
+    unknown: int  # words outside the vocabulary (unknown classes, or an <unk> piece)
+
+
 class PushdownModel:
-    """A Pushdown-family network with its vocabulary: words -> token ids -> log-probs."""
+    """A Pushdown-family network with its vocabulary: words -> piece ids -> log-probs."""
 
     def __init__(self, module: Any, meta: dict[str, Any], device: str = "cpu"):
-        from lightning_modules.data.vocab import WordVocab
-
         self.module = module.to(device).eval()
         self.device = torch.device(device)
         self.family: str = meta["family"]
         self.config: dict[str, Any] = meta.get("config", {})  # the run's resolved config (data section: Dyck)
         payload = meta["vocab"]
-        if payload.get("terminals") not in ("words", "dyck"):
-            raise InputError("the Pushdown scorers support word-level vocabularies (data.terminals=words) and "
-                             "Dyck runs", "checkpoint")
-        # Dyck tokens are the vocabulary itself: no unknown-word classes
-        self.words = (WordVocab.from_dict(payload["words"], "checkpoint vocabulary")
-                      if payload["terminals"] == "words" else None)
         self.ids = {t: i for i, t in enumerate(payload["tokens"])}
         self.tokens: list[str] = list(payload["tokens"])
+        self.vocab_kind: str = payload.get("terminals")
+        self.words = None
+        if self.vocab_kind == "words":
+            from lightning_modules.data.vocab import WordVocab
+
+            words = self.words = WordVocab.from_dict(payload["words"], "checkpoint vocabulary")
+            self._pieces: Any = lambda w: ((words.unkify(w),), w not in words.known)
+        elif self.vocab_kind == "sentencepiece":
+            from lightning_modules.data.sentencepiece import SentencePieceModel
+
+            sp = SentencePieceModel.from_bytes(base64.b64decode(payload["sentencepiece"]))
+            unk = payload.get("unknown", "<unk>")
+
+            def pieces(word: str) -> tuple[tuple[str, ...], bool]:
+                raw = sp.encode_words([word])[0]
+                return tuple(p if p in self.ids else unk for p in raw), any(p not in self.ids for p in raw)
+
+            self._pieces = pieces
+        elif self.vocab_kind == "dyck":  # Dyck tokens are the vocabulary itself: no unknown-word classes
+            self._pieces = lambda t: ((t,), False)
+        else:
+            raise InputError(f"unknown vocabulary kind {self.vocab_kind!r} (words, sentencepiece or dyck)",
+                             "checkpoint")
 
     @classmethod
     def load(cls, checkpoint: str, device: str = "cpu") -> PushdownModel:
@@ -73,12 +114,26 @@ class PushdownModel:
         module.load_state_dict(ckpt["state_dict"])
         return cls(module, meta, device)
 
-    def token_ids(self, words: Sequence[str]) -> tuple[list[int], int]:
-        """``<s> x_1..x_n <eos>`` ids and the number of unknown words."""
-        if self.words is None:
-            return [*self.prefix_ids(words), self.ids[EOS]], 0
-        ids = [self.ids[SOS], *(self.ids[self.words.unkify(w)] for w in words), self.ids[EOS]]
-        return ids, sum(w not in self.words.known for w in words)
+    def is_unknown(self, word: str) -> bool:
+        """Whether the word is outside the vocabulary (its unknown class, or an ``<unk>`` piece, stands in)."""
+        return self._pieces(word)[1]
+
+    def encode(self, words: Sequence[str]) -> Encoded:
+        """``<s>`` + every word's pieces + ``<eos>``, with the word structure the beam needs."""
+        if self.vocab_kind == "dyck":
+            self.prefix_ids(words)  # checks the tokens
+        ids, first, word_end, word_of, unknown = [self.ids[SOS]], [0], [True], [], 0
+        for i, word in enumerate(words):
+            pieces, unk = self._pieces(word)
+            unknown += unk
+            start = len(ids)
+            for j, piece in enumerate(pieces):
+                ids.append(self.ids[piece])
+                first.append(start)
+                word_end.append(j == len(pieces) - 1)
+                word_of.append(i)
+        ids.append(self.ids[EOS])
+        return Encoded(ids, np.array(first, dtype=np.int64), np.array(word_end), word_of, unknown)
 
     def prefix_ids(self, tokens: Sequence[str]) -> list[int]:
         """``<s> x_1..x_n`` ids of a prefix of tokens of the vocabulary (Dyck; ``InputError`` otherwise)."""
@@ -109,15 +164,16 @@ class ExactScorer:
         _check(sentences)
         out = []
         for words in sentences:
-            ids, unknown = self.model.token_ids(words)
-            inputs = torch.tensor([ids[:-1]], device=self.model.device)
+            enc = self.model.encode(words)
+            inputs = torch.tensor([enc.ids[:-1]], device=self.model.device)
             n = inputs.shape[1]
             tape = torch.zeros(1, n, n, dtype=torch.long, device=self.model.device)
             h = self.model.module.hidden_states(inputs, tape, torch.tensor([n], device=self.model.device))
             lp = self.model.module.word_logits(h[0]).float().log_softmax(-1)
-            picked = lp[torch.arange(n), torch.tensor(ids[1:], device=self.model.device)].double().cpu().numpy()
-            out.append(SentenceScore(tuple(words), tuple(float(x) for x in picked[:-1]), float(picked.sum()),
-                                     float(picked[-1]), unknown_words=unknown))
+            picked = lp[torch.arange(n), torch.tensor(enc.ids[1:], device=self.model.device)].double().cpu().numpy()
+            per_word = np.bincount(enc.word_of, weights=picked[:-1], minlength=len(words))
+            out.append(SentenceScore(tuple(words), tuple(float(x) for x in per_word), float(picked.sum()),
+                                     float(picked[-1]), unknown_words=enc.unknown))
         return out
 
     @torch.no_grad()
@@ -153,31 +209,41 @@ class BeamScorer:
     @torch.no_grad()
     def _sentence(self, words: Sequence[str]) -> SentenceScore:
         module, device = self.model.module, self.model.device
-        ids, unknown = self.model.token_ids(words)
-        n = len(words)
+        enc = self.model.encode(words)
+        ids, n = enc.ids, len(enc.ids) - 2  # n tokens (pieces) between <s> and <eos>
         states = StackStates(n)
         rows = np.zeros((1, 1, n + 2), dtype=np.int64)  # per hypothesis: tape rows 0..k-1 (row 0: <s>)
         scores = np.zeros(1)
-        prefix = 0.0  # log p(x_<k) estimate
+        prefix = 0.0  # log p(x_<k) estimate at the last word boundary
         word_logprobs = []
-        for k in range(1, n + 2):  # word k; k = n + 1 is <eos>
+        for k in range(1, n + 2):  # token k; k = n + 1 is <eos>
             count = len(scores)
             inputs = torch.tensor(ids[:k], device=device).expand(count, k)
             tape = torch.from_numpy(rows[:, :k, :k]).to(device)
             next_words = torch.full((count,), ids[k], device=device)
             lp_words, lp_attach = module.step_logprobs(inputs, tape, next_words)
-            lp_word = lp_words[:, ids[k]].double().cpu().numpy()
-            with_word = scores + lp_word
-            marginal = _logsumexp(with_word)
+            with_word = scores + lp_words[:, ids[k]].double().cpu().numpy()
             if k == n + 1:
-                end = marginal - prefix
+                marginal = _logsumexp(with_word)
                 best = int(np.argmax(with_word))
-                return SentenceScore(tuple(words), tuple(word_logprobs), marginal, end, unknown_words=unknown,
-                                     extra={"attachment": states.attachment[best, : n + 1].tolist(),
-                                            "beam_final": count})
-            word_logprobs.append(marginal - prefix)
-            prefix = marginal
-            states, rows, scores = self._advance(states, rows, with_word, lp_attach, close_at_last=True)
+                attachment = states.attachment[best, : n + 1].tolist()
+                tree = merge_pieces(attachments_to_tree([*attachment, 0], [str(t) for t in ids[1:-1]]),
+                                    enc.word_of, list(words))
+                return SentenceScore(tuple(words), tuple(word_logprobs), marginal, marginal - prefix,
+                                     best_tree=tree if isinstance(tree, str) else to_bracketed(tree),
+                                     unknown_words=enc.unknown,
+                                     extra={"attachment": attachment, "beam_final": count,
+                                            "best_logprob": float(with_word[best])})
+            if enc.word_end[k]:
+                marginal = _logsumexp(with_word)
+                word_logprobs.append(marginal - prefix)
+                prefix = marginal
+            legal = states.legal(close_at_last=True)
+            if not enc.word_end[k]:
+                legal[:, :k] = False  # a non-final piece shifts
+            elif enc.first[k] < k:
+                legal[:, enc.first[k] + 1:] = False  # the final piece closes its word
+            states, rows, scores = self._advance(states, rows, with_word, lp_attach, legal)
         raise AssertionError("unreachable")
 
     def next_token_logprobs(self, prefixes: Sequence[Sequence[str]]) -> np.ndarray:
@@ -209,18 +275,18 @@ class BeamScorer:
                 joint = torch.from_numpy(scores)[:, None] + lp
                 return (torch.logsumexp(joint, dim=0) - torch.logsumexp(torch.from_numpy(scores), dim=0)).numpy()
             states, rows, scores = self._advance(states, rows, scores + lp[:, ids[k]].numpy(), lp_attach,
-                                                 close_at_last=False)
+                                                 states.legal(close_at_last=False))
         raise AssertionError("unreachable")
 
     def _advance(self, states: StackStates, rows: np.ndarray, with_word: np.ndarray, lp_attach: torch.Tensor,
-                 close_at_last: bool) -> tuple[StackStates, np.ndarray, np.ndarray]:
-        """Every hypothesis x every legal attachment of the next token; the ``beam`` best, best first.
+                 legal: np.ndarray) -> tuple[StackStates, np.ndarray, np.ndarray]:
+        """Every hypothesis x every allowed attachment of the next token; the ``beam`` best, best first.
 
         ``with_word`` [count] the hypotheses' scores with the token's log-prob; ``rows`` [count, k, n + 2] the
-        tape rows so far. Returns the new states, tape rows (the new row appended) and scores.
+        tape rows so far; ``legal`` [count, k + 1] the attachments allowed. Returns the new states, tape rows
+        (the new row appended) and scores.
         """
         k = states.position + 1
-        legal = states.legal(close_at_last=close_at_last)  # [count, k + 1]
         cand = with_word[:, None] + np.where(legal, lp_attach.double().cpu().numpy()[:, : k + 1], -np.inf)
         flat = cand.ravel()
         keep = min(self.beam, int(np.isfinite(flat).sum()))

@@ -16,7 +16,8 @@ As the official code computes them (``process_bllip.py``, ``text_helpers.py``; r
   last token's row (the ``<eos>`` reduce with ``<s>``, which closes the stack, is not written).
 
 ``encode`` reads all of this off the binary tree at once; ``StackStates`` runs Algorithm 1 one token at a
-time for many hypotheses (beam search, sampling); ``attachments_to_tree`` turns labels back into a tree.
+time for many hypotheses (beam search, sampling); ``attachments_to_tree`` turns labels back into a tree and
+``merge_pieces`` that tree over subword pieces into the tree over words (Appendix C).
 """
 
 from __future__ import annotations
@@ -201,6 +202,36 @@ def attachments_to_tree(attachment: Sequence[int], leaves: Sequence[str]) -> Nod
     while stack:
         node = Tree(UNLABELLED, (stack.pop()[1], node))
     return node
+
+
+def merge_pieces(tree: Node, word_of: Sequence[int], words: Sequence[str]) -> Node:
+    """Appendix C: a tree over subword pieces -> the tree over words, merging leaf siblings of one word.
+
+    Leaf i of ``tree`` (in order) is a piece of word ``word_of[i]``; a node whose children are all leaves of
+    the same word becomes that word, bottom-up, so ``(ab, (ra, (ca, dabra)))`` becomes ``abracadabra``.
+    Raises ``ValueError`` when a word's pieces do not form a constituent (the merge is then undefined).
+    """
+    leaf = iter(range(len(word_of)))
+    placed: list[int] = []  # the word of every leaf of the merged tree, in order
+
+    def word(index: int) -> str:
+        placed.append(index)
+        return words[index]
+
+    def go(node: Node) -> Node | int:  # int: a merged word, by index
+        if isinstance(node, str):
+            return word_of[next(leaf)]
+        children = [go(c) for c in node.children]
+        if all(isinstance(c, int) for c in children) and len(set(children)) == 1:
+            return children[0]
+        return Tree(node.label, tuple(word(c) if isinstance(c, int) else c for c in children))
+
+    merged = go(tree)
+    out = word(merged) if isinstance(merged, int) else merged
+    split = [w for k, w in enumerate(placed) if k and placed[k - 1] == w]
+    if split:
+        raise ValueError(f"the pieces of word {split[0]} ({words[split[0]]!r}) do not form a constituent")
+    return out
 
 
 def unlabelled(tree: Node) -> Node:

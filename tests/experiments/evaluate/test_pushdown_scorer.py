@@ -1,4 +1,5 @@
-"""Pushdown scorers: the beam equals the exact marginal over every binary tree when nothing is pruned.
+"""Pushdown scorers: the beam equals the exact marginal over every binary tree when nothing is pruned
+(over words, or over pieces with each word a constituent of its pieces).
 
 References come from the training path (``PushdownLM.gold_logprobs`` on each binary bracketing of the words,
 collated as in training), not from the scorer's own step API.
@@ -6,6 +7,7 @@ collated as in training), not from the scorer's own step API.
 
 from __future__ import annotations
 
+import base64
 import itertools
 import math
 
@@ -13,8 +15,10 @@ import pytest
 import torch
 
 from experiments.evaluate.scorers.pushdown import BeamScorer, ExactScorer, PushdownModel
-from lightning_modules.data.pushdown_data import TokenVocab, collate, encode_sentence
-from lightning_modules.data.tree import Tree
+from lightning_modules.data.encodings.pushdown import unlabelled
+from lightning_modules.data.pushdown_data import TokenVocab, collate, encode_sentence, with_unknown
+from lightning_modules.data.sentencepiece import SentencePieceModel
+from lightning_modules.data.tree import Tree, to_bracketed
 from lightning_modules.data.vocab import WordVocab
 from lightning_modules.errors import InputError
 from lightning_modules.models.pushdown import build
@@ -85,3 +89,53 @@ def test_base_lm_is_exact_and_refuses_the_beam():
         BeamScorer(model)
     with pytest.raises(InputError, match="joint model"):
         ExactScorer(_model("pushdown"))
+
+
+def _piece_model(family: str) -> tuple[PushdownModel, SentencePieceModel]:
+    """A tiny model over the pieces of a SentencePiece model trained on a few sentences."""
+    sentences = [["the", "dog", "is", "happy"], ["the", "dog", "barks"], ["a", "cat", "sleeps"]] * 5
+    sp = SentencePieceModel.train(sentences, vocab_size=22)  # single characters (and "▁")
+    vocab = TokenVocab([sp.id_to_piece(i) for i in range(4, len(sp))] + ["<unk>"])
+    torch.manual_seed(2)
+    overrides = {} if family == "pushdown" else {"pushdown_layers": 0, "attachment_loss": False}
+    module = build({**TINY, **overrides, "vocab_size": len(vocab)}, family).eval()
+    meta = {"family": family, "vocab": {"terminals": "sentencepiece", "unknown": "<unk>", "tokens": list(vocab.tokens),
+                                        "sentencepiece": base64.b64encode(sp.to_bytes()).decode("ascii")}}
+    return PushdownModel(module, meta), sp
+
+
+def _piece_joint(model: PushdownModel, sp: SentencePieceModel, tree: Tree) -> float:
+    """log p(x, y) of the tree over words, its words split into right-branching pieces as in training."""
+    vocab = TokenVocab(list(model.ids)[3:])
+    batch = collate([encode_sentence(tree, vocab, with_unknown(lambda w: sp.encode_words([w])[0], vocab, "<unk>"))])
+    with torch.no_grad():
+        lp_words, lp_attach = model.module.gold_logprobs(batch)
+    return float(lp_words.sum() + lp_attach.sum())
+
+
+def test_pieces_unpruned_beam_is_the_marginal_over_word_trees_and_the_best_tree_is_over_words():
+    model, sp = _piece_model("pushdown")
+    words = ["the", "dog", "barks"]
+    assert [len(sp.encode_words([w])[0]) for w in words] == [4, 4, 6]
+    trees = _binary_trees([Tree("T", (w,)) for w in words])
+    joints = [_piece_joint(model, sp, t) for t in trees]
+    score = BeamScorer(model, beam=1000).score([words])[0]
+    # one hypothesis per tree over words: the pieces of a word always form its right-branching constituent
+    assert score.extra["beam_final"] == len(trees)
+    assert score.total == pytest.approx(math.log(sum(math.exp(j) for j in joints)), abs=1e-4)
+    assert len(score.word_logprobs) == 3
+    assert sum(score.word_logprobs) + score.end_logprob == pytest.approx(score.total, abs=1e-6)
+    best = trees[max(range(len(trees)), key=joints.__getitem__)]
+    assert score.best_tree == to_bracketed(unlabelled(best))
+    assert score.extra["best_logprob"] == pytest.approx(max(joints), abs=1e-4)
+
+
+def test_pieces_base_lm_sums_pieces_into_words_and_counts_unknown_pieces():
+    model, sp = _piece_model("base-lm")
+    words = ["the", "zebra", "barks"]
+    score = ExactScorer(model).score([words])[0]
+    ref = _piece_joint(model, sp, Tree("X", tuple(Tree("T", (w,)) for w in words)))
+    assert score.total == pytest.approx(ref, abs=1e-5)
+    assert len(score.word_logprobs) == 3 and score.unknown_words == 1  # "z" is not a piece of the vocabulary
+    assert sum(score.word_logprobs) + score.end_logprob == pytest.approx(score.total, abs=1e-5)
+    assert model.is_unknown("zebra") and not model.is_unknown("dog")

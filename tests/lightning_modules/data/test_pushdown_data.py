@@ -16,6 +16,7 @@ from lightning_modules.data.pushdown_data import (
     collate,
     encode_sentence,
     max_depth,
+    with_unknown,
 )
 from lightning_modules.data.tree import parse_tree, read_bracketed, to_bracketed
 from lightning_modules.errors import InputError
@@ -52,6 +53,15 @@ def test_pieces_become_tokens_with_their_own_labels():
     # g closes (do g) then (The (do g)); barks reduces with that NP, named by its rightmost token g (3)
     assert sent.attachment.tolist() == [0, 1, 2, 1, 3, 0]
     assert np.array_equal(sent.labels, sent.ids[1:])
+
+
+def test_pieces_outside_the_vocabulary_become_unk():
+    vocab = TokenVocab(["▁", "d", "o", "g", "<unk>"])
+    split = with_unknown(lambda w: ("▁", *w), vocab, "<unk>")
+    assert split("dog") == ("▁", "d", "o", "g") and split("zog") == ("▁", "<unk>", "o", "g")
+    assert with_unknown(lambda w: (w,), vocab, None)("zog") == ("zog",)  # word vocabularies map words themselves
+    sent = encode_sentence(parse_tree("(S (NN zog))"), vocab, split)
+    assert sent.ids.tolist() == [1, 3, vocab.id("<unk>"), 5, 6, 2]
 
 
 def test_special_token_clash_is_an_error():
