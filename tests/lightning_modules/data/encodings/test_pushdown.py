@@ -21,6 +21,7 @@ from lightning_modules.data.encodings.pushdown import (
     StackStates,
     attachments_to_tree,
     encode,
+    merge_pieces,
     pushdown_tree,
     stack_tape,
     unlabelled,
@@ -333,6 +334,20 @@ def test_random_trees_with_pieces(tree: Tree) -> None:
     assert list(example.leaves) == (binary.leaves() if isinstance(binary, Tree) else [binary])
     assert attachments_to_tree(example.attachment, example.leaves) == binary
     assert np.array_equal(example.stack_tape(), algorithm_1(example.attachment))
+    # Appendix C: merging the pieces of the decoded tree gives the binarized tree over words
+    words = tree.leaves()
+    word_of = [i for i, w in enumerate(words) for _ in chunks(w, i)]
+    assert merge_pieces(attachments_to_tree(example.attachment, example.leaves), word_of, words) == \
+        unlabelled(pushdown_tree(tree))
+
+
+def test_appendix_c_merge_and_pieces_that_are_no_constituent() -> None:
+    x = lambda a, b: Tree("X", (a, b))  # noqa: E731
+    assert merge_pieces(x("ab", x("ra", x("ca", "dabra"))), [0, 0, 0, 0], ["abracadabra"]) == "abracadabra"
+    assert merge_pieces(x("an", x(x("ab", "ra"), "works")), [0, 1, 1, 2], ["an", "abra", "works"]) == \
+        x("an", x("abra", "works"))
+    with pytest.raises(ValueError, match="word 1 .'abra'. do not form a constituent"):
+        merge_pieces(x(x("an", "ab"), x("ra", "works")), [0, 1, 1, 2], ["an", "abra", "works"])
 
 
 @settings(max_examples=60, deadline=None)
