@@ -314,6 +314,11 @@ def run_dyck(args: argparse.Namespace) -> int:
         m = r["metrics"]
         rows = [f"{name:10} {acc:.4f}  ({m['prefixes'][name]} prefixes, mean length "
                 f"{m['mean_prefix_length'][name]:.1f})" for name, acc in m["accuracy"].items()]
+        for name, a in (m.get("attachments") or {}).items():
+            beyond = a["accuracy_beyond_training_length"]
+            rows.append(f"{name:10} attachments (teacher-forced) {a['accuracy']:.4f}, beyond the training length "
+                        f"{'-' if beyond is None else f'{beyond:.4f}'}, prefixes without error "
+                        f"{a['prefixes_without_error']:.4f}")
         return "\n".join([*rows, r["headline"]]) + "\n"
 
     return _print(args, result, computed, result["settings"]["prefixes"], report)

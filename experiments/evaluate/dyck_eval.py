@@ -27,7 +27,9 @@ MARGINAL = ("pushdown: the beam's marginal next-token distribution, log p(w | pr
             "logsumexp of log p(prefix, y) (the official eval_dyck.py reads the top hypothesis's distribution, "
             "beam 50)")
 SILVER = ("pushdown with --tape silver: the prefix's silver tape (its gold attachments, as the official training "
-          "callback evaluates), not inferred: isolates the next-token predictor from the attachment decisions")
+          "callback evaluates), not inferred: isolates the next-token predictor from the attachment decisions; "
+          "attachments: the head's teacher-forced accuracy along the silver path (legal attachments only), also "
+          "beyond the longest training string (data.max_length), and the fraction of prefixes it gets all right")
 ACCURACY = ("closing-bracket accuracy: argmax of the next-token distribution restricted to the closing "
             "brackets (first in vocabulary order on ties) equals the bracket that closes the prefix's top")
 
@@ -77,17 +79,23 @@ def evaluate(model_path: str | Path, sets: Sequence[str] | None = None, size: in
     def valid(r: Record) -> bool:
         prefix, target = prefixes[r["id"]]
         row = r["closing_logprobs"]
+        errors = r.get("attachment_errors")
         return (r["target"] == target and r["prefix_length"] == len(prefix) and isinstance(row, list)
-                and len(row) == len(closing) and all(is_number(x) for x in row))
+                and len(row) == len(closing) and all(is_number(x) for x in row)
+                and (tape != "silver" or (isinstance(errors, list) and all(isinstance(k, int) for k in errors))))
 
     def compute(wanted: list[str]) -> list[Record]:
-        rows = scorer.next_token_logprobs([prefixes[i][0] for i in wanted])
+        batch = [prefixes[i][0] for i in wanted]
+        if isinstance(scorer, SilverTape):
+            rows, errors = zip(*scorer.score(batch))
+        else:
+            rows, errors = scorer.next_token_logprobs(batch), [None] * len(batch)
         records = []
-        for i, row in zip(wanted, rows, strict=True):
+        for i, row, wrong in zip(wanted, rows, errors, strict=True):
             prefix, target = prefixes[i]
             scores = [float(row[c]) for c in closing_ids]
             records.append({"id": i, "set": i.split("/")[0], "prefix_length": len(prefix), "target": target,
-                            "closing_logprobs": scores})
+                            "closing_logprobs": scores, **({} if wrong is None else {"attachment_errors": wrong})})
         return records
 
     cache = ItemCache(out_dir, valid)
@@ -109,6 +117,8 @@ def evaluate(model_path: str | Path, sets: Sequence[str] | None = None, size: in
     headline = (f"Dyck closing-bracket accuracy ({model.family}, {how}, seed {seed}): "
                 + ", ".join(f"{name} {accuracy[name]:.3f} (n={counts[name]})" for name in sets))
     metrics = {"accuracy": accuracy, "prefixes": counts, "mean_prefix_length": lengths, "headline": headline}
+    if tape == "silver" and pushdown:
+        metrics["attachments"] = attachment_diagnostics(records, sets, int(data["max_length"]))
     convention = f"{ACCURACY}; {(SILVER if tape == 'silver' else MARGINAL) if pushdown else EXACT}"
     write_results(out_dir, "dyck", metrics, convention, settings, items, config=identity)
     result = {"metrics": metrics, "settings": settings, "convention": convention, "headline": headline,
@@ -116,27 +126,58 @@ def evaluate(model_path: str | Path, sets: Sequence[str] | None = None, size: in
     return result, cache.computed
 
 
+def attachment_diagnostics(records: Sequence[Record], sets: Sequence[str], trained_length: int
+                           ) -> dict[str, dict[str, float | None]]:
+    """Per set, from the silver-tape records: the attachment head's accuracy over all decisions, over the
+    positions beyond the longest training string, and the fraction of prefixes with no wrong decision (what
+    the beam's tape needs: one wrong attachment changes every later tape row)."""
+    out = {}
+    for name in sets:
+        mine = [r for r in records if r["set"] == name]
+        total = sum(r["prefix_length"] for r in mine)
+        wrong = sum(len(r["attachment_errors"]) for r in mine)
+        beyond = sum(max(r["prefix_length"] - trained_length, 0) for r in mine)
+        wrong_beyond = sum(k > trained_length for r in mine for k in r["attachment_errors"])
+        out[name] = {"accuracy": 1.0 - wrong / total,
+                     "accuracy_beyond_training_length": 1.0 - wrong_beyond / beyond if beyond else None,
+                     "prefixes_without_error": sum(not r["attachment_errors"] for r in mine) / len(mine)}
+    return out
+
+
 class SilverTape:
-    """Next-token log-probs of a Pushdown-LM reading each prefix's silver tape (oracle attachments)."""
+    """A Pushdown-LM reading each prefix with its silver tape (oracle attachments), in one training-path pass.
+
+    Gives the next-token log-probs after the prefix and, as a diagnostic of the attachment head, the positions
+    where the head (teacher-forced along the silver path, its prediction restricted to the legal attachments as
+    in the beam) does not pick the silver attachment.
+    """
 
     def __init__(self, model: Any):
         self.model = model
 
-    def next_token_logprobs(self, prefixes: Sequence[Sequence[str]]) -> Any:
+    def score(self, prefixes: Sequence[Sequence[str]]) -> list[tuple[Any, list[int]]]:
+        """Per prefix: (log p(w | prefix) [V], 1-based token positions whose attachment the head gets wrong)."""
         import numpy as np
         import torch
 
-        from lightning_modules.data.encodings.pushdown import stack_tape
+        from lightning_modules.data.encodings.pushdown import StackStates
+        from lightning_modules.data.pushdown_data import EOS, PushdownSentence, collate
 
         module, device = self.model.module, self.model.device
         out = []
         with torch.no_grad():
             for tokens in prefixes:
-                ids = self.model.prefix_ids(tokens)
+                n = len(tokens)
                 example = dyck.encode_dyck(list(tokens))
-                n = len(ids)  # <s> + tokens: rows 0..n-1 of the tape
-                rows = stack_tape(example.spans, n + 1)[:n, :n]
-                tape = torch.from_numpy(np.ascontiguousarray(rows)).to(device)[None]
-                h = module.hidden_states(torch.tensor([ids], device=device), tape, torch.tensor([n], device=device))
-                out.append(module.word_logits(h[0, -1]).double().log_softmax(-1).cpu().numpy())
-        return np.stack(out)
+                ids = np.array([*self.model.prefix_ids(tokens), self.model.ids[EOS]])
+                batch = collate([PushdownSentence(ids, example.attachment, example.spans, n)]).to(device)
+                words, attach = module(batch)
+                logits = attach[0].double().cpu().numpy()
+                states, wrong = StackStates(n), []
+                for k in range(1, n + 1):  # row k - 1 predicts token k's attachment over columns 0..k
+                    row = np.where(states.legal()[0], logits[k - 1, : k + 1], -np.inf)
+                    if int(np.argmax(row)) != example.attachment[k]:
+                        wrong.append(k)
+                    states.attach([example.attachment[k]])
+                out.append((words[0, n].double().log_softmax(-1).cpu().numpy(), wrong))
+        return out

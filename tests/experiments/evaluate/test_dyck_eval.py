@@ -158,7 +158,39 @@ def test_the_silver_tape_is_the_training_path_of_the_gold_attachments():
     with torch.no_grad():
         words, _ = model.module(batch)
     expected = words[0, len(prefix)].double().log_softmax(-1).numpy()
-    assert np.allclose(SilverTape(model).next_token_logprobs([prefix])[0], expected, atol=1e-6)
+    assert np.allclose(SilverTape(model).score([prefix])[0][0], expected, atol=1e-6)
+
+
+class _FixedLogits(torch.nn.Module):
+    """Stands in for the network: fixed word and attachment logits, whatever the batch."""
+
+    def __init__(self, words: torch.Tensor, attach: torch.Tensor):
+        super().__init__()
+        self.words, self.attach = words, attach
+
+    def forward(self, batch):
+        return self.words, self.attach
+
+
+def test_silver_tape_counts_the_heads_wrong_legal_attachments():
+    from experiments.evaluate.dyck_eval import SilverTape, attachment_diagnostics
+    from lightning_modules.data import dyck
+
+    model = _dyck_model("pushdown")
+    prefix = ["(a", "(b", "b)", "(c", "c)"]
+    gold = dyck.encode_dyck(prefix).attachment  # [0, 1, 2, 2, 4, 4]: shift, shift, close (b, shift, close (c
+    attach = torch.full((1, 6, 7), -5.0)
+    for k in range(1, 6):
+        attach[0, k - 1, gold[k]] = 1.0
+    attach[0, 2, 1] = 3.0  # token 3 (b)) preferred to reduce down to (a: legal, so an error
+    attach[0, 4, 2] = 3.0  # token 5 (c)) preferred to attach to (b, inside the closed (b b): illegal, not counted
+    model.module = _FixedLogits(torch.zeros(1, 6, len(model.tokens)), attach)
+    (_, wrong), = SilverTape(model).score([prefix])
+    assert wrong == [3]
+    records = [{"set": "s", "prefix_length": 5, "attachment_errors": wrong},
+               {"set": "s", "prefix_length": 4, "attachment_errors": []}]
+    assert attachment_diagnostics(records, ["s"], trained_length=3) == {
+        "s": {"accuracy": 1 - 1 / 9, "accuracy_beyond_training_length": 1.0, "prefixes_without_error": 0.5}}
 
 
 def test_silver_tape_option(capsys, checkpoints, tmp_path):
@@ -167,5 +199,7 @@ def test_silver_tape_option(capsys, checkpoints, tmp_path):
     assert main(argv) == 0
     result, _ = _json(capsys)
     assert result["settings"]["tape"] == "silver" and "silver tape" in result["convention"]
+    diagnostics = result["metrics"]["attachments"]["long-50"]
+    assert 0.0 <= diagnostics["accuracy"] <= 1.0 and 0.0 <= diagnostics["prefixes_without_error"] <= 1.0
     assert main(["eval", "dyck", str(checkpoints["base-lm"]), "--tape", "silver", "--size", "1"]) == 2
     assert capsys.readouterr().err.startswith("synbench: error: --tape:")
