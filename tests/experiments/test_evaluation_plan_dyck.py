@@ -51,7 +51,7 @@ def test_bad_dyck_options_are_errors(tmp_path, entry):
         Planner(_spec(tmp_path, [entry]), [], tmp_path / "runs")
 
 
-@pytest.mark.parametrize("name", ["pushdown-dyck", "pushdown-dyck-cpu"])
+@pytest.mark.parametrize("name", ["pushdown-dyck", "pushdown-dyck-cpu", "pushdown-dyck-cpu-long"])
 def test_shipped_dyck_experiments_plan_one_eval_per_run(tmp_path, name):
     spec = load_spec(configs_dir() / "experiment" / f"{name}.yaml")
     runs = experiment_runs(spec)
