@@ -48,13 +48,19 @@ class AttachmentHead(nn.Module):
         self.self_key_mlp = _mlp(3 * d_model, width, width, dropout)
         self.compose = _mlp(width + depth_dim, width + depth_dim, width, dropout)
 
+    def key_features(self, states: Tensor) -> Tensor:
+        """The per-token half of MLP_c's first layer, ``W1[:, :2d] W_k h_j`` [B, S, h]: a token's share of every
+        key it will ever take part in (cached per position when decoding)."""
+        return nn.functional.linear(self.key(states), self.compose[0].weight[:, : 2 * self.d_model])
+
     def forward(self, states: Tensor, next_words: Tensor, tape: Tensor, lengths: Tensor,
-                query_positions: Tensor | None = None) -> Tensor:
+                query_positions: Tensor | None = None, key_features: Tensor | None = None) -> Tensor:
         """Masked logits (-inf where no attachment is possible).
 
         ``states`` [B, S, D] final-layer states of tokens 0..S-1; ``next_words`` [B, Tq, D] embeddings of the
         words predicted at the query positions; ``tape`` [B, Tq, S] the tape row of each query;
-        ``lengths`` [B] valid tokens per row; ``query_positions`` [Tq] (default 0..S-1, training).
+        ``lengths`` [B] valid tokens per row; ``query_positions`` [Tq] (default 0..S-1, training);
+        ``key_features`` [B, S, h] ``self.key_features(states)`` if already computed.
         Column c of query t is the attachment to token c (c <= t) or shift (c = t + 1).
         """
         batch, source, _ = states.shape
@@ -67,7 +73,7 @@ class AttachmentHead(nn.Module):
         # compose(cat[k_j, E'[w]]) with the first layer split by input and the second folded into q
         first, act, drop, second = self.compose
         width = q.shape[-1]
-        key_part = nn.functional.linear(self.key(states), first.weight[:, :width])  # [B, S, h]
+        key_part = self.key_features(states) if key_features is None else key_features  # [B, S, h]
         depth_part = nn.functional.linear(self.depth.weight, first.weight[:, width:], first.bias)  # [V, h]
         index = tape.long().clamp(0, self.depth.num_embeddings - 1)
         hidden = drop(act(key_part[:, None, :, :] + depth_part[index]))  # [B, Tq, S, h]

@@ -13,14 +13,21 @@ biases (u, v), as in the official layer. Without a tape (``depth_vocab=None``) i
 **No [B, H, T, T, d] key tensor.** Fig. 7 adds ``E[W]`` to the keys and multiplies each query with its own
 T x d key matrix. Since ``q_i · (k_j + E[w]) = q_i · k_j + (q_i · Eᵀ)[w]``, the depth term is the small
 table ``q @ Eᵀ`` ([B, H, T, depth_vocab]) gathered by the tape: O(B·H·T·V·d + B·H·T²) instead of
-O(B·H·T²·d) memory. The relative-position term is gathered the same way from ``q @ rᵀ`` over the T
-distances (with the causal/padding mask folded into that gather). Both are added to ``q kᵀ`` inside one
-``baddbmm`` (``attend``). The result equals the materialised formulation up to float rounding
+O(B·H·T²·d) memory. The relative-position term is one matmul of q with the keys r(-(T-1)), ..., r(0) and a
+Transformer-XL "rel shift" (a pad and a view). Both are added to ``q kᵀ`` inside one ``baddbmm``
+(``attend``). The result equals the materialised formulation up to float rounding
 (``materialised_depth_attention``, kept as the reference for the tests and the benchmark).
 
-Cost (``benchmarks/pushdown_attention.py``): the bias needs a gradient, so ``attend`` computes the full
-T x T score matrix, about 1.6-1.7x the time of PyTorch's fused causal kernel (which also skips the blocks
-above the diagonal) on CPU; the depth gather itself adds little to the same algorithm without it.
+**Block-causal.** ``block_causal_attention`` takes the queries in blocks [a, b) of 128 and computes the
+scores and both biases only against the keys [0, b): nothing above the diagonal block, about half the T x T
+work at long T, as PyTorch's fused causal kernel skips it too. Autograd through plain ops; the saved
+tensors are the per-block softmax weights and gather indices (about half a T x T each).
+
+Cost (``benchmarks/pushdown_attention.py``: forward + backward, fp32, one thread, B=1, H=4, d=64): the
+depth term alone takes 1.1x / 0.9x / 1.1x the time of ``SDPA(is_causal=True)`` at T = 256 / 512 / 1024 (1.5x
+to 2.0x when it computed the full T x T matrix); the relative-position term adds one more matmul of the size
+of q kᵀ and two in the backward, so a whole Pushdown Layer takes 1.4x to 1.7x. Peak memory at T = 512 is
+over 100x below Fig. 7's.
 
 **Deviation (documented):** depths >= ``depth_vocab`` are clamped to the last embedding. The official
 ``nn.Embedding(stack_type_vocab=50, ...)`` lookup has no clamp and fails on a depth of 50 or more.
@@ -52,65 +59,96 @@ def causal_mask(lengths: Tensor, length: int) -> Tensor:
     return (pos[None, :] <= pos[:, None])[None] & (pos[None, None, :] < lengths[:, None, None])
 
 
-def _gather_rows(table_logits: Tensor, index: Tensor, mask: Tensor | None) -> Tensor:
-    """``table_logits[b, h, i, index[b, i, j]]`` as [B, H, T, T]; -inf where ``mask`` is False.
+def skewed_relative_logits(q: Tensor, rel_keys: Tensor) -> Tensor:
+    """``q_r · r(j - i)`` for the last n of L query positions (i = L - n + r) and keys j < L: [B, H, n, L].
 
-    The mask costs nothing extra: masked entries read an appended -inf column. The index is shared by the
-    heads (an expanded view, no copy).
+    q [B, H, n, d]; rel_keys [H, L, d] holds r(-(L-1)), ..., r(-1), r(0). One matmul gives column c =
+    distance L - 1 - c; padding each row by one column and reading the flat buffer with row stride L shifts
+    row r left by n - 1 - r (Transformer-XL's "rel shift", here a pad and a view, no gather). Entries with
+    j > i hold other rows' values: the caller masks them.
     """
-    batch, heads, length, columns = table_logits.shape
-    if mask is not None:
-        table_logits = F.pad(table_logits, (0, 1), value=float("-inf"))
-        index = index.masked_fill(~mask, columns)
-    return torch.gather(table_logits, -1, index[:, None].expand(batch, heads, length, index.shape[-1]))
+    rows, keys = q.shape[-2], rel_keys.shape[-2]
+    flat = F.pad(torch.matmul(q, rel_keys.transpose(-1, -2)), (0, 1)).flatten(-2)  # [B, H, n * (L + 1)]
+    return flat[..., rows - 1:rows - 1 + rows * keys].unflatten(-1, (rows, keys))
 
 
-def gathered_depth_logits(q: Tensor, depth_table: Tensor, tape: Tensor, mask: Tensor | None = None) -> Tensor:
-    """``q_i · E[clamp(tape[i, j])]`` as [B, H, T, T]; q [B, H, T, d], E [V, d], tape [B, >=T, >=T] integer.
+def gathered_depth_logits(q: Tensor, depth_table: Tensor, index: Tensor) -> Tensor:
+    """``q_r · E[index[b, r, j]]`` as [B, H, n, L], -inf where index == len(E); q [B, H, n, d], index [B, n, L].
 
-    One matmul with the V-row table, one gather by the clamped tape: no [.., T, T, d] tensor.
+    One matmul with the V-row table (plus a -inf column for masked keys), one gather shared by the heads (the
+    index is an expanded view): no [.., T, T, d] tensor.
     """
-    length = q.shape[2]
-    table_logits = torch.matmul(q, depth_table.to(q.dtype).t())  # [B, H, T, V]
-    index = tape[:, :length, :length].long().clamp(0, depth_table.shape[0] - 1)
-    return _gather_rows(table_logits, index, mask)
+    table_logits = F.pad(torch.matmul(q, depth_table.to(q.dtype).t()), (0, 1), value=float("-inf"))
+    return torch.gather(table_logits, -1, index[:, None].expand(-1, q.shape[1], -1, -1))
 
 
-def relative_position_logits(q: Tensor, rel_keys: Tensor, mask: Tensor | None = None) -> Tensor:
-    """``q_i · r(j - i)`` as [B, H, T, T]; rel_keys [H, T, d] holds r(0), r(-1), ..., r(-(T-1)).
+def block_bias(q: Tensor, start: int, mask: Tensor, rel_keys: Tensor | None, depth_table: Tensor | None,
+               tape: Tensor | None) -> Tensor:
+    """Relative-position + depth logits (-inf where masked) of query rows [start, end) over keys [0, end).
 
-    Keys after the query (j > i) read r(0) unless masked.
+    q [B, H, end - start, d]; mask [B, >=end, >=end]; rel_keys [H, >=end, d] ending with r(0); tape
+    [B, >=end, >=end]. The mask is folded into the depth gather when there is one.
     """
-    batch, _, length, _ = q.shape
-    table_logits = torch.matmul(q, rel_keys.transpose(-1, -2))  # [B, H, T, T]: column = distance i - j
-    pos = torch.arange(length, device=q.device)
-    distance = (pos[:, None] - pos[None, :]).clamp(min=0).expand(batch, length, length)
-    return _gather_rows(table_logits, distance, mask)
+    end = start + q.shape[2]
+    visible = mask[:, start:end, :end]
+    bias = None if rel_keys is None else skewed_relative_logits(q, rel_keys[:, rel_keys.shape[1] - end:])
+    if depth_table is not None:
+        vocab = depth_table.shape[0]
+        index = tape[:, start:end, :end].long().clamp(0, vocab - 1).masked_fill(~visible, vocab)
+        depth = gathered_depth_logits(q, depth_table, index)
+        return depth if bias is None else bias + depth
+    if bias is None:
+        bias = q.new_zeros(q.shape[0], 1, end - start, end)
+    return bias.masked_fill(~visible[:, None], float("-inf"))
 
 
 def attend(q: Tensor, k: Tensor, v: Tensor, bias: Tensor, dropout_p: float = 0.0) -> Tensor:
-    """``softmax(q kᵀ + bias) v`` with q already scaled and the mask in ``bias`` (-inf); [B, H, T, d].
+    """``softmax(q kᵀ + bias) v`` with q already scaled and the mask in ``bias`` (-inf); [B, H, n, d].
 
-    Written out rather than ``F.scaled_dot_product_attention``: with a bias that needs a gradient, SDPA
-    leaves its fused CPU kernel for a slower generic path; here the bias is added inside the matmul
-    (``baddbmm``) and autograd's softmax backward yields the bias gradient for free.
+    q [B, H, n, d], k and v [B, H, L, d], bias [B, H or 1, n, L]. Written out rather than
+    ``F.scaled_dot_product_attention``: with a bias that needs a gradient, SDPA leaves its fused CPU kernel
+    for a slower generic path; here the bias is added inside the matmul (``baddbmm``) and autograd's softmax
+    backward yields the bias gradient for free.
     """
-    batch, heads, length, d_head = q.shape
-    scores = torch.baddbmm(bias.reshape(batch * heads, length, -1), q.reshape(batch * heads, length, d_head),
-                           k.reshape(batch * heads, -1, d_head).transpose(1, 2))
+    batch, heads, rows, d_head = q.shape
+    bias = bias.expand(batch, heads, rows, k.shape[2]).reshape(batch * heads, rows, -1)
+    scores = torch.baddbmm(bias, q.reshape(batch * heads, rows, d_head), k.reshape(batch * heads, -1, d_head).mT)
     weights = F.dropout(torch.softmax(scores, dim=-1), dropout_p, training=dropout_p > 0)
-    return torch.bmm(weights, v.reshape(batch * heads, -1, d_head)).view(batch, heads, length, d_head)
+    return torch.bmm(weights, v.reshape(batch * heads, -1, d_head)).view(batch, heads, rows, d_head)
+
+
+def block_causal_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor, rel_keys: Tensor | None = None,
+                           depth_table: Tensor | None = None, tape: Tensor | None = None, block: int = 128,
+                           dropout_p: float = 0.0) -> Tensor:
+    """Eq. 6 attention [B, H, T, d], one query block [a, b) at a time against the keys [0, b) only.
+
+    q (already scaled), k, v [B, H, T, d]; ``mask`` must be causal (``causal_mask``): nothing above the
+    diagonal block is computed, neither scores nor biases, like a fused causal kernel.
+    """
+    q, k, v = (t.contiguous() for t in (q, k, v))
+    outputs = []
+    for start in range(0, q.shape[2], block):
+        end = min(start + block, q.shape[2])
+        q_block = q[:, :, start:end]
+        bias = block_bias(q_block, start, mask, rel_keys, depth_table, tape)
+        outputs.append(attend(q_block, k[:, :, :end], v[:, :, :end], bias, dropout_p))
+    return torch.cat(outputs, dim=2)
 
 
 def materialised_depth_attention(q: Tensor, k: Tensor, v: Tensor, depth_table: Tensor, tape: Tensor,
-                                 mask: Tensor) -> Tensor:
+                                 mask: Tensor, rel_keys: Tensor | None = None) -> Tensor:
     """The paper's Fig. 7: keys + E[tape] as a [B, H, T, T, d] tensor, one batched matvec per query.
 
-    Reference only (tests, ``benchmarks/pushdown_attention.py``); clamps the tape like the gathered path.
+    With ``rel_keys`` ([H, T, d], r(-(T-1)) ... r(0)) the key of query i at j also gets r(j - i): all of Eq. 6
+    materialised. Reference only (tests, ``benchmarks/pushdown_attention.py``); clamps the tape like
+    ``block_bias``.
     """
     length = q.shape[2]
     index = tape[:, :length, :length].long().clamp(0, depth_table.shape[0] - 1)
     keys = k.unsqueeze(2) + depth_table[index].unsqueeze(1)  # [B, H, T (dest), T (src), d]
+    if rel_keys is not None:
+        pos = torch.arange(length, device=q.device)
+        keys = keys + rel_keys[:, (length - 1 - pos[:, None] + pos[None, :]).clamp(max=length - 1)]
     keys = keys / math.sqrt(k.shape[-1])
     scores = (q.unsqueeze(3) @ keys.transpose(-2, -1)).squeeze(3)
     scores = scores.masked_fill(~mask[:, None], float("-inf"))
@@ -149,15 +187,42 @@ class PushdownSelfAttention(nn.Module):
 
     def forward(self, x: Tensor, mask: Tensor, tape: Tensor | None = None) -> Tensor:
         """x [B, T, D], mask [B, T, T] bool (``causal_mask``), tape [B, >=T, >=T] integer -> [B, T, D]."""
+        if self.depth is not None and tape is None:
+            raise ValueError("a Pushdown Layer needs the stack tape")
         length = x.shape[1]
         q = self._heads(self.query(x)) * (1.0 / math.sqrt(self.d_head))  # scaling q scales all three terms
         k, v = self._heads(self.key(x)), self._heads(self.value(x))
-        distances = -torch.arange(length, device=x.device)
-        rel_keys = self._heads(self.position(interleaved_sinusoids(distances, x.shape[-1]).to(x.dtype)))
-        bias = relative_position_logits(q, rel_keys, mask)
-        if self.depth is not None:
-            if tape is None:
-                raise ValueError("a Pushdown Layer needs the stack tape")
-            bias = bias + gathered_depth_logits(q, self.depth.weight, tape)
-        out = attend(q, k, v, bias, self.dropout if self.training else 0.0)
+        rel_keys = self.relative_keys(length, x)  # r(-(T-1)), ..., r(0)
+        depth_table = None if self.depth is None else self.depth.weight
+        out = block_causal_attention(q, k, v, mask, rel_keys, depth_table, tape,
+                                     dropout_p=self.dropout if self.training else 0.0)
         return self.output(out.transpose(1, 2).reshape(x.shape))
+
+    def relative_keys(self, length: int, like: Tensor) -> Tensor:
+        """[H, length, d]: the projected r(-(length-1)), ..., r(0) (dtype and device of ``like``)."""
+        sinusoids = interleaved_sinusoids(torch.arange(1 - length, 1, device=like.device), like.shape[-1])
+        return self._heads(self.position(sinusoids.to(like.dtype))).contiguous()
+
+    def step(self, x: Tensor, cache: tuple[Tensor, Tensor] | None, rel_keys: Tensor, tape_row: Tensor | None
+             ) -> tuple[Tensor, tuple[Tensor, Tensor]]:
+        """The newest position p of N sequences whose earlier keys and values are cached (decoding, no dropout).
+
+        x [N, 1, D]; ``cache`` (keys, values) [N, H, p, d] or None at p = 0; ``rel_keys`` [H, >p, d] from
+        ``relative_keys`` (ending with r(0)); ``tape_row`` [N, p + 1] the depth tape row of position p.
+        Returns the output [N, 1, D] and the cache with position p appended: equal to ``forward`` on the whole
+        prefix, since a position's keys and values depend only on positions and tape rows up to its own.
+        """
+        q = self._heads(self.query(x)) * (1.0 / math.sqrt(self.d_head))  # [N, H, 1, d]
+        k, v = self._heads(self.key(x)), self._heads(self.value(x))
+        if cache is not None:
+            k, v = torch.cat([cache[0], k], dim=2), torch.cat([cache[1], v], dim=2)
+        keys = k.shape[2]
+        bias = torch.matmul(q, rel_keys[:, rel_keys.shape[1] - keys:].transpose(-1, -2))  # column j: r(j - p)
+        if self.depth is not None:
+            if tape_row is None:
+                raise ValueError("a Pushdown Layer needs the stack tape")
+            table = torch.matmul(q, self.depth.weight.to(q.dtype).t())  # [N, H, 1, V]
+            index = tape_row.long().clamp(0, self.depth.num_embeddings - 1)[:, None, None, :]
+            bias = bias + torch.gather(table, -1, index.expand(-1, self.n_heads, -1, -1))
+        out = attend(q, k, v, bias)
+        return self.output(out.transpose(1, 2).reshape(x.shape)), (k, v)

@@ -181,6 +181,32 @@ class Block(nn.Module):
         h = self.ln1(h + self.dropout(self.attention(h, mask, tape)))
         return self.ln2(h + self.dropout(self.outer(self.dropout(F.relu(self.inner(h))))))
 
+    def step(self, h: Tensor, cache: tuple[Tensor, Tensor] | None, rel_keys: Tensor, tape_row: Tensor | None
+             ) -> tuple[Tensor, tuple[Tensor, Tensor]]:
+        """``forward`` for the newest position only (decoding): h [N, 1, D], the attention's key/value cache."""
+        out, cache = self.attention.step(h, cache, rel_keys, tape_row)
+        h = self.ln1(h + out)
+        return self.ln2(h + self.outer(F.relu(self.inner(h)))), cache
+
+
+@dataclass
+class DecodingState:
+    """What an incremental pass keeps per hypothesis: every block's keys and values, and the final-layer states
+    of the positions read so far with their attachment-head key features (the head reads them all), plus each
+    block's relative-position keys for the whole sequence (shared). ``select`` reorders hypotheses as the beam
+    does."""
+
+    caches: list[tuple[Tensor, Tensor] | None]
+    states: Tensor | None  # [N, t, D]
+    key_features: Tensor | None  # [N, t, h] (None without the attachment head)
+    rel_keys: list[Tensor]
+
+    def select(self, origins: Tensor) -> DecodingState:
+        """Hypothesis i of the result is hypothesis ``origins[i]`` of this state (origins may repeat)."""
+        caches = [None if c is None else (c[0][origins], c[1][origins]) for c in self.caches]
+        return DecodingState(caches, *(None if t is None else t[origins] for t in (self.states, self.key_features)),
+                             self.rel_keys)
+
 
 class PushdownLM(pl.LightningModule):
     """Pushdown-LM / Base-LM: forward, joint loss, optimisation, and the step API for beam search."""
@@ -267,30 +293,43 @@ class PushdownLM(pl.LightningModule):
         return words, attach.masked_fill(labels == 0, 0.0)
 
     @torch.no_grad()
-    def step_logprobs(self, inputs: Tensor, tape: Tensor, next_words: Tensor) -> tuple[Tensor, Tensor | None]:
-        """One word-synchronous step for N hypotheses of the same prefix length t + 1.
+    def start(self, max_length: int) -> DecodingState:
+        """An empty decoding state for sequences of at most ``max_length`` positions (``<s>`` included)."""
+        like = self.embedding.weight
+        return DecodingState([None] * len(self.blocks), None, None,
+                             [block.attention.relative_keys(max_length, like) for block in self.blocks])
 
-        ``inputs`` [N, t+1] (``<s> x_1..x_t``), ``tape`` [N, t+1, t+1] (each hypothesis' rows 0..t: the
-        tape row a position saw when it was consumed, i.e. ``StackStates.depth`` stacked over steps),
-        ``next_words`` [N] the word x_{t+1} being scored. Returns log p(· | prefix, tape) [N, V] for
-        x_{t+1}, and log p(r_{t+1} = c) [N, t+2] over c = 0..t (reduce with token c) and t+1 (shift),
-        normalised over all t+2 columns like the official search (which then sets reduced positions to
-        -inf without renormalising; apply ``StackStates.legal`` the same way). None without the head.
+    @torch.no_grad()
+    def step(self, state: DecodingState, tokens: Tensor, tape_row: Tensor, next_words: Tensor
+             ) -> tuple[Tensor, Tensor | None, DecodingState]:
+        """Read one more position t for N hypotheses and score what follows it (word-synchronous decoding).
 
-        Recomputes the whole prefix (O(t²) per step). Keys and values could be cached exactly — a position's
-        states depend only on tape rows up to its own — but the beam's reordering makes a cache a separate
-        piece of work.
+        ``tokens`` [N] the token at position t (``<s>`` at t = 0); ``tape_row`` [N, t + 1] the depth tape row
+        of position t (``StackStates.depth`` after token t); ``next_words`` [N] the token x_{t+1} being scored.
+        Returns log p(· | prefix, tape) [N, V] for x_{t+1}, log p(r_{t+1} = c) [N, t + 2] over c = 0..t
+        (reduce with token c) and t + 1 (shift), normalised over all t + 2 columns like the official search
+        (which then sets reduced positions to -inf without renormalising; apply ``StackStates.legal`` the same
+        way; None without the head), and the new state. Equal to the training forward on the whole prefix
+        with each position's own tape row (tested), at O(t) per step instead of O(t²): a position's keys and
+        values depend only on the tokens and tape rows up to its own, so they are computed once and cached.
         """
-        count, length = inputs.shape
-        lengths = torch.full((count,), length, dtype=torch.long, device=inputs.device)
-        h = self.hidden_states(inputs, tape, lengths)
-        words = self.word_logits(h[:, -1]).float().log_softmax(-1)
+        h = self.embedding(tokens)[:, None] * math.sqrt(self.config.d_model)  # [N, 1, D]
+        caches = []
+        for block, cache, rel_keys in zip(self.blocks, state.caches, state.rel_keys):
+            h, cache = block.step(h, cache, rel_keys, tape_row if block.attention.is_pushdown else None)
+            caches.append(cache)
+        states = h if state.states is None else torch.cat([state.states, h], dim=1)
+        words = self.word_logits(h[:, 0]).float().log_softmax(-1)
         if self.attachment_head is None:
-            return words, None
-        last = torch.tensor([length - 1], device=inputs.device)
-        attach = self.attachment_head(h, self.embedding(next_words)[:, None], tape[:, -1:, :length], lengths,
-                                      query_positions=last)
-        return words, attach[:, 0].float().log_softmax(-1)
+            return words, None, DecodingState(caches, states, None, state.rel_keys)
+        features = self.attachment_head.key_features(h)
+        features = features if state.key_features is None else torch.cat([state.key_features, features], dim=1)
+        count, length = states.shape[:2]
+        lengths = torch.full((count,), length, dtype=torch.long, device=states.device)
+        last = torch.tensor([length - 1], device=states.device)
+        attach = self.attachment_head(states, self.embedding(next_words)[:, None], tape_row[:, None], lengths,
+                                      query_positions=last, key_features=features)
+        return words, attach[:, 0].float().log_softmax(-1), DecodingState(caches, states, features, state.rel_keys)
 
     # ---- Lightning hooks -----------------------------------------------------------------------------------
     def training_step(self, batch: Any, batch_idx: int) -> Tensor:

@@ -3,8 +3,9 @@
 A Pushdown-LM is a joint model p(x, y): at input position t it predicts the next word x_{t+1} and then, given
 that word, its attachment r_{t+1} (reduce with the constituent ending at position c, or shift), which
 updates the stack tape every later position reads. ``BeamScorer`` keeps the ``beam`` best attachment
-histories per sentence (§3.4, beam 300 in the paper), all hypotheses of a sentence batched in one forward
-pass per word:
+histories per sentence (§3.4, beam 300 in the paper), all hypotheses of a sentence batched in one
+incremental step per token (``PushdownLM.step``: only the newest position is computed, every earlier
+position's keys and values are cached and reordered with the beam):
 
 - candidates at word k: every hypothesis x every legal attachment of x_k (``StackStates.legal``), scored
   ``log p(prefix, y) + log p(x_k | ...) + log p(r_k | ..., x_k)``; the ``beam`` best survive;
@@ -212,16 +213,15 @@ class BeamScorer:
         enc = self.model.encode(words)
         ids, n = enc.ids, len(enc.ids) - 2  # n tokens (pieces) between <s> and <eos>
         states = StackStates(n)
-        rows = np.zeros((1, 1, n + 2), dtype=np.int64)  # per hypothesis: tape rows 0..k-1 (row 0: <s>)
+        decoding = module.start(n + 1)
         scores = np.zeros(1)
         prefix = 0.0  # log p(x_<k) estimate at the last word boundary
         word_logprobs = []
         for k in range(1, n + 2):  # token k; k = n + 1 is <eos>
             count = len(scores)
-            inputs = torch.tensor(ids[:k], device=device).expand(count, k)
-            tape = torch.from_numpy(rows[:, :k, :k]).to(device)
-            next_words = torch.full((count,), ids[k], device=device)
-            lp_words, lp_attach = module.step_logprobs(inputs, tape, next_words)
+            lp_words, lp_attach, decoding = module.step(
+                decoding, torch.full((count,), ids[k - 1], device=device),
+                torch.from_numpy(states.depth[:, :k]).to(device), torch.full((count,), ids[k], device=device))
             with_word = scores + lp_words[:, ids[k]].double().cpu().numpy()
             if k == n + 1:
                 marginal = _logsumexp(with_word)
@@ -243,7 +243,8 @@ class BeamScorer:
                 legal[:, :k] = False  # a non-final piece shifts
             elif enc.first[k] < k:
                 legal[:, enc.first[k] + 1:] = False  # the final piece closes its word
-            states, rows, scores = self._advance(states, rows, with_word, lp_attach, legal)
+            states, scores, origins = self._advance(states, with_word, lp_attach, legal)
+            decoding = decoding.select(torch.from_numpy(origins).to(device))
         raise AssertionError("unreachable")
 
     def next_token_logprobs(self, prefixes: Sequence[Sequence[str]]) -> np.ndarray:
@@ -262,29 +263,29 @@ class BeamScorer:
         if n < 1:
             raise InputError("empty prefix", "prefix")
         states = StackStates(n)
-        rows = np.zeros((1, 1, n + 2), dtype=np.int64)
+        decoding = module.start(n + 1)
         scores = np.zeros(1)
         for k in range(1, n + 2):
             count = len(scores)
-            inputs = torch.tensor(ids[:k], device=device).expand(count, k)
-            tape = torch.from_numpy(rows[:, :k, :k]).to(device)
             word = ids[k] if k <= n else ids[0]  # after the prefix the attachment head's output is unused
-            lp_words, lp_attach = module.step_logprobs(inputs, tape, torch.full((count,), word, device=device))
+            lp_words, lp_attach, decoding = module.step(
+                decoding, torch.full((count,), ids[k - 1], device=device),
+                torch.from_numpy(states.depth[:, :k]).to(device), torch.full((count,), word, device=device))
             lp = lp_words.double().cpu()
             if k == n + 1:
                 joint = torch.from_numpy(scores)[:, None] + lp
                 return (torch.logsumexp(joint, dim=0) - torch.logsumexp(torch.from_numpy(scores), dim=0)).numpy()
-            states, rows, scores = self._advance(states, rows, scores + lp[:, ids[k]].numpy(), lp_attach,
-                                                 states.legal(close_at_last=False))
+            states, scores, origins = self._advance(states, scores + lp[:, ids[k]].numpy(), lp_attach,
+                                                    states.legal(close_at_last=False))
+            decoding = decoding.select(torch.from_numpy(origins).to(device))
         raise AssertionError("unreachable")
 
-    def _advance(self, states: StackStates, rows: np.ndarray, with_word: np.ndarray, lp_attach: torch.Tensor,
-                 legal: np.ndarray) -> tuple[StackStates, np.ndarray, np.ndarray]:
+    def _advance(self, states: StackStates, with_word: np.ndarray, lp_attach: torch.Tensor, legal: np.ndarray
+                 ) -> tuple[StackStates, np.ndarray, np.ndarray]:
         """Every hypothesis x every allowed attachment of the next token; the ``beam`` best, best first.
 
-        ``with_word`` [count] the hypotheses' scores with the token's log-prob; ``rows`` [count, k, n + 2] the
-        tape rows so far; ``legal`` [count, k + 1] the attachments allowed. Returns the new states, tape rows
-        (the new row appended) and scores.
+        ``with_word`` [count] the hypotheses' scores with the token's log-prob; ``legal`` [count, k + 1] the
+        attachments allowed. Returns the new states, their scores and the hypothesis each extends.
         """
         k = states.position + 1
         cand = with_word[:, None] + np.where(legal, lp_attach.double().cpu().numpy()[:, : k + 1], -np.inf)
@@ -296,7 +297,7 @@ class BeamScorer:
         origins, labels = np.divmod(top, k + 1)
         states = states.select(origins)
         states.attach(labels)
-        return states, np.concatenate([rows[origins], states.depth[:, None, :]], axis=1), flat[top]
+        return states, flat[top], origins
 
 
 def _logsumexp(values: np.ndarray) -> float:

@@ -79,27 +79,52 @@ def test_joint_loss_on_the_figure_2_sentence(batch):
 
 
 def test_step_api_matches_the_full_forward(batch):
+    """The cached incremental pass gives the training forward's numbers at every position."""
     torch.manual_seed(1)
     model = build({**TINY, "pushdown_layers": 2}, "pushdown").eval()
     words, attach = model.gold_logprobs(batch)
+    state = model.start(5)
     for t in range(5):
-        word_lp, attach_lp = model.step_logprobs(batch.inputs[:1, : t + 1], batch.tape[:1, : t + 1, : t + 1],
-                                                 batch.targets[:1, t])
+        word_lp, attach_lp, state = model.step(state, batch.inputs[:1, t], batch.tape[:1, t, : t + 1],
+                                               batch.targets[:1, t])
         assert word_lp.shape == (1, 9) and attach_lp.shape == (1, t + 2)
+        assert state.states.shape == (1, t + 1, TINY["d_model"])
         torch.testing.assert_close(word_lp[0, batch.targets[0, t]], words[0, t], atol=1e-5, rtol=1e-5)
         torch.testing.assert_close(attach_lp.exp().sum(), torch.tensor(1.0))
         if t < 4:
             torch.testing.assert_close(attach_lp[0, batch.attachment[0, t]], attach[0, t], atol=1e-5, rtol=1e-5)
 
 
-def test_step_api_scores_several_hypotheses_with_different_tapes(batch):
+def _replay(model, inputs, tape, next_words, origins=None):
+    """Steps over every position of ``inputs`` [N, T] with tape rows ``tape`` [N, T, T]; ``origins`` reorders the
+    hypotheses after step ``origins[0]`` by ``origins[1]``. Returns the last step's log-probs."""
+    state = model.start(inputs.shape[1])
+    for t in range(inputs.shape[1]):
+        words, attach, state = model.step(state, inputs[:, t], tape[:, t, : t + 1], next_words)
+        if origins is not None and t == origins[0]:
+            state = state.select(origins[1])
+    return words, attach
+
+
+def test_step_api_scores_several_hypotheses_with_different_tapes_and_reorders_them(batch):
     torch.manual_seed(2)
     model = build(TINY, "pushdown").eval()
     inputs = batch.inputs[:1, :4].expand(2, 4)
     tapes = batch.tape[:1, :4, :4].repeat(2, 1, 1)
-    tapes[1, 3] = torch.tensor([0, 0, 0, 0])  # hypothesis 2: "is" shifted, nothing reduced
-    word_lp, attach_lp = model.step_logprobs(inputs, tapes, batch.targets[:1, 3].expand(2))
+    tapes[1, 2:] = 0  # hypothesis 2: "The dog" not reduced
+    next_words = batch.targets[:1, 3].expand(2)
+    word_lp, attach_lp = _replay(model, inputs, tapes, next_words)
     assert not torch.allclose(word_lp[0], word_lp[1]) and not torch.allclose(attach_lp[0], attach_lp[1])
+    # hypothesis 2 alone gives its own numbers (batching does not mix hypotheses)
+    alone = _replay(model, inputs[1:], tapes[1:], next_words[1:])
+    torch.testing.assert_close(alone[0][0], word_lp[1], atol=1e-5, rtol=1e-5)
+    # after position 2 both continue from hypothesis 2's cache: both then read tape 2's rows 0..2
+    mixed = tapes.clone()
+    mixed[0, :3] = tapes[1, :3]
+    reordered = _replay(model, inputs, mixed, next_words, origins=(2, torch.tensor([1, 1])))
+    expected = _replay(model, inputs, torch.stack([mixed[0], mixed[1]]), next_words)
+    torch.testing.assert_close(reordered[0], expected[0], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(reordered[1], expected[1], atol=1e-5, rtol=1e-5)
 
 
 def test_base_lm_ignores_the_tape_and_may_add_the_attachment_loss(batch):
@@ -115,7 +140,7 @@ def test_base_lm_ignores_the_tape_and_may_add_the_attachment_loss(batch):
     assert multitask.attachment_head is not None
     terms = multitask.loss_terms(batch)
     assert int(terms["attachment_count"]) == 7 and terms["attachment_nll"] > 0
-    assert multitask.step_logprobs(batch.inputs[:1, :2], batch.tape[:1, :2, :2], batch.targets[:1, 1])[1] is not None
+    assert _replay(multitask, batch.inputs[:1, :2], batch.tape[:1, :2, :2], batch.targets[:1, 1])[1] is not None
 
 
 def test_training_step_lowers_the_loss(batch):
