@@ -1,4 +1,7 @@
-"""The Transformer Grammars paper's published numbers with their provenance, mapped to our metrics and models.
+"""The papers' published numbers with their provenance, mapped to our metrics and models.
+
+Which paper a report shows beside an experiment is ``paper_for(families)``: Pushdown Layers (Murty et al. 2023,
+Tables 2 and 4) when the experiment has a Pushdown-family model, Transformer Grammars otherwise.
 
 Sartran et al. (2022), "Transformer Grammars: Augmenting Transformer Language Models with Syntactic Inductive
 Biases at Scale", TACL: Table 1 (test sets), Table 2 (validation sets, ablations) and the §4.2 regressions.
@@ -15,6 +18,7 @@ N = 300 proposal trees from an RNNG).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 PAPER = "Sartran et al. (2022), Transformer Grammars, TACL"
@@ -23,7 +27,7 @@ SEEDS = 100
 
 # Our model labels, in the order tables and figures show them (others follow, sorted).
 MODEL_ORDER = (
-    "tg", "txl-trees", "txl-terminals", "tg-doc", "txl-trees-doc", "txl-terminals-doc",
+    "pushdown", "base-lm", "tg", "txl-trees", "txl-terminals", "tg-doc", "txl-trees-doc", "txl-terminals-doc",
     "tg-no-pos", "tg-linear-pos", "tg-left-branching", "tg-right-branching", "tg-reversed",
     "txl-trees-no-pos", "txl-trees-left-branching", "txl-trees-right-branching", "txl-trees-reversed",
     "txl-terminals-no-pos",
@@ -36,6 +40,7 @@ METRIC_TITLES = {
     "sg": "SG score (%)",
     "blimp": "BLiMP accuracy (%)",
     "f1": "bracket F1 (%)",
+    "parse_f1": "unlabeled F1 (%)",
 }
 FRACTION_PREFIXES = ("sg", "blimp")  # sg, blimp, sg.circuit.*, blimp.phenomenon.*
 
@@ -139,23 +144,24 @@ class PaperNumber:
     table: str  # "Table 1" | "Table 2"
     split: str  # test | validation
     mean: float
-    sd: float
+    sd: float | None  # None: the paper gives the mean only
+    seeds: int = SEEDS
 
     @property
     def upper_bound(self) -> bool:
-        """Perplexities of the joint models (TG, TXL (trees), all variants) are upper bounds."""
-        return self.column.unit == "perplexity" and not self.row.startswith("TXL (terminals")
+        """Perplexities of the joint models (TG, TXL (trees), all variants, Pushdown-LM) are upper bounds."""
+        return self.column.unit == "perplexity" and not self.row.startswith(("TXL (terminals", "Base-LM"))
 
     @property
     def source(self) -> str:
         """``Table 1, PTB, test, 12M params, 100 seeds`` (and ``upper bound`` where it is one)."""
         bound = ", upper bound" if self.upper_bound else ""
         data = self.column.dataset.split(" (")[0]
-        return f"{self.table}, {data}, {self.split}, {self.column.parameters} params, {SEEDS} seeds{bound}"
+        return f"{self.table}, {data}, {self.split}, {self.column.parameters} params, {self.seeds} seeds{bound}"
 
     def text(self) -> str:
-        """``61.8 ± 0.2`` with the paper's one decimal."""
-        return f"{self.mean:.1f} ± {self.sd:.1f}"
+        """``61.8 ± 0.2`` with the paper's one decimal (``75.6`` where the paper gives no sd)."""
+        return f"{self.mean:.1f}" if self.sd is None else f"{self.mean:.1f} ± {self.sd:.1f}"
 
 
 def table_numbers(table: str) -> list[PaperNumber]:
@@ -171,14 +177,19 @@ def table_numbers(table: str) -> list[PaperNumber]:
     ]
 
 
-def paper_numbers_for(model: str, metric: str, data: str | None = None) -> list[PaperNumber]:
-    """The published numbers to show beside our ``metric`` of ``model`` (empty when the paper has none).
+def paper_numbers_for(model: str, metric: str, data: str | None = None, paper: Paper | None = None
+                      ) -> list[PaperNumber]:
+    """The published numbers of ``paper`` (default TG's) to show beside our ``metric`` of ``model`` (empty when
+    the paper has none).
 
+    Pushdown Layers: Table 2 (BLiMP, SG, BLLIP-LG perplexity, test) and Table 4 (``parse_f1``, PTB test). TG:
     ``ppl`` compares with Table 1 (test), ``val_ppl`` with Table 2 (validation), ``sg`` and ``f1`` with
     Table 1. Sentence-level models get the PTB and BLLIP sent. perplexities (only the one matching ``data``
     when it names ``ptb`` or ``bllip``), document-level models the BLLIP doc. one. The paper's SG and F1 are
     sentence-level models only.
     """
+    if paper is not None and paper.key == "pushdown":
+        return [n for n in pushdown_numbers() if n.column.metric == metric and PUSHDOWN_ROWS.get(model) == n.row]
     if model not in PAPER_ROWS:
         return []
     row, level = PAPER_ROWS[model]
@@ -242,3 +253,71 @@ REGRESSIONS = {
         f"BLLIP-LG documents, validation set; {ENSEMBLES}",
     ),
 }
+
+
+# -- Pushdown Layers (Murty et al. 2023) ---------------------------------------------------------------------
+PUSHDOWN_CITATION = "Murty et al. (2023), Pushdown Layers, EMNLP"
+PUSHDOWN_SEEDS = 3  # §4.2: "averaged across 3 seeds"; Table 2 gives means only
+BLLIP_16 = "252M"  # TG's BLLIP-LG size (Pushdown-LM: the same hyper-parameters, §4.2)
+PUSHDOWN_COLUMNS = (
+    Column("pd_blimp", "BLiMP", "blimp", "BLiMP (models trained on BLLIP-LG sentences)", "sentence", BLLIP_16,
+           "percent"),
+    Column("pd_sg", "SG test suites", "sg", SYNTAXGYM, "sentence", BLLIP_16, "percent"),
+    Column("pd_ppl", "BLLIP-LG perplexity", "ppl", BLLIP, "sentence", BLLIP_16, "perplexity"),
+    Column("pd_parse_f1", "PTB unlabeled F1", "parse_f1", "PTB test (2,335 sentences without unknown words)",
+           "sentence", BLLIP_16, "percent"),
+)
+# Table 2 (BLiMP, SG, PPL) and Table 4 (PTB unlabeled F1); None where the paper has no number. TG's row is
+# Sartran et al.'s, as Table 2 quotes it; Pushdown-LM's perplexity is a beam-300 bound.
+PUSHDOWN_TABLE = {
+    "Pushdown-LM": (75.6, 82.3, 19.9, 95.3),
+    "Base-LM": (70.1, 69.5, 20.1, None),
+    "TG": (None, 82.5, 30.3, None),
+}
+PUSHDOWN_ROWS = {"pushdown": "Pushdown-LM", "base-lm": "Base-LM", "tg": "TG"}
+
+
+def pushdown_numbers() -> list[PaperNumber]:
+    """Every number of Pushdown Layers' Table 2 and Table 4 (means over 3 seeds; no sd published)."""
+    return [PaperNumber(row, column, "Table 4" if column.key == "pd_parse_f1" else "Table 2", "test", mean, None,
+                        PUSHDOWN_SEEDS)
+            for row, cells in PUSHDOWN_TABLE.items()
+            for column, mean in zip(PUSHDOWN_COLUMNS, cells, strict=True) if mean is not None]
+
+
+@dataclass(frozen=True)
+class Paper:
+    """Whose numbers a report shows beside ours, and the words that keep them apart from ours."""
+
+    key: str
+    citation: str
+    column: str  # header of the paper's column
+    not_comparable: str
+    provenance: str
+
+
+TG_PAPER = Paper(
+    "tg", PAPER, PAPER_SCALE,
+    "These results are at a reduced scale and are NOT comparable to the paper's (16-layer models with 12M "
+    "parameters on PTB and 252M on BLLIP-LG, 100 seeds per model). The paper's numbers are shown for "
+    "orientation only, marked as a different scale.",
+    f"Paper numbers: {PAPER}, Table 1 (test sets) and Table 2 (validation sets): mean ± sample sd over 100 "
+    "random initialisations; 16-layer models, 12M parameters on PTB (~1M words), 252M on BLLIP-LG (~40M "
+    "words); SG on models trained on BLLIP-LG sentences, F1 by reranking 300 RNNG samples on PTB; TG and TXL "
+    "(trees) perplexities are upper bounds (300 proposal trees). Different data, scale and seeds from ours.",
+)
+PUSHDOWN_PAPER = Paper(
+    "pushdown", PUSHDOWN_CITATION, "paper (BLLIP-LG full scale, 3 seeds)",
+    "These results are at a reduced scale and are NOT comparable to the paper's (16-layer models trained on "
+    "BLLIP-LG sentences, beam 300 over attachment decisions, 3 seeds per model). The paper's numbers are shown "
+    "for orientation only, marked as a different scale.",
+    f"Paper numbers: {PUSHDOWN_CITATION}, Table 2 (BLiMP, SG test suites, BLLIP-LG test perplexity; means over "
+    "3 seeds, no sd published; its TG row quotes Sartran et al. 2022) and Table 4 (unlabeled F1 against binarized "
+    "PTB test trees, 2,335 sentences without unknown words); 16-layer models on BLLIP-LG; Pushdown-LM's "
+    "perplexity is a bound from a beam of 300. Different data, scale and seeds from ours.",
+)
+
+
+def paper_for(families: Iterable[str]) -> Paper:
+    """Pushdown Layers' tables for an experiment with a Pushdown-family model, TG's otherwise."""
+    return PUSHDOWN_PAPER if set(families) & {"pushdown", "base-lm"} else TG_PAPER

@@ -35,7 +35,7 @@ from experiments.runs import run_status
 from lightning_modules.data.atomic import atomic_write_text
 from lightning_modules.errors import InputError
 
-HEADLINE_METRICS = ("ppl", "sg", "blimp", "f1")
+HEADLINE_METRICS = ("ppl", "sg", "blimp", "f1", "parse_f1")  # plus every dyck.<set> (Pushdown §4.1)
 ANALYSIS_KEYS = ("correction", "regressions", "probing", "scale")
 PROBING_KEYS = ("models", "seed", "train_sentences", "dev_sentences", "layers", "probes", "tasks", "top_k",
                 "word_content_k", "word_content_start", "hidden", "max_epochs", "batch_size")
@@ -178,11 +178,11 @@ def _statistics(agg: Any, options: dict[str, Any], result: Analysis) -> None:
     if long.empty:
         result.skipped["statistics"] = "no finished run has metrics"
         return
-    metrics = [m for m in long["metric"].unique() if m in HEADLINE_METRICS or m.startswith(("sg.", "blimp."))
-               or m in ("val_ppl", "best_val_loss", "f1_oracle", "f1_parser")]
+    metrics = [m for m in long["metric"].unique() if m in HEADLINE_METRICS or m.startswith(("sg.", "blimp.", "dyck."))
+               or m in ("val_ppl", "best_val_loss", "f1_oracle", "f1_parser", "parse_f1_right_branching")]
     summary = statistics.summarize(long, metrics)
     _write_csv(result, "summary.csv", summary)
-    tested = [m for m in metrics if m in HEADLINE_METRICS or m == "best_val_loss"]
+    tested = [m for m in metrics if m in HEADLINE_METRICS or m.startswith("dyck.") or m == "best_val_loss"]
     welch = statistics.pairwise_welch(long, tested, correction=options.get("correction", "holm"))
     _write_csv(result, "welch.csv", welch)
     if not agg.items.empty:

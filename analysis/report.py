@@ -27,31 +27,18 @@ from urllib.parse import quote
 
 from analysis import figures as fig
 from analysis.paper_numbers import (
-    PAPER,
-    PAPER_SCALE,
     REGRESSIONS,
+    Paper,
     metric_title,
     model_order,
+    paper_for,
     paper_numbers_for,
     percent_scale,
 )
 from lightning_modules.data.atomic import atomic_write_text
 from lightning_modules.errors import InputError
 
-HEADLINE_METRICS = ("ppl", "val_ppl", "sg", "blimp", "f1")
-NOT_COMPARABLE = (
-    "These results are at a reduced scale and are NOT comparable to the paper's (16-layer models with 12M "
-    "parameters on PTB and 252M on BLLIP-LG, 100 seeds per model). The paper's numbers are shown for "
-    "orientation only, marked as a different scale."
-)
-PAPER_PROVENANCE = (
-    f"Paper numbers: {PAPER}, Table 1 (test sets) and Table 2 (validation sets): mean ± sample sd over 100 "
-    "random initialisations; 16-layer models, 12M parameters on PTB (~1M words), 252M on BLLIP-LG (~40M "
-    "words); SG on models trained on BLLIP-LG sentences, F1 by reranking 300 RNNG samples on PTB; TG and TXL "
-    "(trees) perplexities are upper bounds (300 proposal trees). Different data, scale and seeds from ours."
-)
-
-
+HEADLINE_METRICS = ("ppl", "val_ppl", "sg", "blimp", "f1", "parse_f1")
 # ----------------------------------------------------------------------------------------------------------
 # The intermediate structure both formats are rendered from
 
@@ -280,6 +267,12 @@ def _figure(sources: Sources, stem: str, caption: str) -> list[Block]:
     return [Image(relative(png), caption, relative(pdf) if pdf.is_file() else None)]
 
 
+def _paper(settings: dict[str, Any]) -> Paper:
+    """The paper whose numbers stand beside this experiment's (by the families of its models)."""
+    models = settings.get("models") or {}
+    return paper_for(info.get("family", "") for info in models.values() if isinstance(info, dict))
+
+
 def _headline(sources: Sources) -> list[Block]:
     settings = sources.settings
     experiment = settings.get("experiment", sources.analysis_dir.parent.name)
@@ -292,11 +285,11 @@ def _headline(sources: Sources) -> list[Block]:
     reduced = settings.get("reduced") or []
     scale = settings.get("scale", "unknown")
     if reduced:
-        blocks.append(Paragraph(f"Scale {scale}. {NOT_COMPARABLE}", strong=True))
+        blocks.append(Paragraph(f"Scale {scale}. {_paper(settings).not_comparable}", strong=True))
     else:
         blocks.append(Paragraph(
-            f"Scale {scale}. No reduced setting is recorded. The paper's numbers still come from other runs "
-            "(100 seeds, the paper's data); they are marked as such.", strong=True))
+            f"Scale {scale}. No reduced setting is recorded. The paper's numbers ({_paper(settings).citation}) "
+            "still come from other runs (the paper's seeds and data); they are marked as such.", strong=True))
     seeds = settings.get("seeds") or []
     models = settings.get("models") or {}
     facts = [
@@ -346,14 +339,15 @@ def _headline_table(sources: Sources) -> list[Block]:
     # models without any headline metric (e.g. the proposal parser) get no row
     models = [m for m in model_order(summary["model"].unique()) if any((x, m) in cells for x in metrics)]
     data = _data(sources.settings)
+    paper = _paper(sources.settings)
     n_seeds = len(sources.settings.get("seeds") or [])
     header = ["model"]
     columns = []
     for metric in metrics:
-        with_paper = any(paper_numbers_for(m, metric, data) for m in models)
+        with_paper = any(paper_numbers_for(m, metric, data, paper) for m in models)
         header.append(f"{metric_title(metric)}: ours")
         if with_paper:
-            header.append(f"{metric_title(metric)}: {PAPER_SCALE}")
+            header.append(f"{metric_title(metric)}: {paper.column}")
         columns.append((metric, with_paper))
     rows = []
     for model in models:
@@ -366,11 +360,11 @@ def _headline_table(sources: Sources) -> list[Block]:
                 n = f" (n={_count(r.n)})" if not n_seeds or r.n != n_seeds else ""
                 row.append(_mean_sd(r.mean, r.sd, percent_scale(metric)) + n)
             if with_paper:
-                numbers = paper_numbers_for(model, metric, data)
+                numbers = paper_numbers_for(model, metric, data, paper)
                 row.append("; ".join(f"{p.text()} ({p.table}, {p.column.title}, {p.split})" for p in numbers)
                            or "—")
         rows.append(row)
-    notes = [PAPER_PROVENANCE]
+    notes = [paper.provenance]
     without = [metric_title(m) for m, with_paper in columns if not with_paper]
     if without:
         notes.append(f"Not in the paper: {', '.join(without)}.")

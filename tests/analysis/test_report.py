@@ -259,3 +259,20 @@ def test_values_of_the_wrong_kind_cost_one_section_not_the_report(tmp_path) -> N
     assert "MDL probing: could not be rendered: TypeError:" in md
     assert "| perplexity (test) | txl-terminals | 3 | 70.00 (no sd) |" in md  # a text column: no sd, no crash
     assert "| HighFreq | 700 |" in md  # the sections around it are there
+
+
+def test_pushdown_experiments_show_the_pushdown_papers_tables() -> None:
+    paper = paper_numbers.paper_for(["tg", "pushdown", "proposal-parser"])
+    assert paper is paper_numbers.PUSHDOWN_PAPER and paper_numbers.paper_for(["tg"]) is paper_numbers.TG_PAPER
+
+    def cells(model, metric):
+        return [(n.table, n.column.key, n.text()) for n in paper_numbers.paper_numbers_for(model, metric, None, paper)]
+
+    assert cells("pushdown", "blimp") == [("Table 2", "pd_blimp", "75.6")]
+    assert cells("base-lm", "sg") == [("Table 2", "pd_sg", "69.5")]
+    assert cells("tg", "sg") == [("Table 2", "pd_sg", "82.5")] and cells("tg", "blimp") == []
+    assert cells("pushdown", "parse_f1") == [("Table 4", "pd_parse_f1", "95.3")] and cells("base-lm", "parse_f1") == []
+    [bound] = paper_numbers.paper_numbers_for("pushdown", "ppl", None, paper)
+    [exact] = paper_numbers.paper_numbers_for("base-lm", "ppl", None, paper)
+    assert bound.upper_bound and not exact.upper_bound and bound.source.endswith("3 seeds, upper bound")
+    assert paper_numbers.metric_title("parse_f1") == "unlabeled F1 (%)"
