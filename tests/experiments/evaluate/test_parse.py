@@ -43,11 +43,12 @@ def runs(tmp_path_factory, shared_data):
     treebank = root / "small.mrg"
     treebank.write_text("".join(to_bracketed(t) + "\n" for t in trees[:16]))
     out = {"treebank": treebank}
-    for family in ("pushdown", "base-lm"):
+    for name, family, extra in (("pushdown", "pushdown", ["data.min_count=1"]), ("base-lm", "base-lm", []),
+                                ("pieces", "pushdown", ["data.terminals=sentencepiece", "data.sp_vocab_size=150"])):
         cfg = resolve_train_config(family, "cpu-small", [*TINY, f"data.corpus={treebank}", "data.train_split=file",
-                                                          "data.valid_split=file", "data.min_count=1"])
-        train(cfg, seed=1, run_dir=root / family)
-        out[family] = root / family / "checkpoints" / "best.ckpt"
+                                                          "data.valid_split=file", *extra])
+        train(cfg, seed=1, run_dir=root / name)
+        out[name] = root / name / "checkpoints" / "best.ckpt"
     return out
 
 
@@ -94,3 +95,27 @@ def test_parse_refuses_string_models_and_all_unknown_sentences(runs, tmp_path, c
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--unknown" in err and "unknown words" in err
+
+
+def test_sentencepiece_parses_are_over_words_and_unknown_pieces_are_left_out(runs, tmp_path, capsys):
+    """Appendix C through the CLI: the beam runs over pieces, the parses are merged back into words."""
+    argv = ["eval", "parse", str(runs["pieces"]), "--gold", str(runs["treebank"]), "--limit", "3", "--beam", "2",
+            "--out", str(tmp_path / "p"), "--json"]
+    assert main(argv) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["settings"]["sentences"] == 3 and result["settings"]["excluded_unknown"] == 0
+    gold = [clean(t) for _, t in read_bracketed(runs["treebank"])][:3]
+    model = PushdownModel.load(str(runs["pieces"]))
+    assert any(len(model.encode(t.leaves()).ids) > len(t.leaves()) + 2 for t in gold)  # some words are split
+    parsed = (tmp_path / "p" / "parsed.txt").read_text().splitlines()
+    assert [parse_tree(line).leaves() for line in parsed] == [t.leaves() for t in gold]
+    # "Zürich": "ü" is no piece of the vocabulary; left out by default for SentencePiece, kept on request
+    other = tmp_path / "other.mrg"
+    other.write_text("(S (NP (NNP Zürich)) (VP (VBZ is) (ADJP (JJ big))))\n(S (NP (PRP it)) (VP (VBZ is)))\n")
+    assert model.is_unknown("Zürich") and not model.is_unknown("it")
+    for unknown, kept in (("default", 1), ("keep", 2)):
+        argv = ["eval", "parse", str(runs["pieces"]), "--gold", str(other), "--unknown", unknown, "--beam", "2",
+                "--out", str(tmp_path / unknown), "--json"]
+        assert main(argv) == 0
+        settings = json.loads(capsys.readouterr().out)["settings"]
+        assert settings["sentences"] == kept and settings["excluded_unknown"] == 2 - kept
