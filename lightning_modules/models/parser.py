@@ -29,7 +29,8 @@ from torch import Tensor, nn
 
 from lightning_modules.errors import InputError
 from lightning_modules.models.config_fields import checked_values
-from lightning_modules.models.lr_schedule import schedule_for, stepwise_scheduler
+from lightning_modules.models.lr_schedule import stepwise_scheduler
+from lightning_modules.models.optimisation import ScheduledClipping
 
 
 @dataclass(frozen=True)
@@ -179,7 +180,7 @@ class Encoded:
     memory_mask: Tensor  # [B, 1, 1, S] True where a source position exists
 
 
-class ProposalParser(pl.LightningModule):
+class ProposalParser(ScheduledClipping, pl.LightningModule):
     """Encoder–decoder parser; ``training_step`` minimises -log q(y_gold | x) per action."""
 
     def __init__(self, config: ParserConfig):
@@ -277,17 +278,9 @@ class ProposalParser(pl.LightningModule):
             self.log("val/loss", nll / n, prog_bar=True, batch_size=n, on_epoch=True)
             self.log("val/accuracy", correct.float() / n, batch_size=n, on_epoch=True)
 
-    def learning_rate(self, step: int) -> float:
-        return schedule_for(self.config)(step)
-
     def configure_optimizers(self) -> dict[str, Any]:
         c = self.config
         optimizer = torch.optim.AdamW(self.parameters(), lr=c.peak_lr, betas=(c.adam_beta1, c.adam_beta2),
                                       weight_decay=c.weight_decay)
         return {"optimizer": optimizer, "lr_scheduler": stepwise_scheduler(optimizer, c)}
 
-    def configure_gradient_clipping(self, optimizer: torch.optim.Optimizer,
-                                    gradient_clip_val: float | None = None,
-                                    gradient_clip_algorithm: str | None = None) -> None:
-        self.clip_gradients(optimizer, gradient_clip_val=self.config.grad_clip_norm,
-                            gradient_clip_algorithm="norm")

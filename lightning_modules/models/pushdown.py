@@ -51,7 +51,8 @@ from lightning_modules.errors import InputError
 from lightning_modules.layers.attachment_head import AttachmentHead
 from lightning_modules.layers.pushdown_attention import PushdownSelfAttention, causal_mask
 from lightning_modules.models.config_fields import checked_values
-from lightning_modules.models.lr_schedule import schedule_for, stepwise_scheduler
+from lightning_modules.models.lr_schedule import stepwise_scheduler
+from lightning_modules.models.optimisation import ScheduledClipping
 
 FAMILIES = ("pushdown", "base-lm")
 
@@ -208,7 +209,7 @@ class DecodingState:
                              self.rel_keys)
 
 
-class PushdownLM(pl.LightningModule):
+class PushdownLM(ScheduledClipping, pl.LightningModule):
     """Pushdown-LM / Base-LM: forward, joint loss, optimisation, and the step API for beam search."""
 
     def __init__(self, config: PushdownConfig | Mapping[str, Any], family: str = "pushdown"):
@@ -352,18 +353,9 @@ class PushdownLM(pl.LightningModule):
         for key in ("lm_nll", "attachment_nll", "attachment_correct", "attachment_count", "lm_count"):
             self.log(f"val/{key}", terms[key].float(), reduce_fx="sum", on_epoch=True, batch_size=1)
 
-    def learning_rate(self, step: int) -> float:
-        return schedule_for(self.config)(step)
-
     def configure_optimizers(self) -> dict[str, Any]:
         c = self.config
         optimizer = torch.optim.Adam(self.parameters(), lr=c.peak_lr, betas=(c.adam_beta1, c.adam_beta2),
                                      eps=c.adam_eps)
         return {"optimizer": optimizer, "lr_scheduler": stepwise_scheduler(optimizer, c)}
 
-    def configure_gradient_clipping(self, optimizer: torch.optim.Optimizer,
-                                    gradient_clip_val: float | None = None,
-                                    gradient_clip_algorithm: str | None = None) -> None:
-        """Always clip by global norm to ``config.grad_clip_norm`` (official 3.0)."""
-        self.clip_gradients(optimizer, gradient_clip_val=self.config.grad_clip_norm,
-                            gradient_clip_algorithm="norm")

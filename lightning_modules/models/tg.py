@@ -35,7 +35,8 @@ from torch import Tensor
 from lightning_modules.errors import InputError
 from lightning_modules.layers.txl_core import TransformerXL
 from lightning_modules.models.config_fields import checked_values
-from lightning_modules.models.lr_schedule import schedule_for, stepwise_scheduler
+from lightning_modules.models.lr_schedule import stepwise_scheduler
+from lightning_modules.models.optimisation import ScheduledClipping
 
 FAMILIES = ("tg", "txl-trees", "txl-terminals")
 RELPOS_KINDS = ("delta_depth", "linear", "none")
@@ -145,7 +146,7 @@ def parameter_breakdown(module: TransformerGrammarLM) -> dict[str, int]:
     return parts
 
 
-class TransformerGrammarLM(pl.LightningModule):
+class TransformerGrammarLM(ScheduledClipping, pl.LightningModule):
     """TG / TXL (trees) / TXL (terminals): forward over chunks, loss, optimisation, token log-probs."""
 
     def __init__(self, config: TGConfig | Mapping[str, Any]):
@@ -223,18 +224,8 @@ class TransformerGrammarLM(pl.LightningModule):
         self.log("val/nll_sum", total, reduce_fx="sum", on_epoch=True, batch_size=1)
         self.log("val/tokens", count.float(), reduce_fx="sum", on_epoch=True, batch_size=1)
 
-    def learning_rate(self, step: int) -> float:
-        """The official schedule at ``step`` completed optimizer updates."""
-        return schedule_for(self.config)(step)
-
     def configure_optimizers(self) -> dict[str, Any]:
         c = self.config
         optimizer = torch.optim.Adam(self.parameters(), lr=c.peak_lr, betas=(c.adam_beta1, c.adam_beta2))
         return {"optimizer": optimizer, "lr_scheduler": stepwise_scheduler(optimizer, c)}
 
-    def configure_gradient_clipping(self, optimizer: torch.optim.Optimizer,
-                                    gradient_clip_val: float | None = None,
-                                    gradient_clip_algorithm: str | None = None) -> None:
-        """Always clip by global norm to ``config.grad_clip_norm`` (the official 3.0)."""
-        self.clip_gradients(optimizer, gradient_clip_val=self.config.grad_clip_norm,
-                            gradient_clip_algorithm="norm")

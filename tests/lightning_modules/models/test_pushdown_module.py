@@ -165,3 +165,15 @@ def test_schedule_is_hf_cosine_with_zero_start_and_end():
     for step in (0, 5, 10, 55, 100):
         hf = step / 10 if step < 10 else 0.5 * (1 + math.cos(math.pi * (step - 10) / 90))
         assert model.learning_rate(step) == pytest.approx(1e-4 * hf)
+
+
+def test_gradients_are_clipped_to_the_configured_global_norm(batch):
+    import pytorch_lightning as pl
+
+    model = build({**TINY, "grad_clip_norm": 2.0}, "pushdown")
+    (model.joint_loss(model.loss_terms(batch)) * 1e3).backward()  # a huge gradient
+    model.trainer = pl.Trainer(accelerator="cpu", logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                               enable_model_summary=False, max_steps=1)
+    model.configure_gradient_clipping(torch.optim.SGD(model.parameters(), lr=0.0))
+    norm = torch.sqrt(sum((p.grad ** 2).sum() for p in model.parameters() if p.grad is not None))
+    assert abs(float(norm) - 2.0) < 1e-4
