@@ -15,7 +15,7 @@ beside (the usual trivial baseline for unlabeled F1).
 
 Items are sentences (the parse and its log p(x, y), and the beam's log p(x) bound), cached in ``items.jsonl``;
 the parses and the binarized gold trees are also written one per line (``parsed.txt``, ``gold.txt``),
-ready for ``synbench evalb --params unlabeled``.
+ready for ``synbench evalb --param unlabeled``.
 """
 
 from __future__ import annotations
