@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from analysis.paper_numbers import REGRESSIONS, metric_title, model_order, percent_scale
+from experiments.papers import metric_title, model_order, percent_scale, published_regression
 from lightning_modules.data.atomic import atomic_write_text, atomic_write_with
 from lightning_modules.errors import InputError
 
@@ -272,7 +272,7 @@ def regression_coefficients(regressions: dict[str, Any], out_dir: Path) -> Figur
         half_widths = [1.96 * _number(c.get("se")) for c in coefs]
         ax.errorbar([_number(c.get("coef")) for c in coefs], y, xerr=half_widths, fmt="o", capsize=3,
                     label="ours (± 1.96 se)")
-        paper = REGRESSIONS.get(name)
+        paper = published_regression(name)
         if paper is not None:
             marks = [(paper.coefficient(c["name"]), yi) for c, yi in zip(coefs, y, strict=True)]
             marks = [(v, yi) for v, yi in marks if v is not None]

@@ -13,9 +13,9 @@ The spec's ``analysis:`` section::
     analysis:
       correction: holm                                # multiple-comparison correction of the Welch tests
       regressions:
-        frequency: {a: tg, b: txl-trees}              # Δ = log p_a − log p_b, each an ensemble over seeds
-        copying: {a: tg-doc, b: txl-trees-doc}        # document-level models
-      probing: {models: [tg, txl-trees, txl-terminals], seed: 0, train_sentences: 500, dev_sentences: 200,
+        frequency: {a: MODEL_A, b: MODEL_B}           # Δ = log p_a − log p_b, each an ensemble over seeds
+        copying: {a: DOC_MODEL_A, b: DOC_MODEL_B}     # document-level models
+      probing: {models: [MODEL_A, MODEL_B], seed: 0, train_sentences: 500, dev_sentences: 200,
                 layers: [1, 2, 3, 4], probes: [linear, mlp], tasks: [...], top_k: 19, word_content_k: 100,
                 max_epochs: 40, batch_size: 20}
 """
@@ -29,8 +29,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from experiments.experiment_runs import experiment_dir, experiment_runs, folder_of
+from experiments.experiment_runs import analysis_run_id, experiment_dir, experiment_runs, folder_of
 from experiments.experiment_spec import ExperimentSpec, Run
+from experiments.reductions import reduced_settings
 from experiments.runs import run_status
 from lightning_modules.data.atomic import atomic_write_text
 from lightning_modules.errors import InputError
@@ -39,9 +40,6 @@ HEADLINE_METRICS = ("ppl", "sg", "blimp", "f1", "parse_f1")  # plus every dyck.<
 ANALYSIS_KEYS = ("correction", "regressions", "probing", "scale")
 PROBING_KEYS = ("models", "seed", "train_sentences", "dev_sentences", "layers", "probes", "tasks", "top_k",
                 "word_content_k", "word_content_start", "hidden", "max_epochs", "batch_size")
-# settings whose difference from the full-protocol spec the report's headline must state
-MODEL_KEYS = ("data.corpus", "data.level", "train.max_steps", "train.batch_size", "model.d_model",
-              "model.n_layers", "model.n_heads", "model.d_ff", "model.n_encoder_layers", "model.n_decoder_layers")
 
 
 @dataclass
@@ -123,11 +121,6 @@ def analyze(spec: ExperimentSpec, root: Path, seeds: str | None = None, data_dir
     return result
 
 
-def analysis_run_id(experiment: str) -> str:
-    """The W&B run id of an experiment's analysis (``synbench sync`` finds its offline run by it)."""
-    return f"analysis-{experiment}"
-
-
 def _log_to_wandb(spec: ExperimentSpec, result: Analysis, settings: dict[str, Any], mode: str) -> None:
     """The analysis tables (as W&B tables) and figures of this analysis, in one run that is resumed each time."""
     import os
@@ -162,7 +155,14 @@ def _log_to_wandb(spec: ExperimentSpec, result: Analysis, settings: dict[str, An
 
 
 def _lm_labels(spec: ExperimentSpec) -> set[str]:
-    return {m.name for m in spec.models if m.family != "proposal-parser"}
+    return {m.name for m in spec.models if not _is_tool(m.family)}
+
+
+def _is_tool(family: str) -> bool:
+    """A component of the protocol (e.g. the proposal parser), not a model under evaluation."""
+    from experiments.families import get_family
+
+    return get_family(family).kind() == "tool"
 
 
 def _level(runs: list[Run], label: str) -> str | None:
@@ -174,7 +174,7 @@ def _level(runs: list[Run], label: str) -> str | None:
 def _statistics(agg: Any, options: dict[str, Any], result: Analysis) -> None:
     from analysis import statistics
 
-    long = agg.long[agg.long["family"] != "proposal-parser"]  # the parser is a tool of the protocol, not a model
+    long = agg.long[~agg.long["family"].map(_is_tool).astype(bool)]  # tools of the protocol are not models
     if long.empty:
         result.skipped["statistics"] = "no finished run has metrics"
         return
@@ -336,77 +336,3 @@ def _figures(agg: Any, result: Analysis) -> None:
         regressions=json.loads(regressions.read_text(encoding="utf-8")) if regressions.is_file() else None,
     )
     result.written += [str(p.relative_to(result.out_dir)) for p in drawn.paths]
-
-
-# -- what is reduced ------------------------------------------------------------------------------------------
-def reduced_settings(spec: ExperimentSpec, seeds: str | None = None) -> list[str]:
-    """Every protocol setting of ``spec`` that differs from its ``compare_to`` spec, as readable lines."""
-    if not spec.compare_to:
-        return []
-    from experiments.experiment_spec import load_spec, parse_seeds
-
-    full = load_spec(spec.compare_to)
-    lines = []
-    n_seeds = len(parse_seeds(seeds) if seeds else spec.seeds)
-    if n_seeds != len(full.seeds):
-        lines.append(f"{n_seeds} seeds per model (full protocol: {len(full.seeds)})")
-    ours_runs, full_runs = _first_runs(spec), _first_runs(full)
-    for label, run in ours_runs.items():
-        ref = full_runs.get(label)
-        if ref is None:
-            continue
-        diffs = [f"{key} {_get(run.config, key)} (full protocol: {_get(ref.config, key)})"
-                 for key in dict.fromkeys(MODEL_KEYS) if _get(run.config, key) != _get(ref.config, key)]
-        if diffs:
-            lines.append(f"{label}: " + ", ".join(diffs))
-    from experiments.evaluation_plan import DEFAULT_SPLIT
-
-    ours_evals = {e["name"]: e for e in spec.evaluations}
-    for entry in full.evaluations:
-        if entry["name"] not in ours_evals:
-            lines.append(f"evaluation {entry['name']}: not run")
-    full_evals = {e["name"]: e for e in full.evaluations}
-    for entry in spec.evaluations:
-        ref = full_evals.get(entry["name"], {})
-        defaults = {"split": DEFAULT_SPLIT.get(entry["name"])}
-        keys = [k for k in dict.fromkeys([*entry, *ref]) if k not in ("name", "models", "proposals")]
-        ours_v = {k: entry.get(k, defaults.get(k)) for k in keys}
-        full_v = {k: ref.get(k, defaults.get(k)) for k in keys}
-        diffs = [f"{k} {_all(ours_v[k])} (full protocol: {_all(full_v[k])})" for k in keys if ours_v[k] != full_v[k]]
-        if diffs:
-            which = f" ({', '.join(entry['models'])})" if entry.get("models") else ""
-            lines.append(f"evaluation {entry['name']}{which}: " + ", ".join(diffs))
-    ours_p, full_p = spec.analysis.get("probing") or {}, full.analysis.get("probing") or {}
-    if full_p and not ours_p:
-        lines.append("probing: not run")
-    elif ours_p:
-        keys = [k for k in dict.fromkeys([*ours_p, *full_p]) if k not in ("models", "seed")]
-        diffs = [f"{k} {_all(ours_p.get(k))} (full protocol: {_all(full_p.get(k))})" for k in keys
-                 if ours_p.get(k) != full_p.get(k)]
-        if diffs:
-            lines.append("probing: " + ", ".join(diffs))
-    for name in full.analysis.get("regressions") or {}:
-        if name not in (spec.analysis.get("regressions") or {}):
-            lines.append(f"regression {name}: not run")
-    return lines
-
-
-def _all(value: Any) -> Any:
-    """A setting that is absent means 'everything' (all items, all sentences, all layers)."""
-    return "all" if value is None else value
-
-
-def _first_runs(spec: ExperimentSpec) -> dict[str, Run]:
-    runs: dict[str, Run] = {}
-    for run in experiment_runs(spec, None):
-        runs.setdefault(run.model, run)
-    return runs
-
-
-def _get(config: dict[str, Any], dotted: str) -> Any:
-    node: Any = config
-    for part in dotted.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return None
-        node = node[part]
-    return node

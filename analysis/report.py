@@ -3,8 +3,10 @@
 It reads ``settings.json``, ``summary.csv``, ``welch.csv``, ``variance.csv``, ``regressions.json``,
 ``mdl.csv`` and ``figures/`` (with ``figures/notes.json``). Any of them may be absent or unreadable: its
 section then says so and why, and the rest of the report is written. The headline states the scale, seeds,
-data and every reduced setting, and that the results are not comparable with the paper's; the paper's
-published numbers (``analysis.paper_numbers``) stand beside ours, always marked as a different scale.
+data and every reduced setting, and that the results are not comparable with the paper's; the published
+numbers of the paper whose tables describe the experiment's model families (``experiments.papers``) stand
+beside ours, always marked as a different scale. An experiment no registered paper describes gets no paper
+column.
 
 Both files are rendered from one list of blocks (headings, paragraphs, bullet lists, tables, images), so they
 say the same thing; every value is escaped for its format (HTML: ``html.escape``; Markdown: its special
@@ -26,15 +28,7 @@ from typing import Any
 from urllib.parse import quote
 
 from analysis import figures as fig
-from analysis.paper_numbers import (
-    REGRESSIONS,
-    Paper,
-    metric_title,
-    model_order,
-    paper_for,
-    paper_numbers_for,
-    percent_scale,
-)
+from experiments.papers import Paper, metric_title, model_order, paper_for, percent_scale, published_regression
 from lightning_modules.data.atomic import atomic_write_text
 from lightning_modules.errors import InputError
 
@@ -267,8 +261,8 @@ def _figure(sources: Sources, stem: str, caption: str) -> list[Block]:
     return [Image(relative(png), caption, relative(pdf) if pdf.is_file() else None)]
 
 
-def _paper(settings: dict[str, Any]) -> Paper:
-    """The paper whose numbers stand beside this experiment's (by the families of its models)."""
+def _paper(settings: dict[str, Any]) -> Paper | None:
+    """The paper whose numbers stand beside this experiment's (by the families of its models), or None."""
     models = settings.get("models") or {}
     return paper_for(info.get("family", "") for info in models.values() if isinstance(info, dict))
 
@@ -284,11 +278,16 @@ def _headline(sources: Sources) -> list[Block]:
         return blocks
     reduced = settings.get("reduced") or []
     scale = settings.get("scale", "unknown")
-    if reduced:
-        blocks.append(Paragraph(f"Scale {scale}. {_paper(settings).not_comparable}", strong=True))
+    paper = _paper(settings)
+    if paper is None:
+        blocks.append(Paragraph(
+            f"Scale {scale}. No registered paper describes these models' families: no published numbers are "
+            "shown beside ours.", strong=True))
+    elif reduced:
+        blocks.append(Paragraph(f"Scale {scale}. {paper.not_comparable}", strong=True))
     else:
         blocks.append(Paragraph(
-            f"Scale {scale}. No reduced setting is recorded. The paper's numbers ({_paper(settings).citation}) "
+            f"Scale {scale}. No reduced setting is recorded. The paper's numbers ({paper.citation}) "
             "still come from other runs (the paper's seeds and data); they are marked as such.", strong=True))
     seeds = settings.get("seeds") or []
     models = settings.get("models") or {}
@@ -344,7 +343,7 @@ def _headline_table(sources: Sources) -> list[Block]:
     header = ["model"]
     columns = []
     for metric in metrics:
-        with_paper = any(paper_numbers_for(m, metric, data, paper) for m in models)
+        with_paper = paper is not None and any(paper.numbers_for(m, metric, data) for m in models)
         header.append(f"{metric_title(metric)}: ours")
         if with_paper:
             header.append(f"{metric_title(metric)}: {paper.column}")
@@ -360,10 +359,12 @@ def _headline_table(sources: Sources) -> list[Block]:
                 n = f" (n={_count(r.n)})" if not n_seeds or r.n != n_seeds else ""
                 row.append(_mean_sd(r.mean, r.sd, percent_scale(metric)) + n)
             if with_paper:
-                numbers = paper_numbers_for(model, metric, data, paper)
+                numbers = paper.numbers_for(model, metric, data)
                 row.append("; ".join(f"{p.text()} ({p.table}, {p.column.title}, {p.split})" for p in numbers)
                            or "—")
         rows.append(row)
+    if paper is None:
+        return [Table(header, rows)]
     notes = [paper.provenance]
     without = [metric_title(m) for m, with_paper in columns if not with_paper]
     if without:
@@ -449,7 +450,7 @@ def _regression(name: str, result: Any) -> list[Block]:
     coefficients = result.get("coefficients")
     if not isinstance(coefficients, list):
         return [*blocks, Paragraph(f"{name}: malformed entry in regressions.json (no coefficient list).")]
-    paper = REGRESSIONS.get(name)
+    paper = published_regression(name)
     models = result.get("models") or {}
     ensemble = result.get("ensemble") or {}
     facts = [
@@ -567,8 +568,9 @@ def _other_figures(sources: Sources) -> list[Block]:
 
 
 def _results(sources: Sources) -> list[Block]:
+    beside = "" if _paper(sources.settings) is None else " beside the paper's published numbers"
     return [
-        Heading("Results (mean ± sd over seeds) beside the paper's published numbers"),
+        Heading(f"Results (mean ± sd over seeds){beside}"),
         *_headline_table(sources),
         *_figure(sources, fig.DISTRIBUTIONS, "Metrics over seeds per model (cf. TG Fig. 3)."),
         *_figure(sources, fig.SG_CIRCUITS, "SG score per circuit, mean over seeds ± sd (cf. TG Fig. 4)."),

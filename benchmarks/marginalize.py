@@ -24,7 +24,7 @@ import numpy as np
 import torch
 import yaml
 
-from experiments.evaluate.scorers.tg import BeamScorer, TGModel, TreeScorer
+from experiments.families.tg.scorers import BeamScorer, TGModel, TreeScorer
 from lightning_modules.data import tg_data
 from lightning_modules.data.corpora import load_corpus
 from lightning_modules.data.encodings.cc_constraints import ActionMasks, CCState, build_tree

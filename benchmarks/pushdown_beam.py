@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from experiments.config import resolve_train_config
-from experiments.evaluate.scorers.pushdown import BeamScorer, PushdownModel
+from experiments.families.pushdown.scorers import BeamScorer, PushdownModel
 from lightning_modules.models.pushdown import build
 
 VOCAB = 2000

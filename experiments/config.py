@@ -120,18 +120,18 @@ def run_id(cfg: dict[str, Any], seed: int) -> str:
 
 
 def resolve_train_config(family: str, preset: str, overrides: list[str] | None = None) -> dict[str, Any]:
-    """Compose ``configs/model/FAMILY.yaml[preset]`` with ``configs/train.yaml[preset]`` and overrides.
+    """Compose the family's model preset (``configs/model/FAMILY.yaml[preset]`` for the built-in families)
+    with its data/train/runtime preset (``configs/train.yaml[preset]``) and overrides.
 
     Unknown keys and values of the wrong type are errors naming the config key, so a typo never trains a
     silently different model.
     """
-    root = configs_dir()
-    model_file = root / "model" / f"{family}.yaml"
-    if not model_file.is_file():
-        known = sorted(p.stem for p in (root / "model").glob("*.yaml"))
-        raise InputError(f"unknown model family {family!r} (known: {', '.join(known)})")
+    from experiments.families import get_family
+
+    adapter = get_family(family)
+    model_file, train_file = adapter.presets_file(), adapter.train_presets_file()
     models = load_yaml(model_file)
-    train_defaults = load_yaml(root / "train.yaml")
+    train_defaults = load_yaml(train_file)
     if preset not in models or preset not in train_defaults:
         presets = sorted(set(models) & set(train_defaults))
         raise InputError(f"unknown preset {preset!r} for {family} (known: {', '.join(presets)})", "--preset")

@@ -8,18 +8,19 @@ An entry names a task and its protocol settings::
       - {name: blimp, proposals: parser, n: 10, pairs_per_paradigm: 2}
       - {name: rerank, split: test, proposals: parser, n: 10}  # joint sentence-level models
       - {name: terminals, split: valid}                          # per-terminal log-probs (TG §4.2)
-      - {name: dyck, sets: [long-50, depth], size: 20, beam: 5}  # Dyck runs of pushdown/base-lm (§4.1)
-      - {name: parse, split: test, beam: 8}                      # Pushdown-LM parses, unlabeled F1 (§5)
+      - {name: dyck, sets: [long-50, depth], size: 20, beam: 5}  # runs on the Dyck corpus (Pushdown §4.1)
+      - {name: parse, split: test, beam: 8}                      # the models' own parses (Pushdown §5)
 
-Options: ``models`` (labels; default every model the task applies to), ``corpus`` (default the run's
-``data.corpus``), ``split``, ``limit`` (first K sentences), ``method`` (joint models: ``proposals`` when
-``proposals`` is given, else ``beam``; ``gold`` for ppl; string models are always exact), ``proposals`` (the
-label of a ``proposal-parser`` model of the spec: its first seed's best checkpoint draws the trees once per
-sentence set, shared by every evaluated run), ``n``, ``beam``, ``word_beam``, ``items_per_suite``,
-``suites``, ``pairs_per_paradigm``, ``paradigms``; for ``dyck`` (the pushdown and base-lm runs whose
-``data.corpus`` is ``dyck``): ``sets`` (default all), ``size``, ``seed`` (of the test sets) and ``beam``
-(pushdown runs only). Pushdown-LM runs on text take ``ppl``, ``sg``, ``blimp`` and ``parse`` with their own
-beam over attachment decisions (``beam``), Base-LM runs ``ppl``, ``sg`` and ``blimp`` exactly.
+A task applies to a run when the run's family offers the capability it needs (``NEEDS``; the family
+adapter's ``capabilities(config)``), so no family is named here. Options: ``models`` (labels; default every
+model the task applies to), ``corpus`` (default the run's ``data.corpus``), ``split``, ``limit`` (first K
+sentences), ``method`` (one of the family's methods; default ``proposals`` when ``proposals`` is given and the
+family is marginalised over proposals, else the family's default), ``proposals`` (the label of a
+model of the spec whose family has the ``propose`` capability: its first seed's best checkpoint draws the
+trees once per sentence
+set, shared by every evaluated run), ``n``, ``beam``, ``word_beam`` (passed when the method reads them),
+``items_per_suite``, ``suites``, ``pairs_per_paradigm``, ``paradigms``; for ``dyck``: ``sets`` (default all),
+``size``, ``seed`` (of the test sets) and ``beam`` (families with a beam).
 
 Each eval writes to ``RUN/eval/NAME/`` (``results.json`` marks it done; the item cache resumes it), and each
 proposal set to ``EXPERIMENT/proposals/``. Nothing here runs anything: ``stages.py`` does.
@@ -36,9 +37,9 @@ from experiments.experiment_spec import ExperimentSpec, Run
 from lightning_modules.errors import InputError
 
 TASKS = ("ppl", "sg", "blimp", "rerank", "parse", "terminals", "dyck")
-LM_FAMILIES = ("tg", "txl-trees", "txl-terminals")
-JOINT = ("tg", "txl-trees")
-DYCK_FAMILIES = ("pushdown", "base-lm")
+# the capabilities a run's family must offer for each task (experiments.families.adapter)
+NEEDS = {"ppl": "perplexity", "sg": "surprisal", "blimp": "score", "rerank": "rerank", "parse": "parse",
+         "terminals": "terminals", "dyck": "dyck"}
 DYCK_OPTIONS = ("sets", "size", "seed")
 OPTIONS = ("name", "models", "corpus", "split", "limit", "method", "proposals", "n", "beam", "word_beam",
            "items_per_suite", "suites", "pairs_per_paradigm", "paradigms", "sets", "size", "seed")
@@ -69,22 +70,39 @@ class Evaluation:
     where: str
 
     def applies_to(self, run: Run) -> bool:
+        """Whether the run's family offers what the task needs (and the entry names the run's model)."""
         models = self.options.get("models")
         if models is not None and run.model not in models:
             return False
-        level = run.config["data"].get("level", "sentence")
-        if self.name == "dyck":
-            return run.family in DYCK_FAMILIES and run.config["data"].get("corpus") == "dyck"
-        if run.family in DYCK_FAMILIES:  # Pushdown-LM (beam over attachments) and Base-LM (exact) on text
-            tasks = ("ppl", "sg", "blimp", "parse") if run.family == "pushdown" else ("ppl", "sg", "blimp")
-            return self.name in tasks and run.config["data"].get("corpus") != "dyck"
-        if run.family not in LM_FAMILIES or self.name == "parse":
-            return False
-        if self.name in ("sg", "blimp") and level != "sentence":
-            return False
-        if self.name == "rerank" and (level != "sentence" or run.family not in JOINT):
-            return False
-        return True
+        return NEEDS[self.name] in family_of(run).capabilities(run.config)
+
+
+def _capabilities(family: str) -> frozenset[str]:
+    from experiments.families import get_family
+
+    return get_family(family).capabilities()
+
+
+def family_of(run: Run) -> Any:
+    from experiments.families import get_family
+
+    return get_family(run.family)
+
+
+def scoring_method(entry: Evaluation, run: Run) -> str | None:
+    """The method an eval of ``entry`` uses for ``run``: the entry's, else proposals when it names a parser and
+    the family is marginalised over proposals, else the family's default (None for family-owned tasks)."""
+    if entry.name in ("terminals", "dyck"):
+        return None
+    methods = family_of(run).methods(run.config)
+    if entry.name == "rerank":
+        return "proposals"
+    wanted = entry.options.get("method")
+    if wanted in methods:
+        return wanted
+    if entry.options.get("proposals") and "proposals" in methods:
+        return "proposals"
+    return methods[0] if methods else None
 
 
 def evaluations(spec: ExperimentSpec) -> list[Evaluation]:
@@ -122,8 +140,9 @@ def evaluations(spec: ExperimentSpec) -> list[Evaluation]:
             if label not in labels:
                 raise InputError(f"evaluations[{i}].models: no model {label!r} in the spec", where)
         parser = entry.get("proposals")
-        if parser is not None and (parser not in labels or labels[parser].family != "proposal-parser"):
-            raise InputError(f"evaluations[{i}].proposals: {parser!r} is not a proposal-parser model of the spec",
+        if parser is not None and (parser not in labels or "propose" not in _capabilities(labels[parser].family)):
+            raise InputError(f"evaluations[{i}].proposals: {parser!r} is not a proposal parser model of the spec "
+                             "(a model whose family draws proposal trees)",
                              spec.where("evaluations", i, "proposals"))
         method = entry.get("method")
         if method is not None and method not in ("proposals", "beam", "gold"):
@@ -139,7 +158,7 @@ def evaluations(spec: ExperimentSpec) -> list[Evaluation]:
 
 
 def parser_checkpoint(spec: ExperimentSpec, runs: list[Run], root: Path, label: str) -> tuple[Run, Path]:
-    """The run and best checkpoint of proposal-parser model ``label`` (its first seed)."""
+    """The run and best checkpoint of the proposal parser model ``label`` (its first seed)."""
     run = next((r for r in runs if r.model == label), None)
     if run is None:
         raise InputError(f"the spec has no run of model {label!r}", spec.where("models"))
@@ -183,7 +202,7 @@ class Planner:
             if entry.options.get("proposals") is None:
                 continue
             for run in self.runs:
-                if not entry.applies_to(run) or run.family not in JOINT:
+                if not entry.applies_to(run) or scoring_method(entry, run) != "proposals":
                     continue
                 out = self.proposal_file(entry, run)
                 if out in tasks:
@@ -208,7 +227,8 @@ class Planner:
         for entry in self.entries:
             if entry.name not in ("sg", "blimp") or entry.options.get("proposals") is None:
                 continue
-            run = next((r for r in self.runs if entry.applies_to(r) and r.family in JOINT), None)
+            run = next((r for r in self.runs if entry.applies_to(r) and scoring_method(entry, r) == "proposals"),
+                       None)
             if run is None:
                 continue
             path = self.proposal_file(entry, run).with_suffix(".sentences.txt")
@@ -247,29 +267,25 @@ class Planner:
         if entry.name == "blimp":
             args += [*(["--pairs-per-paradigm", str(o["pairs_per_paradigm"])] if "pairs_per_paradigm" in o else []),
                      *(["--paradigms", ",".join(o["paradigms"])] if o.get("paradigms") else [])]
+        family = family_of(run)
         if entry.name == "dyck":
             args += [*(a for s in o.get("sets") or [] for a in ("--set", s)),
                      *(["--size", str(o["size"])] if "size" in o else []),
                      *(["--seed", str(o["seed"])] if "seed" in o else []),
-                     *(["--beam", str(o["beam"])] if "beam" in o and run.family == "pushdown" else [])]
-        elif run.family == "pushdown":  # marginalised by its own beam over attachment decisions
-            args += [*(["--method", "beam"] if entry.name != "parse" else []),
-                     *(["--beam", str(o["beam"])] if "beam" in o else [])]
-        elif entry.name != "terminals" and run.family in JOINT:
-            method = o.get("method") or ("proposals" if o.get("proposals") else "beam")
-            if entry.name != "rerank":
+                     *(["--beam", str(o["beam"])] if "beam" in o and "beam" in family.methods(run.config) else [])]
+        method = scoring_method(entry, run)
+        if method is not None:
+            if entry.name not in ("rerank", "parse"):
                 args += ["--method", method]
-            if method == "proposals" or entry.name == "rerank":
+            if method == "proposals":
                 proposals = self.proposal_file(entry, run)
                 needs.append(proposals)
                 args += ["--proposals", str(proposals), "-n", str(o.get("n", 300))]
                 if entry.name == "rerank":
                     args += ["--logq", str(proposals.with_suffix(".logq.jsonl"))]
-            elif method == "beam":
-                args += [*(["--beam", str(o["beam"])] if "beam" in o else []),
-                         *(["--word-beam", str(o["word_beam"])] if "word_beam" in o else [])]
-        elif entry.name not in ("terminals", "rerank"):
-            args += ["--method", "exact"]
+            for key in family.method_options(method):
+                if key in o and key != "n":
+                    args += [f"--{key.replace('_', '-')}", str(o[key])]
         return StageTask(f"{run.run_id}-{entry.name}", out, self._cli(*args), out / "results.json",
                          f"{entry.name} {run.model} seed {run.seed}", tuple(needs))
 

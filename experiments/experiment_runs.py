@@ -41,6 +41,11 @@ def folder_of(root: Path, run: Run) -> Path:
     return run_folder(Path(root), run.experiment, run.run_id)
 
 
+def analysis_run_id(experiment: str) -> str:
+    """The W&B run id of an experiment's analysis (``synbench sync`` finds its offline run by it)."""
+    return f"analysis-{experiment}"
+
+
 def scheduler_view(folders: Iterable[Path]) -> tuple[dict[str, JobStatus], list[str]]:
     """What the executors say about the jobs named in the ``QUEUED`` markers: {job id: active|ended}.
 

@@ -34,6 +34,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from lightning_modules.data.atomic import atomic_write_bytes, atomic_write_text
+from lightning_modules.data.checksums import file_sha256
 from lightning_modules.data.corpora import (
     BUILTIN,
     REGISTRY_FILE,
@@ -82,14 +83,6 @@ class _Bad(Exception):
 
 def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _check(data: bytes, expected: str, location: str, what: str) -> None:
@@ -275,7 +268,7 @@ def _stage_dataset(
         rel = entry["path"]
         target = data_dir / rel
         existed = target.is_file()
-        if existed and sha256_file(target) == entry["sha256"]:
+        if existed and file_sha256(target) == entry["sha256"]:
             report.verified.append(rel)
             earlier = previous.get(rel)
             same = earlier and earlier.get("sha256") == entry["sha256"]
@@ -360,7 +353,7 @@ def register_treebank(data_dir: Path, spec: str, registry: dict | None = None) -
         "kind": kind,
         "splits": {s: str(p) for s, p in splits.items()},
         "sentences": {s: len(corpus.sentences(s)) for s in corpus.splits},
-        "sha256": {s: sha256_file(p) for s, p in splits.items()},
+        "sha256": {s: file_sha256(p) for s, p in splits.items()},
         "registered_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
     treebanks = registered_treebanks(data_dir)

@@ -1,14 +1,15 @@
 """``synbench reproduce PAPER --scale S``: a paper's whole pipeline as one resumable command.
 
-A reproduction is an experiment spec (``configs/experiment/reproduce-PAPER-SCALE.yaml``): the models and
-seeds to train, the evaluations, the analyses. The stages, each skipping what is already done, so running
-the command again resumes (and ``--seeds`` more adds seeds without retraining the others):
+A reproduction is the experiment spec that the paper's registry entry (``experiments.papers``) names for the
+scale: the models and seeds to train, the evaluations, the analyses. The stages, each skipping what is already
+done, so running the command again resumes (and ``--seeds`` more adds seeds without retraining the others):
 
 1. **train** every run (``submit``; the spec's proposal parser too);
 2. **proposals**: the proposal parser draws N trees once per evaluated sentence set (shared by all runs);
 3. **evaluate**: perplexity, SyntaxGym, BLiMP, parse reranking, per-terminal log-probs, per run;
 4. **analyze**: aggregate, statistics, regressions, probing, figures (``synbench analyze``);
-5. **report**: ``report.md`` and ``report.html`` (``synbench report``).
+5. **report**: ``report.md`` and ``report.html``, by the report writer the caller passes in (the CLI passes
+   ``analysis.report.write_report``: the stages below ``analysis`` never import it).
 
 Stages 1-4 run on the chosen executor (``local``, ``slurm``, ``submitit``); the command waits for each and
 prints where the whole reproduction stands. A stage with failures does not stop the later ones: they work
@@ -20,20 +21,23 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from experiments import papers
 from experiments.evaluation_plan import Planner, StageTask
 from experiments.experiment_runs import experiment_dir, experiment_runs, folder_of, run_statuses
 from experiments.experiment_spec import ExperimentSpec, load_spec
+from experiments.reductions import reduced_settings
 from experiments.runs import run_status
 from experiments.stages import Progress, run_stage, watch
 from lightning_modules.data.atomic import atomic_write_text
 from lightning_modules.errors import InputError
 
-PAPERS = ("tg",)
-SCALES = ("demo", "cpu-small", "paper")
 STAGES = ("train", "proposals", "evaluate", "analyze", "report")
+# (analysis folder, output folder) -> (report.md, report.html)
+ReportWriter = Callable[[Path, Path], tuple[Path, Path]]
 
 
 @dataclass
@@ -47,17 +51,17 @@ class Outcome:
 
 
 def spec_for(paper: str, scale: str) -> ExperimentSpec:
-    if paper not in PAPERS:
-        raise InputError(f"no reproduction of {paper!r} yet (available: {', '.join(PAPERS)})", "PAPER")
-    if scale not in SCALES:
-        raise InputError(f"unknown scale {scale!r} (known: {', '.join(SCALES)})", "--scale")
-    return load_spec(f"reproduce-{paper}-{scale}")
+    """The experiment spec that reproduces ``paper`` at ``scale``; an unknown paper or scale is an InputError
+    naming those that exist."""
+    reproductions = papers.get(paper).reproductions
+    if scale not in reproductions:
+        known = ", ".join(reproductions) or "none"
+        raise InputError(f"paper {paper!r} has no scale {scale!r} (its scales: {known})", "--scale")
+    return load_spec(reproductions[scale])
 
 
 def overview(spec: ExperimentSpec, seeds: str | None) -> str:
     """The plan in a few lines: models x seeds, evaluations, analyses, and what is reduced."""
-    from analysis.pipeline import reduced_settings
-
     runs = experiment_runs(spec, seeds)
     per_model: dict[str, int] = {}
     for run in runs:
@@ -117,14 +121,18 @@ def _train(spec: ExperimentSpec, root: Path, seeds: str | None, executor: str, p
 
 
 def reproduce(paper: str, scale: str, root: Path, seeds: int | None = None, executor: str = "local",
-              data_dir: str | None = None, poll_s: float = 5.0, stream=None) -> Outcome:
+              data_dir: str | None = None, poll_s: float = 5.0, stream=None, *, write_report: ReportWriter
+              ) -> Outcome:
     """Run (or resume) the reproduction of ``paper`` at ``scale``; returns the report's paths and failures."""
-    return run_pipeline(spec_for(paper, scale), root, seeds, executor, data_dir, poll_s, stream)
+    return run_pipeline(spec_for(paper, scale), root, seeds, executor, data_dir, poll_s, stream,
+                        write_report=write_report)
 
 
 def run_pipeline(spec: ExperimentSpec, root: Path, seeds: int | None = None, executor: str = "local",
-                 data_dir: str | None = None, poll_s: float = 5.0, stream=None) -> Outcome:
-    """The five stages for any spec with evaluations and an analysis section."""
+                 data_dir: str | None = None, poll_s: float = 5.0, stream=None, *, write_report: ReportWriter
+                 ) -> Outcome:
+    """The five stages for any spec with evaluations and an analysis section; ``write_report`` renders the
+    analysis folder into the experiment folder."""
     stream = stream or sys.stderr
     started = time.monotonic()
     if seeds is not None and seeds < 1:
@@ -152,8 +160,6 @@ def run_pipeline(spec: ExperimentSpec, root: Path, seeds: int | None = None, exe
     print("[5/5] report", file=stream, flush=True)
     md = html = None
     if marker.is_file():
-        from analysis.report import write_report
-
         md, html = write_report(exp / "analysis", exp)
     elapsed = time.monotonic() - started
     print(f"synbench reproduce: finished in {elapsed / 60:.1f} min" + (f"; report: {md}" if md else ""),

@@ -17,7 +17,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from experiments.experiment_runs import folder_of, run_statuses
+from experiments.experiment_runs import analysis_run_id, folder_of, run_statuses
 from experiments.experiment_spec import Run
 from lightning_modules.errors import InputError
 
@@ -69,8 +69,6 @@ def plan_sync(
         argv += ["--entity", entity] if entity else []
         jobs.append(SyncJob(run.run_id, tuple(segments), (*argv, *map(str, segments))))
     if runs:  # the experiment's analysis run (synbench analyze), logged offline beside its tables
-        from analysis.pipeline import analysis_run_id
-
         spec_name = runs[0].experiment
         analysis_id = analysis_run_id(spec_name)
         exp = Path(root) / spec_name / "analysis"

@@ -305,10 +305,7 @@ def _register_dyck(tasks: argparse._SubParsersAction) -> None:
 
 
 def run_dyck(args: argparse.Namespace) -> int:
-    from experiments.evaluate import dyck_eval
-
-    result, computed = dyck_eval.evaluate(args.checkpoint, args.sets, args.size, args.beam, args.seed, args.out,
-                                          args.tape)
+    result, computed, total = _family_evaluation("dyck", args)
 
     def report(r: dict) -> str:
         m = r["metrics"]
@@ -321,7 +318,7 @@ def run_dyck(args: argparse.Namespace) -> int:
                         f"{a['prefixes_without_error']:.4f}")
         return "\n".join([*rows, r["headline"]]) + "\n"
 
-    return _print(args, result, computed, result["settings"]["prefixes"], report)
+    return _print(args, result, computed, total, report)
 
 
 def _register_terminals(tasks: argparse._SubParsersAction) -> None:
@@ -344,17 +341,21 @@ def _register_terminals(tasks: argparse._SubParsersAction) -> None:
 
 
 def run_terminals(args: argparse.Namespace) -> int:
-    from experiments.checkpoints import read_checkpoint
-    from experiments.evaluate import ppl, terminal_logprobs
+    result, computed, total = _family_evaluation("terminals", args)
+    return _print(args, result, computed, total, lambda r: r["headline"] + "\n")
+
+
+def _family_evaluation(task: str, args: argparse.Namespace) -> tuple[dict, int, int]:
+    """A task the model's family evaluates itself (``terminals``, ``dyck``), after checking it applies."""
+    from experiments.families import checkpoint_family
+    from lightning_modules.errors import InputError
 
     if not Path(args.checkpoint).is_file():
-        from lightning_modules.errors import InputError
-
         raise InputError("model file not found", str(args.checkpoint))
-    read_checkpoint(args.checkpoint, ("tg", "txl-trees", "txl-terminals"))  # wrong family: one clear error
-    sentences = ppl.read_sentences(args.corpus, args.split, args.limit, args.data_dir)
-    result, computed = terminal_logprobs.evaluate(args.checkpoint, sentences, args.out, args.data_dir)
-    return _print(args, result, computed, result["metrics"]["items"], lambda r: r["headline"] + "\n")
+    adapter, meta = checkpoint_family(args.checkpoint)
+    if task not in adapter.capabilities(meta["config"]):
+        raise InputError(f"a {adapter.name} checkpoint of this config has no {task} evaluation", args.checkpoint)
+    return adapter.evaluate(task, args)
 
 
 def _print(args: argparse.Namespace, result: dict, computed: int, total: int, report) -> int:

@@ -34,7 +34,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from experiments.evaluate.proposals import (
+    from experiments.families.parser.proposals import (
         load_parser,
         propose,
         read_corpus_sentences,

@@ -21,7 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from experiments.sample import sample
+    from experiments.families.tg.sample import sample
 
     for s in sample(args.checkpoint, args.n, args.seed, args.temperature, args.max_length):
         text = str(s.tree) if s.tree is not None else " ".join(s.words)

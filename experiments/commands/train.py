@@ -15,9 +15,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "Running the same command again resumes from the last checkpoint; a finished run is not "
                     "trained again.",
     )
-    from experiments.families import FAMILIES
+    from experiments.families import names
 
-    p.add_argument("family", help=" | ".join(FAMILIES))
+    p.add_argument("family", help=" | ".join(names()))
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
                    help="config overrides, e.g. train.max_steps=500 model.d_model=256 data.tree_transform=left")
     p.add_argument("--preset", default="cpu-small", help="cpu-small (default) | ptb | bllip")

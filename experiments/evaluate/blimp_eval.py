@@ -16,11 +16,13 @@ from typing import Any
 
 from experiments.evaluate.blimp import Pair
 from experiments.evaluate.blimp import evaluate as aggregate_pairs
-from experiments.evaluate.cache import ItemCache, Record, default_out_dir, is_number
+from experiments.evaluate.cache import ItemCache, Record, default_out_dir
 from experiments.evaluate.results import write_results
+from experiments.evaluate.scorer import Text, score_texts
 from experiments.evaluate.scorer_choice import ChosenScorer
 from experiments.evaluate.tokenize import tokenize
 from lightning_modules.errors import InputError
+from lightning_modules.numeric import is_number
 
 
 def default_data_dir(data_dir: str | None = None) -> Path:
@@ -48,6 +50,11 @@ def words_of(sentence: str, location: str) -> list[str]:
     return words
 
 
+def text_of(sentence: str, words: list[str]) -> Text:
+    """The raw sentence with its PTB tokens' character spans (text-reading scorers read the raw text)."""
+    return Text(sentence, tuple(words), tuple((t.start, t.end) for t in tokenize(sentence)))
+
+
 def evaluate(chosen: ChosenScorer, model_path: str | Path, paradigms: dict[str, list[Pair]], blimp_dir: Path,
              pairs_per_paradigm: int | None, out: str | Path | None = None) -> tuple[dict[str, Any], int]:
     """Score every pair (only those missing from the cache) and aggregate."""
@@ -68,7 +75,8 @@ def evaluate(chosen: ChosenScorer, model_path: str | Path, paradigms: dict[str, 
                 and isinstance(r["unknown_words"], int))
 
     def compute(wanted: list[str]) -> list[Record]:
-        scores = chosen.scorer.score([w for i in wanted for w in words[i]])
+        texts = [text_of(sentence, w) for i in wanted for sentence, w in zip((pairs[i].good, pairs[i].bad), words[i])]
+        scores = score_texts(chosen.scorer, texts)
         out = []
         for k, i in enumerate(wanted):
             good, bad = scores[2 * k], scores[2 * k + 1]

@@ -27,7 +27,9 @@ Record = dict[str, Any]
 
 
 def run_dir_of(model_path: str | Path) -> Path:
-    """``RUN`` for ``RUN/checkpoints/X.ckpt``; otherwise the folder of the model file."""
+    """``RUN`` for ``RUN/checkpoints/X.ckpt``; ``DIR`` for an ``hf:DIR`` model; otherwise the model file's folder."""
+    if str(model_path).startswith("hf:"):
+        return Path(str(model_path)[3:]).resolve()
     parent = Path(model_path).resolve().parent
     return parent.parent if parent.name == "checkpoints" else parent
 
@@ -105,8 +107,3 @@ def _safe(valid: Callable[[Record], bool], record: Record) -> bool:
         return bool(valid(record))
     except (KeyError, TypeError, ValueError, AttributeError, IndexError):
         return False
-
-
-def is_number(x: Any) -> bool:
-    """A JSON number (not a bool): what cached scores must be."""
-    return isinstance(x, int | float) and not isinstance(x, bool)

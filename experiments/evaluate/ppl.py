@@ -13,10 +13,10 @@ the task identity (``cache.py``).
 **Document-level checkpoints** (``data.level=document``; TG §3.1) are evaluated document by document: items
 are the corpus's documents (a PTB ``.mrg`` file, a treebank file; with ``--limit`` the last document is cut
 after the limit's last sentence and scored as a shorter document), ``log p(x)`` is the sum of its sentences'
-log p(x_i | previous sentences) from ``scorers.tg_document.DocumentScorer`` — exact for ``txl-terminals``
-(``</s>`` once, at the end of the document: the only end term), a lower bound with the greedy single-path
-prefix for joint models (the ``DOC)`` closing the document counted with the last sentence; each sentence's
-end term is the closing after its last word). ``N_w`` still counts words.
+log p(x_i | previous sentences) from the family's document scorer (``score_documents``) — exact for string
+models (``</s>`` once, at the end of the document: the only end term), a lower bound for joint models (TG
+§3.1's greedy single-path prefix; the closing of the document counted with the last sentence; each
+sentence's end term is the closing after its last word). ``N_w`` still counts words.
 """
 
 from __future__ import annotations
@@ -28,11 +28,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from experiments.evaluate.cache import ItemCache, Record, default_out_dir, is_number
+from experiments.evaluate.cache import ItemCache, Record, default_out_dir
 from experiments.evaluate.results import write_results
 from experiments.evaluate.scorer_choice import ChosenScorer
 from lightning_modules.data.tree import Tree, clean
 from lightning_modules.errors import InputError
+from lightning_modules.numeric import is_number
 
 
 @dataclass(frozen=True)
@@ -160,6 +161,8 @@ def describe(chosen: ChosenScorer, words: int) -> str:
     """The one-sentence convention recorded in results.json."""
     end = ("the closing of the constituents open after the last word" if chosen.joint
            else "log p(</s> | x)")
+    included = (f"log p(x) includes the end of the sentence ({end})" if chosen.scorer.convention.end_of_sentence
+                else "log p(x) has no end-of-sentence term (the model's convention)")
     level = "sentence-level" if chosen.level == "sentence" else (
         "document-level, greedy single-path prefix: log p(x_i | previous sentences) with the previous "
         "sentences' chosen trees (DOC) counted with the last sentence)" if chosen.joint else
@@ -167,7 +170,7 @@ def describe(chosen: ChosenScorer, words: int) -> str:
     kind = ("an upper bound: log p(x) >= log Σ_{y in Y'} p(x, y), Y' = " + chosen.description if chosen.joint
             else "exact")
     return (f"word perplexity exp(-Σ_x log p(x) / N_w), N_w = {words} words (the end of sentence is not "
-            f"counted); log p(x) includes the end of the sentence ({end}); {kind}; {level}")
+            f"counted); {included}; {kind}; {level}")
 
 
 def format_report(result: dict[str, Any]) -> str:

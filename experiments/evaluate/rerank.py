@@ -23,16 +23,18 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from experiments.evaluate.cache import ItemCache, Record, default_out_dir, is_number
+from experiments.evaluate.cache import ItemCache, Record, default_out_dir
 from experiments.evaluate.evalb import COLLINS, evaluate_lines, parse_line, score_sentence
 from experiments.evaluate.ppl import Sentences
-from experiments.evaluate.proposals import PLACEHOLDER_TAG, with_tags
-from experiments.evaluate.results import file_sha256, write_results
+from experiments.evaluate.results import write_results
 from experiments.evaluate.scorer_choice import ChosenScorer
 from experiments.evaluate.scorers.tree_files import ProposalFile
+from experiments.families.parser.proposals import PLACEHOLDER_TAG, with_tags
 from lightning_modules.data.atomic import atomic_write_text
+from lightning_modules.data.checksums import file_sha256
 from lightning_modules.data.tree import Tree, clean, drop_pos_tags, parse_tree, to_bracketed
 from lightning_modules.errors import InputError
+from lightning_modules.numeric import is_number
 
 CONVENTION = ("model parse = the proposal with the highest log p(x, y) among the first N distinct proposals; "
               "EVALB COLLINS.prm (labeled, punctuation and TOP deleted, ADVP = PRT) against cleaned gold trees; "

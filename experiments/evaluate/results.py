@@ -19,6 +19,7 @@ from importlib import metadata
 from pathlib import Path
 
 from lightning_modules.data.atomic import atomic_write_text, atomic_write_with
+from lightning_modules.data.checksums import file_sha256
 
 PACKAGES = ("synbench", "torch", "pytorch-lightning", "numpy", "pyparsing", "sentencepiece")
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -28,20 +29,6 @@ def config_hash(config: Mapping) -> str:
     """A short stable hash of a JSON-able mapping (key order does not matter)."""
     canonical = json.dumps(config, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
-
-
-def file_sha256(path: str | Path) -> str:
-    """sha256 of a file, or of a folder as the sorted list of its files' relative paths and sha256s."""
-    path = Path(path)
-    if path.is_dir():
-        files = [p for p in sorted(path.rglob("*")) if p.is_file()]
-        listing = "".join(f"{p.relative_to(path).as_posix()}\t{file_sha256(p)}\n" for p in files)
-        return hashlib.sha256(listing.encode("utf-8")).hexdigest()
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def package_versions(names: Iterable[str] = PACKAGES) -> dict[str, str | None]:

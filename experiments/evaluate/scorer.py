@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from lightning_modules.errors import InputError
+
 METHODS = ("exact", "proposals", "beam", "gold")
 
 
@@ -35,6 +37,9 @@ class Convention:
     incremental: str | None = None  # how per-word values were obtained for joint models
     end_of_sentence: bool = True  # whether log p(</s> | x) (or the closing of the root) is included in total
     unit: str = "word"
+    tokenizer: str | None = None  # models with their own tokenizer: its class and vocabulary size
+    bos: str | None = None  # the token every sentence is conditioned on (e.g. ``<|endoftext|>``)
+    precision: str | None = None  # float32, float16 or bfloat16 weights
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -64,6 +69,63 @@ class SentenceScore:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+def check_sentences(sentences: Sequence[Sequence[str]]) -> None:
+    """Sentences must be non-empty sequences of words (non-empty strings without spaces)."""
+    for k, words in enumerate(sentences):
+        if isinstance(words, str):
+            raise InputError("a sentence must be a sequence of words, not a string", f"sentence {k}")
+        if not words:
+            raise InputError("empty sentence (no words to score)", f"sentence {k}")
+        for word in words:
+            if not isinstance(word, str) or not word or any(c.isspace() for c in word):
+                raise InputError(f"bad word {word!r} (words are non-empty strings without spaces)",
+                                 f"sentence {k}")
+
+
+def batches(order: list[int], sizes: Sequence[int], budget: int) -> list[list[int]]:
+    """Consecutive groups of ``order`` whose ``sizes`` sum to at most ``budget`` (or a single item)."""
+    groups: list[list[int]] = []
+    used = 0
+    for k in order:
+        if groups and used + sizes[k] <= budget:
+            groups[-1].append(k)
+            used += sizes[k]
+        else:
+            groups.append([k])
+            used = sizes[k]
+    return groups
+
+
+@dataclass(frozen=True)
+class Text:
+    """One sentence as raw text and as the evaluator's words, each with its character span in the text.
+
+    Evaluators score words (treebank tokens); a model with its own tokenizer (``hf:`` sources) reads the raw
+    text instead and sums its pieces into these words by character offsets, so every model is compared on the
+    same words and regions.
+    """
+
+    text: str
+    words: tuple[str, ...]
+    spans: tuple[tuple[int, int], ...]
+
+
+# treebank tokens whose surface text differs (the inverse of ``tokenize.py``'s renaming)
+_SURFACE = {"-LRB-": "(", "-RRB-": ")", "-LSB-": "[", "-RSB-": "]", "-LCB-": "{", "-RCB-": "}", "``": '"',
+            "''": '"'}
+
+
+def text_of_words(words: Sequence[str]) -> Text:
+    """Treebank words as raw text: joined by single spaces, brackets and quotes restored (``-LRB-`` -> ``(``)."""
+    spans, pieces, position = [], [], 0
+    for word in words:
+        surface = _SURFACE.get(word, word)
+        spans.append((position, position + len(surface)))
+        pieces.append(surface)
+        position += len(surface) + 1
+    return Text(" ".join(pieces), tuple(words), tuple(spans))
+
+
 @runtime_checkable
 class Scorer(Protocol):
     """Anything that scores sentences: a family's model, a baseline, an external LM."""
@@ -74,3 +136,19 @@ class Scorer(Protocol):
     def score(self, sentences: Sequence[Sequence[str]]) -> list[SentenceScore]:
         """Score tokenized sentences; the result is independent of batching and order."""
         ...
+
+
+@runtime_checkable
+class TextScorer(Protocol):
+    """A Scorer that reads raw text through its own tokenizer (``score`` still takes words: their text)."""
+
+    def score_texts(self, texts: Sequence[Text]) -> list[SentenceScore]:
+        """Score raw sentences; ``word_logprobs`` follow ``Text.words`` (pieces summed by character offsets)."""
+        ...
+
+
+def score_texts(scorer: Scorer, texts: Sequence[Text]) -> list[SentenceScore]:
+    """What evaluators call: raw text for text-reading scorers, the words for every other Scorer."""
+    if isinstance(scorer, TextScorer):
+        return scorer.score_texts(texts)
+    return scorer.score([t.words for t in texts])

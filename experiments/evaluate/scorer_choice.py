@@ -1,8 +1,10 @@
 """Choosing the Scorer of a model file from the evaluation command line, and describing that choice.
 
-A model file is a TG-family checkpoint (``synbench train``) or an n-gram baseline (the JSON file of
-``scorers/ngram.py``'s ``save``). The method defaults to ``exact`` for string models and ``beam`` for joint
-models; ``proposals`` takes a proposal file (``--proposals``) or the built-in parser (``--parser``).
+A model source is a checkpoint (``synbench train``; its family adapter builds the scorer), an n-gram baseline
+(the JSON file of ``scorers/ngram.py``'s ``save``) or ``hf:DIR``, a causal LM saved locally with
+``transformers`` (``scorers/hf.py``: exact, on raw text through its own tokenizer). The method defaults to
+the family's first (``exact`` for string models, ``beam`` for joint sentence-level models); ``proposals``
+takes a proposal file (``--proposals``) or the built-in parser (``--parser``).
 Everything that changes a number (method, N, beam widths, the proposal source's sha256) goes into the
 evaluation's ``settings`` and task identity, and a one-line description goes into its headline.
 
@@ -11,8 +13,7 @@ the sentence's words, so a sentence gets the same proposal set whatever else is 
 item cache stays valid when an interrupted run resumes with a different set of missing items.
 
 Document-level checkpoints (``data.level=document``) are accepted by ``eval ppl`` only (``choose(...,
-documents=True)``): their scorer is a ``scorers.tg_document.DocumentScorer`` (exact for ``txl-terminals``;
-``gold`` or ``proposals`` with TG §3.1's greedy single-path prefix for joint models; no beam).
+documents=True)``): their scorer has ``score_documents``.
 """
 
 from __future__ import annotations
@@ -20,16 +21,17 @@ from __future__ import annotations
 import argparse
 import hashlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from experiments.evaluate.results import file_sha256
 from experiments.evaluate.scorer import Scorer
+from experiments.families.adapter import ScoringRequest
+from lightning_modules.data.checksums import file_sha256
 from lightning_modules.data.tree import Tree
 from lightning_modules.errors import InputError
 
-PAPER = "paper: 300 proposals"
+HF_PREFIX = "hf:"
 TreeSource = Callable[[Sequence[Sequence[str]]], list[list[Tree]]]
 
 
@@ -37,7 +39,8 @@ def add_arguments(p: argparse.ArgumentParser, methods: Sequence[str] = ("exact",
                   proposals_required: bool = False, model_optional: bool = False) -> None:
     """The model and scorer options shared by ``eval ppl|sg|blimp|rerank``."""
     p.add_argument("checkpoint", nargs="?" if model_optional else None,
-                   help="TG-family checkpoint (RUN/checkpoints/best.ckpt) or n-gram model (.json)")
+                   help="checkpoint (RUN/checkpoints/best.ckpt), n-gram model (.json) or hf:DIR (a local "
+                        "transformers causal LM with its tokenizer)")
     if len(methods) > 1:
         p.add_argument("--method", choices=list(methods),
                        help="exact (string models, the default for them), gold (joint models on gold trees), "
@@ -47,7 +50,7 @@ def add_arguments(p: argparse.ArgumentParser, methods: Sequence[str] = ("exact",
     source.add_argument("--proposals", type=Path, metavar="FILE",
                         help="proposal trees (synbench propose output, or SENTENCE<TAB>TREE lines)")
     if not proposals_required:
-        source.add_argument("--parser", type=Path, metavar="CKPT", help="proposal-parser checkpoint (draws N trees)")
+        source.add_argument("--parser", type=Path, metavar="CKPT", help="proposal parser checkpoint (draws N trees)")
     p.add_argument("-n", type=int, default=300, help="proposal trees per sentence (default 300, as TG §3.1)")
     p.add_argument("--parser-seed", type=int, default=0, help="seed of the parser's sampling without replacement")
     p.add_argument("--beam", type=int, default=20, help="action beam of --method beam (default 20; paper-style 300)")
@@ -56,8 +59,12 @@ def add_arguments(p: argparse.ArgumentParser, methods: Sequence[str] = ("exact",
                    help="most nonterminal actions between two words in the beam (default 8)")
     p.add_argument("--batch-size", type=int, default=32,
                    help="sequences per forward pass (results do not depend on it)")
+    p.add_argument("--device", default="cpu", help="torch device of the model (default cpu; e.g. cuda)")
+    p.add_argument("--precision", default="float32", choices=("float32", "float16", "bfloat16"),
+                   help="hf: models only: weights' precision (half precision on GPU only; default float32)")
     p.add_argument("--out", type=Path, metavar="DIR",
-                   help="results folder (default: RUN_DIR/eval/TASK-HASH, the hash of the task identity)")
+                   help="results folder (default: RUN_DIR/eval/TASK-HASH, the hash of the task identity; "
+                        "hf: models: DIR/eval/TASK-HASH)")
     p.add_argument("--data-dir", help="data directory (default: $SYNBENCH_DATA or ~/.cache/synbench/data)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
 
@@ -77,6 +84,8 @@ class ChosenScorer:
     # interrupted run loses little; more for batched scorers, whose batches they fill
     chunk: int = 32
     level: str = "sentence"  # "document": the scorer is a DocumentScorer (score_documents)
+    adapter: Any = None  # the family adapter of a checkpoint (None for n-gram and hf: sources)
+    capabilities: frozenset[str] = frozenset({"perplexity", "score", "surprisal"})
 
 
 def is_ngram_file(path: Path) -> bool:
@@ -91,98 +100,77 @@ def is_ngram_file(path: Path) -> bool:
 def choose(args: argparse.Namespace, gold: TreeSource | None = None, documents: bool = False) -> ChosenScorer:
     """The Scorer the options ask for; ``gold`` is the tree source of ``--method gold`` (the corpus trees).
 
-    ``documents``: the caller scores whole documents, so a document-level checkpoint is accepted (its scorer
-    is a ``DocumentScorer``); other callers get an error for document-level checkpoints.
+    The model source is ``hf:DIR`` (a local ``transformers`` causal LM), an n-gram JSON file, or a checkpoint,
+    whose family adapter builds the scorer of the method. ``documents``: the caller scores whole documents, so
+    a document-level checkpoint is accepted (its scorer has ``score_documents``).
     """
-    path = Path(args.checkpoint)
-    if not path.is_file():
-        raise InputError("model file not found", str(path))
     for flag, value in (("-n", args.n), ("--beam", args.beam), ("--word-beam", args.word_beam),
                         ("--max-actions", args.max_actions), ("--batch-size", args.batch_size)):
         if value < 1:
             raise InputError("must be at least 1", flag)
+    method = getattr(args, "method", None)
+    given_trees = args.proposals is not None or getattr(args, "parser", None) is not None
+    if str(args.checkpoint).startswith(HF_PREFIX):
+        if given_trees:
+            raise InputError("an hf: model is a string model: --proposals/--parser do not apply", args.checkpoint)
+        return _hf(args, method)
+    path = Path(args.checkpoint)
+    if not path.is_file():
+        raise InputError("model file not found", str(path))
     sha = file_sha256(path)
     if is_ngram_file(path):
-        if args.proposals is not None or getattr(args, "parser", None) is not None:
+        if given_trees:
             raise InputError("an n-gram model is a string model: --proposals/--parser do not apply", str(path))
-        return _ngram(path, sha, getattr(args, "method", None))
-    from experiments.checkpoints import read_checkpoint
-    from experiments.evaluate.scorers import load_scorer
-    from experiments.evaluate.scorers.tg import JOINT_FAMILIES
+        return _ngram(path, sha, method)
+    from experiments.families import checkpoint_family
 
-    meta = read_checkpoint(path, ("tg", "txl-trees", "txl-terminals", "pushdown", "base-lm"))["synbench"]
-    family = meta["family"]
-    if family in ("pushdown", "base-lm"):
-        if args.proposals is not None or getattr(args, "parser", None) is not None:
-            raise InputError("Pushdown-family models are marginalised by beam search: --proposals/--parser do "
-                             "not apply", str(path))
-        return _pushdown(path, sha, family, getattr(args, "method", None), args.beam)
-    level = meta["config"]["data"].get("level", "sentence")
-    joint = family in JOINT_FAMILIES
-    method = getattr(args, "method", None) or ("beam" if joint else "exact")
-    if level == "document":
-        if not documents:
-            raise InputError("this evaluation is sentence-level; a document-level checkpoint is evaluated "
-                             "with eval ppl only (TG §3.1's greedy single-path prefix)", str(path))
-        if method == "beam":
-            raise InputError("document-level joint checkpoints are scored with --method gold or --method "
-                             "proposals (the greedy single-path prefix of TG §3.1), not beam", "--method")
-    if method != "proposals" and (args.proposals is not None or getattr(args, "parser", None) is not None):
+    adapter, meta = checkpoint_family(path)
+    methods = adapter.methods(meta["config"])
+    if not methods:
+        raise InputError(f"a {adapter.name} checkpoint is a {adapter.kind(meta['config'])} and is not scored as a "
+                         "language model", str(path))
+    if method is not None and method not in methods:
+        raise InputError(f"a {adapter.name} checkpoint is a {adapter.kind(meta['config'])} model: it is scored with "
+                         f"--method {' or '.join(methods)}, not {method}", "--method")
+    method = method or methods[0]
+    if given_trees and "proposals" not in methods:
+        raise InputError(f"{adapter.name} models are scored with --method {' or '.join(methods)}: "
+                         "--proposals/--parser do not apply", str(path))
+    if method != "proposals" and given_trees:
         raise InputError(f"--proposals/--parser need --method proposals (not {method})", "--method")
-    identity: dict[str, Any] = {"model_sha256": sha, "family": family, "method": method}
+    request = ScoringRequest(method=method, batch_size=args.batch_size, beam=args.beam, word_beam=args.word_beam,
+                             max_actions=args.max_actions, n=args.n, gold=gold, documents=documents,
+                             device=getattr(args, "device", "cpu"))
+    extra: dict[str, Any] = {}
     data: dict[str, Path] = {}
-    if method == "exact":
-        scorer = load_scorer(path, "exact", batch_size=args.batch_size)
-        description = "exact"
-    elif method == "beam":
-        scorer = load_scorer(path, "beam", beam=args.beam, word_beam=args.word_beam, max_actions=args.max_actions)
-        identity.update(beam=args.beam, word_beam=args.word_beam, max_actions=args.max_actions)
-        description = f"beam {args.beam}/{args.word_beam}, <= {args.max_actions} actions per word ({PAPER})"
-    elif method == "gold":
-        if gold is None:
-            raise InputError("--method gold needs gold trees: evaluate a treebank corpus (eval ppl)", "--method")
-        scorer = load_scorer(path, "gold", trees=gold, pos_tags=True, source_name="gold trees of the corpus")
-        description = "gold trees, log p(x, y_gold)"
-    else:
+    if given_trees:
         source, name, pos_tags, extra = _proposal_source(args)
-        identity.update(n_proposals=args.n, **extra)
-        scorer = load_scorer(path, "proposals", proposals=source, n_proposals=args.n, batch_size=args.batch_size,
-                             pos_tags=pos_tags, source_name=name)
+        request = replace(request, proposals=source, source_name=name, pos_tags=pos_tags)
         if args.proposals is not None:
             data["proposals"] = args.proposals
-        description = f"N = {args.n} proposals from {name} ({PAPER})"
-    if level == "document":
-        from experiments.evaluate.scorers.tg_document import INCREMENTAL, DocumentScorer
+    scoring = adapter.scoring(path, meta, request)
+    identity: dict[str, Any] = {"model_sha256": sha, "family": adapter.name, "method": method, **scoring.identity,
+                                **(extra if method == "proposals" else {})}
+    settings = {"method": method, "family": adapter.name,
+                **{k: v for k, v in identity.items() if k not in ("model_sha256", "family", "method")},
+                "scorer_convention": scoring.scorer.convention.to_dict()}
+    return ChosenScorer(scoring.scorer, adapter.name, adapter.kind(meta["config"]) == "joint", identity, settings,
+                        scoring.description, {**data, **scoring.data}, scoring.chunk, scoring.level, adapter,
+                        adapter.capabilities(meta["config"]))
 
-        scorer = DocumentScorer(scorer)  # type: ignore[arg-type]
-        identity["level"] = "document"
-        description = f"{description}, {INCREMENTAL}"
-    settings = {"method": method, "family": family, **{k: v for k, v in identity.items()
-                                                        if k not in ("model_sha256", "family", "method")},
+
+def _hf(args: argparse.Namespace, method: str | None) -> ChosenScorer:
+    """A local ``transformers`` causal LM, scored exactly on raw text through its own tokenizer."""
+    from experiments.evaluate.scorers import hf
+
+    if method not in (None, "exact"):
+        raise InputError(f"an hf: model is a string model: --method {method} does not apply", "--method")
+    scorer = hf.load(args.checkpoint, getattr(args, "device", "cpu"), getattr(args, "precision", "float32"),
+                     args.batch_size)
+    identity = {"model": args.checkpoint, "family": "hf", "method": "exact", **scorer.identity()}
+    settings = {"method": "exact", "family": "hf", "source": args.checkpoint,
                 "scorer_convention": scorer.convention.to_dict()}
-    return ChosenScorer(scorer, family, joint, identity, settings, description, data, 4 if method == "beam" else 32,
-                        level)
-
-
-def _pushdown(path: Path, sha: str, family: str, method: str | None, beam: int) -> ChosenScorer:
-    """Pushdown-LM: beam search over attachments (its only marginalisation); Base-LM: exact."""
-    from experiments.evaluate.scorers import pushdown
-
-    model = pushdown.PushdownModel.load(str(path))
-    wanted = "beam" if family == "pushdown" else "exact"
-    if method not in (None, wanted):
-        raise InputError(f"a {family} checkpoint is scored with --method {wanted}, not {method}", "--method")
-    identity: dict[str, Any] = {"model_sha256": sha, "family": family, "method": wanted}
-    if family == "pushdown":
-        scorer: Any = pushdown.BeamScorer(model, beam)
-        identity["beam"] = beam
-        description = f"beam {beam} over attachment decisions (paper: 300)"
-    else:
-        scorer = pushdown.ExactScorer(model)
-        description = "exact"
-    settings = {"method": wanted, "family": family, **({"beam": beam} if family == "pushdown" else {}),
-                "scorer_convention": scorer.convention.to_dict()}
-    return ChosenScorer(scorer, family, family == "pushdown", identity, settings, description, {}, 4)
+    return ChosenScorer(scorer, "hf", False, identity, settings, scorer.description(), {}, args.batch_size)
 
 
 def _ngram(path: Path, sha: str, method: str | None) -> ChosenScorer:
@@ -215,7 +203,7 @@ class SentenceSeededProposals:
     """N distinct trees per sentence from a parser checkpoint, seeded by (seed, the sentence's words)."""
 
     def __init__(self, checkpoint: str | Path, n: int, seed: int = 0):
-        from experiments.evaluate.proposals import load_parser
+        from experiments.families.parser.proposals import load_parser
 
         self.model, self.payload = load_parser(checkpoint)
         self.n, self.seed = n, seed
@@ -226,7 +214,7 @@ class SentenceSeededProposals:
         return int(digest[:8], 16)  # 32 bits: propose multiplies the seed by ~1e6 into a 64-bit seed
 
     def __call__(self, sentences: Sequence[Sequence[str]]) -> list[list[Tree]]:
-        from experiments.evaluate.proposals import propose
+        from experiments.families.parser.proposals import propose
 
         return [propose(self.model, self.payload, [words], self.n, "sample", self.sentence_seed(words))[0].trees
                 for words in sentences]

@@ -24,13 +24,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from experiments.evaluate.cache import ItemCache, Record, default_out_dir, is_number
+from experiments.evaluate.cache import ItemCache, Record, default_out_dir
 from experiments.evaluate.results import write_results
+from experiments.evaluate.scorer import Text, score_texts
 from experiments.evaluate.scorer_choice import ChosenScorer
 from experiments.evaluate.sg import Suite, SurprisalTable, condition_text, load_circuits, region_sums, score
 from experiments.evaluate.tokenize import tokenize
 from lightning_modules.data.atomic import atomic_write_text
 from lightning_modules.errors import InputError
+from lightning_modules.numeric import is_number
 
 LN2 = math.log(2.0)
 CONVENTION = ("region surprisal = sum of -log2 p(w_i | w_<i) over the region's words (bits); regions joined "
@@ -67,6 +69,10 @@ def evaluate(chosen: ChosenScorer, model_path: str | Path, suites: dict[str, Sui
     """Region surprisals of every selected item (only those missing from the cache), then the SG scores."""
     sentences = {(name, it.number, c): condition_words(s, it.number, c)
                  for name, s in suites.items() for it in s.items for c in s.conditions}
+    raw = {(name, it.number, c): condition_text(it.conditions[c])[0]
+           for name, s in suites.items() for it in s.items for c in s.conditions}
+    condition_texts = {key: Text(raw[key], tuple(words), tuple(offsets))
+                       for key, (words, offsets, _) in sentences.items()}
     checksum = hashlib.sha256(json.dumps(sorted((f"{k[0]}/{k[1]}/{k[2]}", v[0]) for k, v in sentences.items()))
                               .encode("utf-8")).hexdigest()
     settings = {**chosen.settings, "suites": sorted(suites), "n_suites": len(suites),
@@ -86,7 +92,7 @@ def evaluate(chosen: ChosenScorer, model_path: str | Path, suites: dict[str, Sui
     def compute(wanted: list[str]) -> list[Record]:
         keys = [(name, int(number), c) for i in wanted for name, number in [i.rsplit("/", 1)]
                 for c in suites[name].conditions]
-        scores = chosen.scorer.score([sentences[k][0] for k in keys])
+        scores = score_texts(chosen.scorer, [condition_texts[k] for k in keys])
         records: dict[str, Record] = {}
         for key, s in zip(keys, scores):
             name, number, condition = key

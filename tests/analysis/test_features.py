@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from analysis.features import extract_features, node_positions, trees_sha256
-from experiments.commands.inspect import inspect_tree
+from experiments.families.tg.inspect import inspect_tree
 from lightning_modules.data import tg_data
 from lightning_modules.data.corpora import Document
 from lightning_modules.data.tree import parse_tree, read_bracketed
@@ -53,9 +53,9 @@ def checkpoints(tmp_path_factory, trees):
 
 
 def load(checkpoint):
-    from experiments.evaluate.scorers.tg import TGModel
+    from experiments.families import get_family
 
-    return TGModel.load(str(checkpoint))
+    return get_family("tg").prober(checkpoint)
 
 
 def positions_of(types, name):
@@ -64,31 +64,31 @@ def positions_of(types, name):
 
 def test_tg_positions_are_the_cnt1_and_cnt2_tokens_of_inspect(checkpoints, trees):
     for tree in trees:
-        example, words, reps = node_positions(load(checkpoints["tg"]), "sentence", tree)
+        example, words, reps = node_positions(load(checkpoints["tg"]), tree)
         record = inspect_tree(tree, "tg")
         assert list(reps["compose"]) == positions_of(record["types"], "CNT1")
         assert list(reps["stack"]) == positions_of(record["types"], "CNT2")
         assert list(words) == positions_of(record["types"], "T")
         assert [record["tokens"][p] for p in reps["compose"]] == [record["tokens"][p] for p in reps["stack"]]
-    _, words, reps = node_positions(load(checkpoints["tg"]), "sentence", trees[0])
+    _, words, reps = node_positions(load(checkpoints["tg"]), trees[0])
     # <s> (S (NP the blue bird NP) NP) (VP sings VP) VP) S) S): NP, VP, S in post-order
     assert list(words) == [3, 4, 5, 9]
     assert list(reps["compose"]) == [6, 10, 12] and list(reps["stack"]) == [7, 11, 13]
 
 
 def test_txl_positions(checkpoints, trees):
-    _, words, reps = node_positions(load(checkpoints["txl-trees"]), "sentence", trees[0])
+    _, words, reps = node_positions(load(checkpoints["txl-trees"]), trees[0])
     record = inspect_tree(trees[0], "txl")
     assert list(reps["closing"]) == positions_of(record["types"], "CNT") == [6, 9, 10]
     assert list(words) == [3, 4, 5, 8]
-    example, words, reps = node_positions(load(checkpoints["txl-terminals"]), "sentence", trees[0])
+    example, words, reps = node_positions(load(checkpoints["txl-terminals"]), trees[0])
     assert list(words) == [1, 2, 3, 4]  # <s> the blue bird sings </s>
     assert reps["first+last"].tolist() == [[0, 2], [3, 3], [0, 3]]  # word indices of each span's ends
 
 
 def test_document_level_checkpoint_reads_a_one_sentence_document(tmp_path, trees):
     ckpt = write_checkpoint(tmp_path / "doc.ckpt", "tg", trees, level="document")
-    example, words, reps = node_positions(load(ckpt), "document", trees[0])
+    example, words, reps = node_positions(load(ckpt), trees[0])
     # <s> (DOC (S (NP the blue bird NP) NP) ... : everything shifts by one, (DOC closes last (not a node)
     assert list(words) == [4, 5, 6, 10] and list(reps["compose"]) == [7, 11, 13]
     assert len(example) == 17
@@ -97,21 +97,22 @@ def test_document_level_checkpoint_reads_a_one_sentence_document(tmp_path, trees
 def test_sentencepiece_word_is_its_last_piece(tmp_path, trees):
     ckpt = write_checkpoint(tmp_path / "sp.ckpt", "tg", trees, terminals="sentencepiece")
     model = load(ckpt)
-    example, words, _ = node_positions(model, "sentence", trees[0])
+    example, words, _ = node_positions(model, trees[0])
     for i, p in enumerate(words):
         assert example.word_index[p] == i and (p + 1 == len(example) or example.word_index[p + 1] != i)
-    assert any(len(model.terminals(w)) > 1 for w in trees[0].leaves())  # the test means something
+    assert any(len(model.model.terminals(w)) > 1 for w in trees[0].leaves())  # the test means something
 
 
 def test_layer_zero_is_the_embedding_and_last_layer_gives_the_logits(checkpoints, trees):
     """Chunks of 8 tokens: the hooks' outputs are concatenated over chunks with the memory carried."""
     for family, ckpt in checkpoints.items():
-        model = load(ckpt)
+        prober = load(ckpt)
+        model = prober.model
         feats = extract_features(ckpt, trees, layers=[0, 2], batch_size=2)
         assert feats.layers == (0, 2) and feats.family == family
         net = model.module.network
         for s, tree in enumerate(trees):
-            example, words, _ = node_positions(model, "sentence", tree)
+            example, words, _ = node_positions(prober, tree)
             rows = slice(feats.word_offsets[s], feats.word_offsets[s + 1])
             emb = net.embedding.weight[torch.from_numpy(example.tokens[words])].detach().numpy()
             assert np.array_equal(feats.word[rows, 0], emb.astype(np.float16))

@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from analysis.pipeline import analyze, reduced_settings
+from analysis.pipeline import analyze
 from analysis.report import headline_table, write_report
 from experiments.cli import main
 from experiments.evaluate.results import write_results
@@ -167,14 +167,6 @@ def test_a_missing_seed_of_terminals_and_disagreeing_terminals(experiment):
     regs = json.loads((analyze(spec, root, wandb="disabled").out_dir / "regressions.json").read_text())
     assert "differ" in regs["frequency"]["skipped"]
     assert "coefficients" in regs["copying"]
-
-
-def test_reduced_settings_of_the_shipped_scales():
-    demo = reduced_settings(load_spec("reproduce-tg-demo"))
-    assert demo[0] == "2 seeds per model (full protocol: 100)"
-    assert any("probing:" in line and "layers [1, 2]" in line for line in demo)
-    assert reduced_settings(load_spec("reproduce-tg-paper")) == []
-    assert reduced_settings(load_spec("reproduce-tg-cpu-small"), seeds="0-4")[0].startswith("5 seeds")
 
 
 def test_notebook_runs_against_the_experiment(experiment, monkeypatch):

@@ -1,18 +1,18 @@
-"""The report (Markdown + HTML from one structure) and the paper's published numbers it shows beside ours."""
+"""The report (Markdown + HTML from one structure) with the published numbers of the experiment's paper beside
+ours (the numbers themselves are tested in tests/experiments/papers)."""
 
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from analysis import figures, paper_numbers, report
+from analysis import figures, report
+from experiments.papers import tg
 from lightning_modules.errors import InputError
 
-PAPER_TEXT = Path("/work/shared/papers/transformer-grammars.txt")
 EVIL = "<script>alert(1)</script>"
 REDUCED = ["N = 10 proposals (paper: 300)", "3 seeds (paper: 100)", "4 layers, d_model 128 (paper: 16)"]
 
@@ -100,7 +100,7 @@ def test_report_has_every_section_with_the_reduced_settings_and_the_paper_number
                     "Regressions", "MDL probing", "task pos", "task grandparent"):
         assert heading in md and heading in page
     # the paper's numbers beside ours, marked as a different scale
-    assert f"perplexity (test): {paper_numbers.PAPER_SCALE}" in md
+    assert f"perplexity (test): {tg.SCALE}" in md
     assert "61.8 ± 0.2 (Table 1, PTB perplexity, test)" in md  # data ptb-sample: the PTB column only
     assert "30.3 ± 0.5" not in md
     assert "82.5 ± 1.6 (Table 1, SG (BLLIP sent.), test)" in md
@@ -195,57 +195,6 @@ def test_headline_table_is_the_markdown_table_with_the_paper_numbers(tmp_path) -
     assert "Paper numbers: Sartran et al. (2022)" in table
 
 
-# ----------------------------------------------------------------------------------------------------------
-# The paper's numbers
-
-
-def test_paper_numbers_match_the_paper_text() -> None:
-    if not PAPER_TEXT.is_file():
-        pytest.skip(f"{PAPER_TEXT} not available")
-    lines = PAPER_TEXT.read_text().splitlines()
-    heads = [i for i, line in enumerate(lines) if "Perplexity" in line and "BLLIP doc." in line]
-    cell = re.compile(r"n/a|(\d+\.\d+)\s*(?:\}\s*)?\\pm\s*(?:\\textbf\{\s*)?(\d+\.\d+)")
-    assert len(heads) == 2
-    for head, table in zip(heads, (paper_numbers.TABLE1_TEST, paper_numbers.TABLE2_VALIDATION), strict=True):
-        for k, (row, cells) in enumerate(table.items()):
-            line = lines[head + 1 + k]
-            assert all(word in line.lower() for word in re.findall(r"[a-z]+", row.lower())), (row, line)
-            parsed = tuple(None if m.group(0) == "n/a" else (float(m.group(1)), float(m.group(2)))
-                           for m in cell.finditer(line))
-            assert parsed == cells, row
-    text = PAPER_TEXT.read_text()
-    for regression in paper_numbers.REGRESSIONS.values():
-        assert f"adjusted  $R^2$  value of {regression.adj_r2:.3f}" in text
-        for name, coef in regression.coefficients.items():
-            assert re.search(re.escape(name) + r"\W*=\s*" + re.escape(f"{coef:.4f}"), text), name
-
-
-def test_our_labels_and_metrics_map_to_the_right_paper_numbers() -> None:
-    def cells(model, metric, data=None):
-        numbers = paper_numbers.paper_numbers_for(model, metric, data)
-        return [(n.table, n.column.key, n.split, n.text()) for n in numbers]
-
-    assert cells("tg", "ppl") == [("Table 1", "ptb_ppl", "test", "61.8 ± 0.2"),
-                                  ("Table 1", "bllip_sent_ppl", "test", "30.3 ± 0.5")]
-    assert cells("tg", "ppl", "ptb-sample") == [("Table 1", "ptb_ppl", "test", "61.8 ± 0.2")]
-    assert cells("txl-trees", "ppl", "bllip-lg") == [("Table 1", "bllip_sent_ppl", "test", "29.8 ± 0.4")]
-    assert cells("txl-trees-doc", "ppl") == [("Table 1", "bllip_doc_ppl", "test", "22.1 ± 0.1")]
-    assert cells("tg", "val_ppl", "ptb") == [("Table 2", "ptb_ppl", "validation", "76.1 ± 0.3")]
-    assert cells("tg-reversed", "f1") == []  # Table 2 has F1 but our f1 is the test split: Table 1 only
-    assert cells("txl-terminals", "sg") == [("Table 1", "sg", "test", "69.5 ± 2.1")]
-    for model, metric in (("txl-terminals", "f1"), ("tg", "blimp"), ("tg-doc", "sg"), ("gpt", "ppl")):
-        assert cells(model, metric) == []
-    [bound] = paper_numbers.paper_numbers_for("tg", "ppl", "ptb")
-    assert bound.upper_bound and bound.source == "Table 1, PTB, test, 12M params, 100 seeds, upper bound"
-    [exact] = paper_numbers.paper_numbers_for("txl-terminals", "ppl", "bllip")
-    assert not exact.upper_bound and exact.source == "Table 1, BLLIP-LG, test, 252M params, 100 seeds"
-    assert paper_numbers.REGRESSIONS["frequency"].coefficient("medium_freq") == -0.2419
-    order = paper_numbers.model_order(["x", "txl-terminals", "tg-doc", "tg"])
-    assert order == ["tg", "txl-terminals", "tg-doc", "x"]
-    assert paper_numbers.percent_scale("sg.circuit.Agreement") == 100.0
-    assert paper_numbers.percent_scale("f1") == 1.0
-
-
 def test_values_of_the_wrong_kind_cost_one_section_not_the_report(tmp_path) -> None:
     folder = analysis_folder(tmp_path)
     mdl = pd.read_csv(folder / "mdl.csv")
@@ -261,18 +210,35 @@ def test_values_of_the_wrong_kind_cost_one_section_not_the_report(tmp_path) -> N
     assert "| HighFreq | 700 |" in md  # the sections around it are there
 
 
-def test_pushdown_experiments_show_the_pushdown_papers_tables() -> None:
-    paper = paper_numbers.paper_for(["tg", "pushdown", "proposal-parser"])
-    assert paper is paper_numbers.PUSHDOWN_PAPER and paper_numbers.paper_for(["tg"]) is paper_numbers.TG_PAPER
+def _with_families(folder: Path, families: dict[str, str]) -> None:
+    """Make the analysis folder's models those labels, of those families."""
+    settings = json.loads((folder / "settings.json").read_text())
+    settings["models"] = {label: {"family": family, "level": "sentence"} for label, family in families.items()}
+    (folder / "settings.json").write_text(json.dumps(settings))
+    summary = pd.read_csv(folder / "summary.csv")
+    summary["model"] = summary["model"].map(dict(zip(summary["model"].unique(), families)))  # the rest: NaN
+    summary.dropna(subset=["model"]).to_csv(folder / "summary.csv", index=False)
 
-    def cells(model, metric):
-        return [(n.table, n.column.key, n.text()) for n in paper_numbers.paper_numbers_for(model, metric, None, paper)]
 
-    assert cells("pushdown", "blimp") == [("Table 2", "pd_blimp", "75.6")]
-    assert cells("base-lm", "sg") == [("Table 2", "pd_sg", "69.5")]
-    assert cells("tg", "sg") == [("Table 2", "pd_sg", "82.5")] and cells("tg", "blimp") == []
-    assert cells("pushdown", "parse_f1") == [("Table 4", "pd_parse_f1", "95.3")] and cells("base-lm", "parse_f1") == []
-    [bound] = paper_numbers.paper_numbers_for("pushdown", "ppl", None, paper)
-    [exact] = paper_numbers.paper_numbers_for("base-lm", "ppl", None, paper)
-    assert bound.upper_bound and not exact.upper_bound and bound.source.endswith("3 seeds, upper bound")
-    assert paper_numbers.metric_title("parse_f1") == "unlabeled F1 (%)"
+def test_pushdown_experiments_show_the_pushdown_papers_tables(tmp_path) -> None:
+    folder = analysis_folder(tmp_path)
+    _with_families(folder, {"pushdown": "pushdown", "base-lm": "base-lm", "tg": "tg"})
+    md = report.write_report(folder)[0].read_text()
+    assert "beam 300 over attachment decisions" in md and "Paper numbers: Murty et al. (2023)" in md
+    table = report.headline_table(folder).splitlines()
+    assert [line.split(" | ")[0] for line in table[2:5]] == ["| pushdown", "| base-lm", "| tg"]
+    assert table[0].startswith("| model | perplexity (test): ours | perplexity (test): paper (BLLIP-LG full")
+    assert "| tg | 72.00 ± 0.50 | 30.3 (Table 2, BLLIP-LG perplexity, test) |" in table[4]
+
+
+def test_an_experiment_no_paper_describes_has_no_paper_column(tmp_path) -> None:
+    folder = analysis_folder(tmp_path)
+    _with_families(folder, {"lstm": "awd-lstm", "gpt": "hf"})
+    md = report.write_report(folder)[0].read_text()
+    assert "No registered paper describes these models' families: no published numbers are shown" in md
+    assert "NOT comparable" not in md and "Paper numbers:" not in md and "Not in the paper" not in md
+    assert "## Results (mean ± sd over seeds)\n" in md
+    table = report.headline_table(folder)
+    assert table.splitlines()[0] == ("| model | perplexity (test): ours | SG score (%): ours | "
+                                     "BLiMP accuracy (%): ours |")
+    assert "| gpt | 71.00 ± 0.50 | 61.00 ± 2.00 | 71.00 ± 1.00 |" in table

@@ -121,7 +121,7 @@ def test_pushdown_runs_on_text_use_their_beam_and_base_lm_is_exact(tmp_path):
 
 
 def test_the_pushdown_table2_spec_plans_and_the_cpu_spec_lists_its_reductions(tmp_path):
-    from analysis.pipeline import reduced_settings
+    from experiments.reductions import reduced_settings
 
     full = load_spec("pushdown-table2")
     runs = experiment_runs(full)

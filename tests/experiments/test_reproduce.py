@@ -1,10 +1,12 @@
-"""``synbench reproduce``: scales, the plan overview, and (slow) the whole pipeline on a tiny experiment."""
+"""``synbench reproduce``: papers and scales from the registry, the plan overview, and (slow) the whole pipeline
+on a tiny TG experiment and on the shipped Pushdown demo."""
 
 import json
 
 import pytest
 import yaml
 
+from analysis.report import write_report
 from experiments.cli import main
 from experiments.experiment_spec import load_spec
 from experiments.reproduce import overview, run_pipeline, spec_for
@@ -13,10 +15,23 @@ from lightning_modules.errors import InputError
 
 def test_scales_and_errors():
     assert spec_for("tg", "demo").name == "reproduce-tg-demo"
-    with pytest.raises(InputError, match="no reproduction of 'palm'"):
+    assert spec_for("pushdown", "demo").name == "reproduce-pushdown-demo"
+    assert spec_for("pushdown", "cpu-small").name == "pushdown-ptb-cpu"
+    with pytest.raises(InputError, match=r"unknown paper 'palm' \(known: pushdown, tg\)"):
         spec_for("palm", "demo")
-    with pytest.raises(InputError, match="unknown scale"):
+    with pytest.raises(InputError, match=r"paper 'tg' has no scale 'huge' \(its scales: demo, cpu-small, paper\)"):
         spec_for("tg", "huge")
+
+
+@pytest.mark.parametrize(("argv", "error"), [
+    (["palm"], "PAPER: unknown paper 'palm' (known: pushdown, tg)"),
+    (["pushdown", "--scale", "huge"],
+     "--scale: paper 'pushdown' has no scale 'huge' (its scales: demo, cpu-small, paper)"),
+])
+def test_an_unknown_paper_or_scale_is_one_error_line(tmp_path, capsys, argv, error):
+    assert main(["reproduce", *argv, "--runs-dir", str(tmp_path / "runs")]) == 2
+    assert capsys.readouterr().err.strip() == f"synbench: error: {error}"
+    assert not (tmp_path / "runs").exists()
 
 
 def test_overview_names_every_stage_and_reduction():
@@ -67,7 +82,7 @@ def test_tiny_pipeline_end_to_end(tmp_path, tiny_treebank, prepared_data_dir, mo
         "launcher": {"local": {"max_parallel": 2}},
     }))
     spec = load_spec(spec_path)
-    outcome = run_pipeline(spec, tmp_path / "runs", poll_s=0.5)
+    outcome = run_pipeline(spec, tmp_path / "runs", poll_s=0.5, write_report=write_report)
     assert outcome.failed == {} and outcome.report_md.is_file() and outcome.report_html.is_file()
     analysis = tmp_path / "runs" / spec.name / "analysis"
     settings = json.loads((analysis / "settings.json").read_text())
@@ -81,5 +96,27 @@ def test_tiny_pipeline_end_to_end(tmp_path, tiny_treebank, prepared_data_dir, mo
     text = outcome.report_md.read_text()
     assert "2 seeds per model (full protocol: 100)" in text
     # resuming: nothing is trained or evaluated again
-    again = run_pipeline(spec, tmp_path / "runs", poll_s=0.5)
+    again = run_pipeline(spec, tmp_path / "runs", poll_s=0.5, write_report=write_report)
     assert again.failed == {} and again.elapsed_s < outcome.elapsed_s
+
+
+@pytest.mark.slow
+def test_pushdown_demo_end_to_end(tmp_path, prepared_data_dir, monkeypatch, capsys):
+    """``synbench reproduce pushdown --scale demo`` as shipped: every stage, the report with Pushdown Layers'
+    Tables 2 and 4 beside ours; a second call trains and evaluates nothing again."""
+    monkeypatch.setenv("SYNBENCH_DATA", str(prepared_data_dir))
+    argv = ["reproduce", "pushdown", "--scale", "demo", "--runs-dir", str(tmp_path / "runs"), "--poll", "1"]
+    assert main(argv) == 0
+    exp = tmp_path / "runs" / "reproduce-pushdown-demo"
+    settings = json.loads((exp / "analysis" / "settings.json").read_text())
+    assert settings["runs"]["done"] == 4 and settings["scale"] == "demo"
+    summary = (exp / "analysis" / "summary.csv").read_text()
+    for metric in ("ppl", "sg", "blimp", "parse_f1"):
+        assert f"\n{metric},pushdown," in summary
+    text = (exp / "report.md").read_text()
+    assert "2 seeds per model (full protocol: 5)" in text and "Paper numbers: Murty et al. (2023)" in text
+    assert "75.6 (Table 2, BLiMP, test)" in text and "95.3 (Table 4, PTB unlabeled F1, test)" in text
+    out = capsys.readouterr().out
+    assert out.startswith("| model |") and "report: " in out
+    assert main(argv) == 0
+    assert "[train] 4/4 done" in capsys.readouterr().err

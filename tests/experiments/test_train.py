@@ -93,7 +93,7 @@ def test_bad_config_and_corrupted_checkpoint(tmp_path, capsys, small_treebank):
 
 @pytest.mark.parametrize("family", ["tg", "txl-trees", "txl-terminals"])
 def test_samples_are_well_formed(tmp_path, small_treebank, family):
-    from experiments.sample import sample
+    from experiments.families.tg.sample import sample
     from lightning_modules.data.tree import parse_tree
 
     cfg = config(family, small_treebank, "train.max_steps=4", "train.val_every=4", "train.ckpt_every=4")

@@ -1,25 +1,28 @@
 """Scorers of model checkpoints (the Scorer protocol of ``experiments/evaluate/scorer.py``).
 
-``load_scorer(checkpoint, method=...)`` picks the implementation from the checkpoint's family and the method:
+``load_scorer(checkpoint, method=...)`` asks the checkpoint's family adapter for the scorer of the method:
 
-- ``exact``: string models (TXL (terminals));
+- ``exact``: string models;
 - ``gold``: joint models on given gold trees, log p(x, y_gold) (``trees``: a treebank file or a tree source);
 - ``proposals``: joint models marginalised over N proposal trees per sentence (``proposals``: a proposal
   file, see ``tree_files``, or a callable ``sentences -> list[list[Tree]]`` such as the proposal parser);
-- ``beam``: joint models marginalised over a word-synchronous beam.
+- ``beam``: joint models marginalised over their word-synchronous beam.
+
+Generic scorers live here: ``tree_marginal`` (the marginal over given trees, for any joint family's
+encoding), ``ngram`` (n-gram baselines) and ``hf`` (local ``transformers`` causal LMs).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from experiments.evaluate.scorer import Scorer
-from lightning_modules.data.tree import Tree
 from lightning_modules.errors import InputError
 
-TreeSource = Callable[[Sequence[Sequence[str]]], list[list[Tree]]]
+TreeSource = Callable[[Sequence[Sequence[str]]], list[list[Any]]]
 
 
 def load_scorer(checkpoint: str | Path, method: str = "exact", *, batch_size: int = 32,
@@ -27,30 +30,32 @@ def load_scorer(checkpoint: str | Path, method: str = "exact", *, batch_size: in
                 trees: str | Path | TreeSource | None = None, pos_tags: bool | None = None,
                 beam: int = 100, word_beam: int = 10, max_actions: int = 15, device: str = "cpu",
                 source_name: str | None = None) -> Scorer:
-    """A Scorer for ``checkpoint``.
+    """A Scorer for ``checkpoint`` (a sentence-level checkpoint of any family).
 
     ``pos_tags``: whether the given trees carry POS tags (dropped before scoring: the models read POS-free
     trees). Default: True for files (treebanks and proposal files are PTB-style), False for callables
     (the proposal parser produces the model's own POS-free trees). ``batch_size`` counts sequences (trees
     for the joint methods) per forward pass; all trees of one sentence always share one pass.
     """
-    from experiments.evaluate.scorers import tg
+    from experiments.families import checkpoint_family
+    from experiments.families.adapter import ScoringRequest
 
-    model = tg.TGModel.load(str(checkpoint), device)
-    if method == "exact":
-        return tg.ExactScorer(model, batch_size)
-    if method == "beam":
-        return tg.BeamScorer(model, beam, word_beam, max_actions)
+    if method not in ("exact", "beam", "proposals", "gold"):
+        raise InputError(f"unknown method {method!r}; expected exact, gold, proposals or beam", "method")
+    adapter, meta = checkpoint_family(checkpoint)
+    request = ScoringRequest(method=method, batch_size=batch_size, beam=beam, word_beam=word_beam,
+                             max_actions=max_actions, n=n_proposals, device=device)
     if method in ("proposals", "gold"):
         given = proposals if method == "proposals" else trees
         if given is None:
             key = "proposals" if method == "proposals" else "trees"
             raise InputError(f"method={method} needs {key} (a file or a tree source)", key)
         source, from_file = _source(given, method)
-        return tg.TreeScorer(model, source, method=method, n=n_proposals, batch_size=batch_size,
-                             pos_tags=from_file if pos_tags is None else pos_tags,
-                             source_name=source_name or getattr(source, "name", None))
-    raise InputError(f"unknown method {method!r}; expected exact, gold, proposals or beam", "method")
+        name = source_name or getattr(source, "name", None)
+        tagged = from_file if pos_tags is None else pos_tags
+        request = replace(request, **{"proposals" if method == "proposals" else "gold": source},
+                          source_name=name, pos_tags=tagged)
+    return adapter.scoring(checkpoint, meta, request).scorer
 
 
 def _source(given: Any, method: str) -> tuple[TreeSource, bool]:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from experiments.evaluate.results import config_hash, file_sha256, write_results
+from experiments.evaluate.results import config_hash, write_results
+from lightning_modules.data.checksums import file_sha256
 
 
 def test_write_results(tmp_path: Path) -> None:

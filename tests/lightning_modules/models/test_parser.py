@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from experiments.evaluate.proposals import (
+from experiments.families.parser.proposals import (
     ParserDecoder,
     conditional_gumbel,
     propose,

@@ -9,8 +9,8 @@ import pytest
 from experiments.cli import main
 from experiments.config import resolve_train_config
 from experiments.evaluate.evalb import UNLABELED, evaluate_files, evaluate_lines
-from experiments.evaluate.parse import binarized_gold, right_branching, tagged
-from experiments.evaluate.scorers.pushdown import BeamScorer, PushdownModel
+from experiments.families.pushdown.parsing import binarized_gold, right_branching, tagged
+from experiments.families.pushdown.scorers import BeamScorer, PushdownModel
 from experiments.train import train
 from lightning_modules.data.tree import clean, parse_tree, read_bracketed, to_bracketed
 

@@ -14,7 +14,7 @@ import math
 import pytest
 import torch
 
-from experiments.evaluate.scorers.pushdown import BeamScorer, ExactScorer, PushdownModel
+from experiments.families.pushdown.scorers import BeamScorer, ExactScorer, PushdownModel
 from lightning_modules.data.encodings.pushdown import unlabelled
 from lightning_modules.data.pushdown_data import TokenVocab, collate, encode_sentence, with_unknown
 from lightning_modules.data.sentencepiece import SentencePieceModel

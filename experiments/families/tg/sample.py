@@ -32,27 +32,16 @@ class Sample:
     logprob: float
 
 
-def load_model(checkpoint: str) -> tuple[Any, dict[str, Any], ActionVocab]:
-    """Module (eval mode), resolved config and action vocabulary of a TG-family checkpoint."""
-    from experiments.checkpoints import read_checkpoint
-    from lightning_modules.models.tg import build
-
-    ckpt = read_checkpoint(checkpoint, ("tg", "txl-trees", "txl-terminals"))
-    meta = ckpt["synbench"]
-    vocab = ActionVocab.from_json(meta["vocab"]["actions"])
-    module = build({**meta["config"]["model"], "vocab_size": len(vocab)})
-    module.load_state_dict(ckpt["state_dict"])
-    module.eval()
-    return module, meta, vocab
-
-
 def sample(checkpoint: str, n: int, seed: int = 0, temperature: float = 1.0, max_length: int = 200) -> list[Sample]:
     """Draw ``n`` sequences (in one batch) from a checkpoint."""
     if n < 1:
         raise InputError("must be at least 1", "-n")
     if temperature <= 0:
         raise InputError("must be positive", "--temperature")
-    module, meta, vocab = load_model(checkpoint)
+    from experiments.families.tg.scorers import TGModel
+
+    model = TGModel.load(checkpoint)
+    module, meta, vocab = model.module, {"family": model.family, "config": model.config}, model.vocab
     family = meta["family"]
     encode = _encoder(family, meta["config"]["model"]["relpos"])
     types = vocab.token_types(np.arange(len(vocab)))

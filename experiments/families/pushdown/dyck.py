@@ -16,10 +16,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from experiments.evaluate.cache import ItemCache, Record, default_out_dir, is_number
-from experiments.evaluate.results import file_sha256, write_results
+from experiments.evaluate.cache import ItemCache, Record, default_out_dir
+from experiments.evaluate.results import write_results
 from lightning_modules.data import dyck, dyck_data
+from lightning_modules.data.checksums import file_sha256
 from lightning_modules.errors import InputError
+from lightning_modules.numeric import is_number
 
 EXACT = "base-lm: exact log p(w | prefix), one pass"
 MARGINAL = ("pushdown: the beam's marginal next-token distribution, log p(w | prefix) = logsumexp over the "
@@ -41,7 +43,7 @@ def evaluate(model_path: str | Path, sets: Sequence[str] | None = None, size: in
     ``tape`` (pushdown only): ``beam`` infers the attachments (the model's own prediction, the protocol);
     ``silver`` gives the prefix's gold tape (an oracle diagnostic).
     """
-    from experiments.evaluate.scorers.pushdown import BeamScorer, ExactScorer, PushdownModel
+    from experiments.families.pushdown.scorers import BeamScorer, ExactScorer, PushdownModel
 
     sets = list(dict.fromkeys(sets or dyck_data.TEST_SETS))
     unknown = [s for s in sets if s not in dyck_data.TEST_SETS]

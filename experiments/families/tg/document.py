@@ -32,8 +32,9 @@ from dataclasses import replace
 
 import numpy as np
 
-from experiments.evaluate.scorer import Convention, SentenceScore
-from experiments.evaluate.scorers.tg import ExactScorer, TreeScorer, _Candidate, _check_sentences
+from experiments.evaluate.scorer import Convention, SentenceScore, check_sentences
+from experiments.evaluate.scorers.tree_marginal import Candidate, TreeScorer
+from experiments.families.tg.scorers import ExactScorer
 from lightning_modules.data.encodings.choe_charniak import Actions, TokenType, choe_charniak
 from lightning_modules.data.tree import Tree
 from lightning_modules.errors import InputError
@@ -66,7 +67,7 @@ class DocumentScorer:
         for d, sentences in enumerate(documents):
             if not sentences:
                 raise InputError("a document needs at least one sentence", f"document {d}")
-            _check_sentences(sentences)
+            check_sentences(sentences)
         if isinstance(self.inner, ExactScorer):
             return [self._exact(sentences) for sentences in documents]
         if self.inner.source is None:
@@ -77,7 +78,7 @@ class DocumentScorer:
     def _exact(self, sentences: Sequence[Sequence[str]]) -> list[SentenceScore]:
         words = [w for s in sentences for w in s]
         example = self.model.encode(self.inner.actions(words))
-        whole = self.inner._sentence(words, example, self.model.label_logprobs([example])[0])
+        whole = self.inner.sentence_score(words, example, self.model.label_logprobs([example])[0])
         out, start = [], 0
         for i, s in enumerate(sentences):
             per_word = whole.word_logprobs[start : start + len(s)]
@@ -106,7 +107,7 @@ class DocumentScorer:
                 logprobs += self.model.label_logprobs([c.example for c in candidates[lo : lo + self.inner.batch_size]])
             for lp in logprobs:
                 lp[:start] = 0.0
-            score = self.inner._sentence(words, candidates, logprobs)
+            score = self.inner.marginal(words, candidates, logprobs)
             out.append(score)
             best = model_trees[int(np.argmax([lp.sum() for lp in logprobs]))]
             actions = choe_charniak(best, self.model.terminals)
@@ -116,32 +117,14 @@ class DocumentScorer:
         return out
 
     def _candidates(self, i: int, words: Sequence[str], trees: Sequence[Tree], prefix: Actions, last: bool
-                    ) -> tuple[list[_Candidate], list[Tree]]:
+                    ) -> tuple[list[Candidate], list[Tree]]:
         """The sentence's first ``n`` distinct trees as ``prefix + tree (+ DOC) for the last sentence)``."""
-        if not trees:
-            raise InputError("no trees to score", f"sentence {i}")
-        seen: set[Tree] = set()
-        candidates: list[_Candidate] = []
-        model_trees: list[Tree] = []
-        for j, tree in enumerate(trees):
-            location = f"sentence {i}, tree {j}"
-            model_tree = self.inner._model_tree(tree, location)
-            if model_tree.leaves() != list(words):
-                raise InputError(f"tree words {' '.join(model_tree.leaves())!r} differ from the sentence "
-                                 f"{' '.join(words)!r}", location)
-            if model_tree in seen:
-                continue
-            seen.add(model_tree)
+        end = ((f"{ROOT})",), (int(TokenType.CNT),), (-1,)) if last else ((), (), ())
+
+        def encode(model_tree: Tree):
             actions = choe_charniak(model_tree, self.model.terminals)
-            end = ((f"{ROOT})",), (int(TokenType.CNT),), (-1,)) if last else ((), (), ())
-            example = self.model.encode(Actions(prefix.tokens + actions.tokens[1:] + end[0],
-                                                prefix.types + actions.types[1:] + end[1],
-                                                prefix.word_index + actions.word_index[1:] + end[2]))
-            last_piece = np.zeros(len(words), dtype=np.int64)
-            is_word = example.word_index >= 0
-            np.maximum.at(last_piece, example.word_index[is_word], np.flatnonzero(is_word))
-            candidates.append(_Candidate(tree, example, last_piece))
-            model_trees.append(model_tree)
-            if len(candidates) == self.inner.n:
-                break
-        return candidates, model_trees
+            return self.model.encode(Actions(prefix.tokens + actions.tokens[1:] + end[0],
+                                             prefix.types + actions.types[1:] + end[1],
+                                             prefix.word_index + actions.word_index[1:] + end[2]))
+
+        return self.inner.candidates(i, words, trees, encode=encode)

@@ -24,12 +24,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from experiments.evaluate.cache import ItemCache, Record, default_out_dir, is_number
+from experiments.evaluate.cache import ItemCache, Record, default_out_dir
 from experiments.evaluate.ppl import Sentences
-from experiments.evaluate.results import file_sha256, write_results
+from experiments.evaluate.results import write_results
+from lightning_modules.data.checksums import file_sha256
 from lightning_modules.data.encodings.choe_charniak import TokenType
 from lightning_modules.data.tree import Tree, drop_pos_tags
 from lightning_modules.errors import InputError
+from lightning_modules.numeric import is_number
 
 CONVENTION = ("log p(a_i | a_<i) in nats of every terminal token, teacher-forced on the gold action sequence "
               "(joint models: gold nonterminals in the context, not marginalised; TXL (terminals): the words); "
@@ -72,7 +74,7 @@ def item_terminals(model: Any, trees: Sequence[Tree], level: str) -> tuple[list[
 def evaluate(model_path: str | Path, sentences: Sentences, out: str | Path | None = None,
              data_dir: str | None = None) -> tuple[dict[str, Any], int]:
     """Score every terminal of the split (only the items missing from the cache); write the results."""
-    from experiments.evaluate.scorers.tg import TGModel
+    from experiments.families.tg.scorers import TGModel
 
     model = TGModel.load(str(model_path))
     level = model.level

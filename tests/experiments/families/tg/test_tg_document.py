@@ -12,8 +12,9 @@ import pytest
 import torch
 
 from experiments.cli import main
-from experiments.evaluate.scorers.tg import ExactScorer, TGModel, TreeScorer
-from experiments.evaluate.scorers.tg_document import INCREMENTAL, DocumentScorer
+from experiments.evaluate.scorers.tree_marginal import TreeScorer
+from experiments.families.tg.document import INCREMENTAL, DocumentScorer
+from experiments.families.tg.scorers import ExactScorer, TGModel
 from lightning_modules.data import tg_data
 from lightning_modules.data.corpora import Document
 from lightning_modules.data.encodings.choe_charniak import Actions, document_choe_charniak, terminal_actions

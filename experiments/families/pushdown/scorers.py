@@ -38,7 +38,6 @@ beam, §5), unlabelled (``X``) and binary, over words: the input of ``eval parse
 from __future__ import annotations
 
 import base64
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -51,6 +50,7 @@ from lightning_modules.data.encodings.pushdown import StackStates, attachments_t
 from lightning_modules.data.pushdown_data import EOS, PAD, SOS
 from lightning_modules.data.tree import to_bracketed
 from lightning_modules.errors import InputError
+from lightning_modules.numeric import logsumexp
 
 FAMILIES = ("pushdown", "base-lm")
 INCREMENTAL = ("difference of successive beam prefix marginals, log-sum-exp over the beam of p(prefix, y) "
@@ -224,7 +224,7 @@ class BeamScorer:
                 torch.from_numpy(states.depth[:, :k]).to(device), torch.full((count,), ids[k], device=device))
             with_word = scores + lp_words[:, ids[k]].double().cpu().numpy()
             if k == n + 1:
-                marginal = _logsumexp(with_word)
+                marginal = logsumexp(with_word)
                 best = int(np.argmax(with_word))
                 attachment = states.attachment[best, : n + 1].tolist()
                 tree = merge_pieces(attachments_to_tree([*attachment, 0], [str(t) for t in ids[1:-1]]),
@@ -235,7 +235,7 @@ class BeamScorer:
                                      extra={"attachment": attachment, "beam_final": count,
                                             "best_logprob": float(with_word[best])})
             if enc.word_end[k]:
-                marginal = _logsumexp(with_word)
+                marginal = logsumexp(with_word)
                 word_logprobs.append(marginal - prefix)
                 prefix = marginal
             legal = states.legal(close_at_last=True)
@@ -299,9 +299,3 @@ class BeamScorer:
         states.attach(labels)
         return states, flat[top], origins
 
-
-def _logsumexp(values: np.ndarray) -> float:
-    top = float(np.max(values))
-    if not math.isfinite(top):
-        return top
-    return top + math.log(float(np.exp(values - top).sum()))

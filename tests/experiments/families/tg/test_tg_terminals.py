@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 from experiments.cli import main
-from experiments.evaluate import ppl, terminal_logprobs
-from experiments.evaluate.scorers.tg import ExactScorer, TGModel
+from experiments.evaluate import ppl
+from experiments.families.tg import terminals as terminal_logprobs
+from experiments.families.tg.scorers import ExactScorer, TGModel
 from lightning_modules.data.encodings.choe_charniak import Actions, TokenType, choe_charniak
 from lightning_modules.data.tree import clean, drop_pos_tags, read_bracketed, to_bracketed
 

@@ -16,8 +16,9 @@ import torch
 
 from experiments.evaluate.scorer import Scorer
 from experiments.evaluate.scorers import load_scorer
-from experiments.evaluate.scorers.tg import BeamScorer, ExactScorer, TGModel, TreeScorer
 from experiments.evaluate.scorers.tree_files import GoldTrees, ProposalFile
+from experiments.evaluate.scorers.tree_marginal import TreeScorer
+from experiments.families.tg.scorers import BeamScorer, ExactScorer, TGModel
 from lightning_modules.data import tg_data
 from lightning_modules.data.corpora import Document
 from lightning_modules.data.encodings.cc_constraints import build_tree

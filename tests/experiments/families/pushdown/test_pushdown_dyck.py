@@ -11,7 +11,7 @@ import torch
 
 from experiments.cli import main
 from experiments.config import resolve_train_config
-from experiments.evaluate.scorers.pushdown import BeamScorer, ExactScorer, PushdownModel
+from experiments.families.pushdown.scorers import BeamScorer, ExactScorer, PushdownModel
 from experiments.train import train
 from lightning_modules.data import dyck_data
 from lightning_modules.data.pushdown_data import PushdownSentence, collate
@@ -147,7 +147,7 @@ def test_the_exact_base_lm_distribution_is_the_training_path():
 def test_the_silver_tape_is_the_training_path_of_the_gold_attachments():
     """``--tape silver``: the distribution a Pushdown-LM gives after a prefix read with its gold tape equals the
     training-path forward of that prefix (collated with its silver attachments)."""
-    from experiments.evaluate.dyck_eval import SilverTape
+    from experiments.families.pushdown.dyck import SilverTape
     from lightning_modules.data import dyck
 
     model = _dyck_model("pushdown")
@@ -173,7 +173,7 @@ class _FixedLogits(torch.nn.Module):
 
 
 def test_silver_tape_counts_the_heads_wrong_legal_attachments():
-    from experiments.evaluate.dyck_eval import SilverTape, attachment_diagnostics
+    from experiments.families.pushdown.dyck import SilverTape, attachment_diagnostics
     from lightning_modules.data import dyck
 
     model = _dyck_model("pushdown")

@@ -14,14 +14,10 @@ for SentencePiece, words with a piece outside the vocabulary (``<unk>``).
 pieces, ``end_logprob`` = log p(</s> | x), ``total`` = their sum = log p(x).
 
 **Trees** (``tg``, ``txl-trees``; ``gold`` and ``proposals``): a tree's log p(x, y) is the sum of its action
-log-probs (the last closing nonterminal ends the sequence; there is no ``</s>``). Over a set Y' of distinct
-trees, ``total = logsumexp_y log p(x, y) <= log p(x)``. The incremental estimate after word i is the
-logsumexp over the *distinct* action prefixes of Y' that end with the last piece of word i: the actions
-before the word (closing the previous constituents, opening new ones) belong to word i's step, the closing
-nonterminals after it to word i+1's (or to the end). Counting each distinct prefix once matters: trees that
-share a prefix would otherwise count its probability several times. Every distinct prefix at word i extends
-exactly one at word i-1 with less probability, so ``word_logprobs`` are <= 0 and telescope:
-``total = sum(word_logprobs) + end_logprob``, with ``end_logprob`` the closing of the remaining constituents.
+log-probs (the last closing nonterminal ends the sequence; there is no ``</s>``); the marginal over a set of
+distinct trees and its incremental estimates are ``experiments.evaluate.scorers.tree_marginal.TreeScorer``'s,
+which reads trees through ``TGModel``'s tree-marginal methods (``end_logprob``: the closing of the remaining
+constituents).
 
 **Beam** (word-synchronous, Stern et al. 2017): see ``BeamScorer``; prefix values are the logsumexp over the
 hypotheses that have just generated word i (before pruning to the word beam), the same quantity as above
@@ -38,7 +34,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from experiments.evaluate.scorer import Convention, SentenceScore
+from experiments.evaluate.scorer import Convention, SentenceScore, batches, check_sentences
 from lightning_modules.data.encodings.batch import collate_chunk
 from lightning_modules.data.encodings.cc_constraints import ActionMasks, CCState, build_tree
 from lightning_modules.data.encodings.choe_charniak import (
@@ -54,9 +50,9 @@ from lightning_modules.data.encodings.example import Example
 from lightning_modules.data.encodings.segmentation import segment
 from lightning_modules.data.tree import Tree, clean, drop_pos_tags, to_bracketed
 from lightning_modules.errors import InputError
+from lightning_modules.numeric import logsumexp
 
 JOINT_FAMILIES = ("tg", "txl-trees")
-ProposalSource = Callable[[Sequence[Sequence[str]]], list[list[Tree]]]
 
 
 # -- the model -----------------------------------------------------------------------------------------------
@@ -95,9 +91,15 @@ class TGModel:
 
     @classmethod
     def load(cls, checkpoint: str, device: str = "cpu") -> TGModel:
-        from experiments.sample import load_model
+        """The one loader of TG-family checkpoints (module in eval mode, config, vocabularies)."""
+        from experiments.checkpoints import read_checkpoint
+        from lightning_modules.models.tg import FAMILIES, build
 
-        module, meta, vocab = load_model(checkpoint)
+        ckpt = read_checkpoint(checkpoint, FAMILIES)
+        meta = ckpt["synbench"]
+        vocab = ActionVocab.from_json(meta["vocab"]["actions"])
+        module = build({**meta["config"]["model"], "vocab_size": len(vocab)})
+        module.load_state_dict(ckpt["state_dict"])
         return cls(module, meta, vocab, device)
 
     @property
@@ -106,6 +108,28 @@ class TGModel:
 
     def encode(self, actions: Actions) -> Example:
         return self._encode(actions, self.vocab, unknown=self.unknown_token)
+
+    # -- the tree-marginal protocol (experiments.evaluate.scorers.tree_marginal.TreeModel) -------------------
+    @property
+    def name(self) -> str:
+        return self.family
+
+    def model_tree(self, tree: Tree, pos_tags: bool, location: str) -> Tree:
+        """A given tree as the model reads it: cleaned, POS tags dropped, the checkpoint's tree transform."""
+        try:
+            tree = clean(tree)
+            return transform_tree(drop_pos_tags(tree) if pos_tags else tree, self.tree_transform)
+        except InputError as e:
+            raise InputError(e.message, location) from None
+
+    def tree_words(self, tree: Tree) -> list[str]:
+        return tree.leaves()
+
+    def tree_text(self, tree: Tree) -> str:
+        return to_bracketed(tree)
+
+    def encode_tree(self, tree: Tree) -> Example:
+        return self.encode(choe_charniak(tree, self.terminals))
 
     def encoded_length(self, n_actions: int, n_closing: int) -> int:
         """Length of the encoded sequence: TG duplicates every closing nonterminal."""
@@ -142,38 +166,6 @@ class TGModel:
                 for b, ps in enumerate(positions)]
 
 
-def _check_sentences(sentences: Sequence[Sequence[str]]) -> None:
-    for k, words in enumerate(sentences):
-        if isinstance(words, str):
-            raise InputError("a sentence must be a sequence of words, not a string", f"sentence {k}")
-        if not words:
-            raise InputError("empty sentence (no words to score)", f"sentence {k}")
-        for word in words:
-            if not isinstance(word, str) or not word or any(c.isspace() for c in word):
-                raise InputError(f"bad word {word!r} (words are non-empty strings without spaces)",
-                                 f"sentence {k}")
-
-
-def _logsumexp(values: Sequence[float] | np.ndarray) -> float:
-    values = np.asarray(values, dtype=np.float64)
-    top = values.max()
-    return float(top + np.log(np.exp(values - top).sum())) if np.isfinite(top) else float(top)
-
-
-def _batches(order: list[int], sizes: Sequence[int], budget: int) -> list[list[int]]:
-    """Consecutive groups of ``order`` whose ``sizes`` sum to at most ``budget`` (or a single item)."""
-    groups: list[list[int]] = []
-    used = 0
-    for k in order:
-        if groups and used + sizes[k] <= budget:
-            groups[-1].append(k)
-            used += sizes[k]
-        else:
-            groups.append([k])
-            used = sizes[k]
-    return groups
-
-
 # -- exact: TXL (terminals) ----------------------------------------------------------------------------------
 class ExactScorer:
     """Exact per-word log-probabilities of a string model (``txl-terminals``), batched over sentences."""
@@ -200,17 +192,18 @@ class ExactScorer:
         return Actions(tuple(tokens + [EOS]), tuple(types + [int(TokenType.T)]), tuple(word_index + [-1]))
 
     def score(self, sentences: Sequence[Sequence[str]]) -> list[SentenceScore]:
-        _check_sentences(sentences)
+        check_sentences(sentences)
         examples = [self.model.encode(self.actions(words)) for words in sentences]
         order = sorted(range(len(examples)), key=lambda k: -len(examples[k]))  # similar lengths together
         out: list[SentenceScore | None] = [None] * len(examples)
-        for batch in _batches(order, [1] * len(examples), self.batch_size):
+        for batch in batches(order, [1] * len(examples), self.batch_size):
             logprobs = self.model.label_logprobs([examples[k] for k in batch])
             for k, lp in zip(batch, logprobs):
-                out[k] = self._sentence(sentences[k], examples[k], lp)
+                out[k] = self.sentence_score(sentences[k], examples[k], lp)
         return out  # type: ignore[return-value]
 
-    def _sentence(self, words: Sequence[str], example: Example, lp: np.ndarray) -> SentenceScore:
+    def sentence_score(self, words: Sequence[str], example: Example, lp: np.ndarray) -> SentenceScore:
+        """The score of one encoded sentence from its label log-probs."""
         token_lp = lp[:-1]  # token j (j >= 1) is predicted at position j - 1
         word_index = example.word_index[1:]
         is_word = word_index >= 0
@@ -220,131 +213,6 @@ class ExactScorer:
             words=tuple(words), word_logprobs=tuple(float(v) for v in per_word),
             total=float(per_word.sum()) + end, end_logprob=end,
             unknown_words=sum(self.model.is_unknown(w) for w in words),
-        )
-
-
-# -- trees: gold and proposals (TG, TXL (trees)) -------------------------------------------------------------
-@dataclass
-class _Candidate:
-    """One distinct tree of a sentence as the model sees it."""
-
-    original: Tree  # as given (for best_tree)
-    example: Example
-    last_piece: np.ndarray  # encoded position of each word's last terminal
-
-
-class TreeScorer:
-    """log p(x, y) of given trees and the marginal over each sentence's distinct trees (see the module doc).
-
-    ``source`` maps sentences to their trees (a ``ProposalFile``, the proposal parser, a treebank lookup);
-    ``score_trees`` takes the trees directly. The first ``n`` distinct trees of a sentence are used (after
-    cleaning, dropping POS tags when ``pos_tags``, and the checkpoint's tree transform). All trees of a
-    sentence go through the network in one forward pass; sentences are grouped up to ``batch_size`` trees.
-    """
-
-    def __init__(self, model: TGModel, source: ProposalSource | None, *, method: str = "proposals",
-                 n: int | None = 300, pos_tags: bool = False, batch_size: int = 32,
-                 source_name: str | None = None):
-        if not model.joint:
-            raise InputError(f"{model.family} is a string model: score it with method=exact", "method")
-        if method not in ("proposals", "gold"):
-            raise ValueError(f"TreeScorer method must be proposals or gold, not {method!r}")
-        if n is not None and n < 1:
-            raise InputError("must be at least 1", "n_proposals")
-        if batch_size < 1:
-            raise InputError("must be at least 1", "batch_size")
-        self.model, self.source, self.pos_tags, self.batch_size = model, source, pos_tags, batch_size
-        self.n = 1 if method == "gold" else n
-        self.name = model.family
-        name = source_name or getattr(source, "name", None)
-        self.convention = Convention(
-            method=method, bound=True, n_proposals=self.n, proposal_source=name,
-            incremental="gold-prefix" if method == "gold" else "proposal-prefixes", end_of_sentence=True,
-        )
-
-    def score(self, sentences: Sequence[Sequence[str]]) -> list[SentenceScore]:
-        if self.source is None:
-            raise InputError("this scorer has no tree source: call score_trees with the trees", "proposals")
-        _check_sentences(sentences)
-        return self.score_trees(sentences, self.source(sentences))
-
-    def score_trees(self, sentences: Sequence[Sequence[str]], trees: Sequence[Sequence[Tree]],
-                    locations: Sequence[Sequence[str]] | None = None) -> list[SentenceScore]:
-        """Score ``trees[k]`` (proposals or a gold tree) of ``sentences[k]``; leaves must equal the words."""
-        _check_sentences(sentences)
-        if len(trees) != len(sentences):
-            raise InputError(f"{len(trees)} tree sets for {len(sentences)} sentences", "proposals")
-        candidates = [self._candidates(k, words, trees[k], locations[k] if locations else None)
-                      for k, words in enumerate(sentences)]
-        order = sorted(range(len(sentences)), key=lambda k: -len(candidates[k][0].example))
-        out: list[SentenceScore | None] = [None] * len(sentences)
-        for batch in _batches(order, [len(c) for c in candidates], self.batch_size):
-            flat = [c for k in batch for c in candidates[k]]
-            logprobs = self.model.label_logprobs([c.example for c in flat])
-            start = 0
-            for k in batch:
-                n = len(candidates[k])
-                out[k] = self._sentence(sentences[k], candidates[k], logprobs[start : start + n])
-                start += n
-        return out  # type: ignore[return-value]
-
-    def _model_tree(self, tree: Tree, location: str) -> Tree:
-        try:
-            tree = clean(tree)
-            return transform_tree(drop_pos_tags(tree) if self.pos_tags else tree, self.model.tree_transform)
-        except InputError as e:
-            raise InputError(e.message, location) from None
-
-    def _candidates(self, k: int, words: Sequence[str], trees: Sequence[Tree],
-                    locations: Sequence[str] | None) -> list[_Candidate]:
-        if not trees:
-            raise InputError("no trees to score", f"sentence {k}")
-        seen: set[Tree] = set()
-        out: list[_Candidate] = []
-        for j, tree in enumerate(trees):
-            location = locations[j] if locations else f"sentence {k}, tree {j}"
-            model_tree = self._model_tree(tree, location)
-            if model_tree.leaves() != list(words):
-                raise InputError(f"tree words {' '.join(model_tree.leaves())!r} differ from the sentence "
-                                 f"{' '.join(words)!r}", location)
-            if model_tree in seen:
-                continue
-            seen.add(model_tree)
-            example = self.model.encode(choe_charniak(model_tree, self.model.terminals))
-            last_piece = np.zeros(len(words), dtype=np.int64)
-            is_word = example.word_index >= 0
-            np.maximum.at(last_piece, example.word_index[is_word], np.flatnonzero(is_word))
-            out.append(_Candidate(tree, example, last_piece))
-            if len(out) == self.n:
-                break
-        return out
-
-    def _sentence(self, words: Sequence[str], candidates: list[_Candidate], logprobs: list[np.ndarray]
-                  ) -> SentenceScore:
-        joint = np.array([lp.sum() for lp in logprobs])
-        cumulative = [np.cumsum(lp) for lp in logprobs]
-        # distinct prefixes ending with word i: word i-1's classes refined by the tokens up to word i's end
-        classes = [0] * len(candidates)
-        prefix = np.empty(len(words))
-        for i in range(len(words)):
-            keys: dict[tuple, int] = {}
-            values: list[float] = []
-            for j, c in enumerate(candidates):
-                lo = c.last_piece[i - 1] + 1 if i else 0
-                key = (classes[j], tuple(c.example.tokens[lo : c.last_piece[i] + 1].tolist()))
-                if key not in keys:
-                    keys[key] = len(keys)
-                    values.append(cumulative[j][c.last_piece[i] - 1])
-                classes[j] = keys[key]
-            prefix[i] = _logsumexp(values)
-        total = _logsumexp(joint)
-        best = int(np.argmax(joint))
-        return SentenceScore(
-            words=tuple(words), word_logprobs=tuple(float(v) for v in np.diff(prefix, prepend=0.0)),
-            total=total, end_logprob=total - float(prefix[-1]),
-            best_tree=to_bracketed(candidates[best].original),
-            unknown_words=sum(self.model.is_unknown(w) for w in words),
-            extra={"trees": len(candidates), "best_logprob": float(joint[best])},
         )
 
 
@@ -422,7 +290,7 @@ class BeamScorer:
                                      max_actions=max_actions, incremental="beam", end_of_sentence=True)
 
     def score(self, sentences: Sequence[Sequence[str]]) -> list[SentenceScore]:
-        _check_sentences(sentences)
+        check_sentences(sentences)
         return [self._sentence(words) for words in sentences]
 
     def _sentence(self, words: Sequence[str]) -> SentenceScore:
@@ -432,11 +300,11 @@ class BeamScorer:
         completed: list[_Hypothesis] = []
         for i, word in enumerate(words):
             completed = self._word(word_beam, i, self.model.terminals(word))
-            prefix[i] = _logsumexp([h.logprob for h in completed])
+            prefix[i] = logsumexp([h.logprob for h in completed])
             word_beam = _best(completed, self.word_beam)
         final = self._close(completed)
         scores = [h.logprob for h in final]
-        total = _logsumexp(scores)
+        total = logsumexp(scores)
         best = final[int(np.argmax(scores))]
         return SentenceScore(
             words=tuple(words), word_logprobs=tuple(float(v) for v in np.diff(prefix, prepend=0.0)),

@@ -1,0 +1,181 @@
+"""The marginal of a joint model p(x, y) over given trees, generic over the family's encoding.
+
+All numbers are natural logs. A joint model's log p(x, y) of one tree is the sum of its sequence's label
+log-probs; over a set Y' of distinct trees, ``total = logsumexp_y log p(x, y) <= log p(x)``. The incremental
+estimate after word i is the logsumexp over the *distinct* prefixes of Y' that end with the last token of
+word i: the structure tokens before the word (closing previous units, opening new ones) belong to word i's
+step, those after it to word i+1's (or to the end). Counting each distinct prefix once matters: trees that
+share a prefix would otherwise count its probability several times. Every distinct prefix at word i extends
+exactly one at word i-1 with less probability, so ``word_logprobs`` are <= 0 and telescope:
+``total = sum(word_logprobs) + end_logprob``, with ``end_logprob`` what follows the last word.
+
+The model is anything with the ``TreeModel`` methods below: Transformer Grammars over Choe–Charniak actions,
+and any other family whose sequences interleave structure and words (a dependency TG over arc transitions)
+plugs in the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from experiments.evaluate.scorer import Convention, SentenceScore, batches, check_sentences
+from lightning_modules.errors import InputError
+from lightning_modules.numeric import logsumexp
+
+TreeSource = Callable[[Sequence[Sequence[str]]], list[list[Any]]]
+
+
+class TreeModel(Protocol):
+    """What the marginal needs of a joint model: its view of a tree, the encoding and label log-probs."""
+
+    name: str
+    joint: bool
+
+    def model_tree(self, tree: Any, pos_tags: bool, location: str) -> Any:
+        """A given tree as the model reads it (cleaned, POS tags dropped when ``pos_tags``, transformed)."""
+
+    def tree_words(self, tree: Any) -> list[str]:
+        """The words of a model tree, in order."""
+
+    def tree_text(self, tree: Any) -> str:
+        """A given tree as text (``best_tree``)."""
+
+    def encode_tree(self, tree: Any) -> Any:
+        """The encoded sequence (``tokens`` and ``word_index`` arrays) of a model tree."""
+
+    def label_logprobs(self, examples: Sequence[Any]) -> list[np.ndarray]:
+        """Each example's label log-probs in one pass (entry j = log p(token j+1 | tokens <= j))."""
+
+    def is_unknown(self, word: str) -> bool:
+        """Whether the word is outside the model's vocabulary."""
+
+
+@dataclass
+class Candidate:
+    """One distinct tree of a sentence as the model sees it."""
+
+    original: Any  # as given (for best_tree)
+    example: Any
+    last_piece: np.ndarray  # encoded position of each word's last token
+
+
+def last_pieces(example: Any, n_words: int) -> np.ndarray:
+    """The encoded position of each word's last token."""
+    out = np.zeros(n_words, dtype=np.int64)
+    is_word = example.word_index >= 0
+    np.maximum.at(out, example.word_index[is_word], np.flatnonzero(is_word))
+    return out
+
+
+class TreeScorer:
+    """log p(x, y) of given trees and the marginal over each sentence's distinct trees (module doc).
+
+    ``source`` maps sentences to their trees (a ``ProposalFile``, the proposal parser, a treebank lookup);
+    ``score_trees`` takes the trees directly. The first ``n`` distinct trees of a sentence are used (after the
+    model's view of them: cleaning, POS tags, transforms). All trees of a sentence go through the network in
+    one forward pass; sentences are grouped up to ``batch_size`` trees.
+    """
+
+    def __init__(self, model: TreeModel, source: TreeSource | None, *, method: str = "proposals",
+                 n: int | None = 300, pos_tags: bool = False, batch_size: int = 32,
+                 source_name: str | None = None):
+        if not model.joint:
+            raise InputError(f"{model.name} is a string model: score it with method=exact", "method")
+        if method not in ("proposals", "gold"):
+            raise ValueError(f"TreeScorer method must be proposals or gold, not {method!r}")
+        if n is not None and n < 1:
+            raise InputError("must be at least 1", "n_proposals")
+        if batch_size < 1:
+            raise InputError("must be at least 1", "batch_size")
+        self.model, self.source, self.pos_tags, self.batch_size = model, source, pos_tags, batch_size
+        self.n = 1 if method == "gold" else n
+        self.name = model.name
+        name = source_name or getattr(source, "name", None)
+        self.convention = Convention(
+            method=method, bound=True, n_proposals=self.n, proposal_source=name,
+            incremental="gold-prefix" if method == "gold" else "proposal-prefixes", end_of_sentence=True,
+        )
+
+    def score(self, sentences: Sequence[Sequence[str]]) -> list[SentenceScore]:
+        if self.source is None:
+            raise InputError("this scorer has no tree source: call score_trees with the trees", "proposals")
+        check_sentences(sentences)
+        return self.score_trees(sentences, self.source(sentences))
+
+    def score_trees(self, sentences: Sequence[Sequence[str]], trees: Sequence[Sequence[Any]],
+                    locations: Sequence[Sequence[str]] | None = None) -> list[SentenceScore]:
+        """Score ``trees[k]`` (proposals or a gold tree) of ``sentences[k]``; their words must be the sentence."""
+        check_sentences(sentences)
+        if len(trees) != len(sentences):
+            raise InputError(f"{len(trees)} tree sets for {len(sentences)} sentences", "proposals")
+        candidates = [self.candidates(k, words, trees[k], locations[k] if locations else None)[0]
+                      for k, words in enumerate(sentences)]
+        order = sorted(range(len(sentences)), key=lambda k: -len(candidates[k][0].example))
+        out: list[SentenceScore | None] = [None] * len(sentences)
+        for batch in batches(order, [len(c) for c in candidates], self.batch_size):
+            flat = [c for k in batch for c in candidates[k]]
+            logprobs = self.model.label_logprobs([c.example for c in flat])
+            start = 0
+            for k in batch:
+                n = len(candidates[k])
+                out[k] = self.marginal(sentences[k], candidates[k], logprobs[start : start + n])
+                start += n
+        return out  # type: ignore[return-value]
+
+    def candidates(self, k: int, words: Sequence[str], trees: Sequence[Any], locations: Sequence[str] | None = None,
+                   encode: Callable[[Any], Any] | None = None) -> tuple[list[Candidate], list[Any]]:
+        """The sentence's first ``n`` distinct trees (and their model views); ``encode`` replaces the
+        model's ``encode_tree`` (a document prefix around the tree)."""
+        if not trees:
+            raise InputError("no trees to score", f"sentence {k}")
+        seen: set[Any] = set()
+        out: list[Candidate] = []
+        views: list[Any] = []
+        for j, tree in enumerate(trees):
+            location = locations[j] if locations else f"sentence {k}, tree {j}"
+            view = self.model.model_tree(tree, self.pos_tags, location)
+            if self.model.tree_words(view) != list(words):
+                raise InputError(f"tree words {' '.join(self.model.tree_words(view))!r} differ from the sentence "
+                                 f"{' '.join(words)!r}", location)
+            if view in seen:
+                continue
+            seen.add(view)
+            example = (encode or self.model.encode_tree)(view)
+            out.append(Candidate(tree, example, last_pieces(example, len(words))))
+            views.append(view)
+            if len(out) == self.n:
+                break
+        return out, views
+
+    def marginal(self, words: Sequence[str], candidates: list[Candidate], logprobs: list[np.ndarray]
+                 ) -> SentenceScore:
+        """The sentence's score from its candidates' label log-probs (module doc)."""
+        joint = np.array([lp.sum() for lp in logprobs])
+        cumulative = [np.cumsum(lp) for lp in logprobs]
+        # distinct prefixes ending with word i: word i-1's classes refined by the tokens up to word i's end
+        classes = [0] * len(candidates)
+        prefix = np.empty(len(words))
+        for i in range(len(words)):
+            keys: dict[tuple, int] = {}
+            values: list[float] = []
+            for j, c in enumerate(candidates):
+                lo = c.last_piece[i - 1] + 1 if i else 0
+                key = (classes[j], tuple(c.example.tokens[lo : c.last_piece[i] + 1].tolist()))
+                if key not in keys:
+                    keys[key] = len(keys)
+                    values.append(cumulative[j][c.last_piece[i] - 1])
+                classes[j] = keys[key]
+            prefix[i] = logsumexp(values)
+        total = logsumexp(joint)
+        best = int(np.argmax(joint))
+        return SentenceScore(
+            words=tuple(words), word_logprobs=tuple(float(v) for v in np.diff(prefix, prepend=0.0)),
+            total=total, end_logprob=total - float(prefix[-1]),
+            best_tree=self.model.tree_text(candidates[best].original),
+            unknown_words=sum(self.model.is_unknown(w) for w in words),
+            extra={"trees": len(candidates), "best_logprob": float(joint[best])},
+        )

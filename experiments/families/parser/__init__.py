@@ -1,0 +1,80 @@
+"""The proposal parser q(y | x) (TG §3.1): a tool of the protocol, not a model under evaluation.
+
+It draws the N proposal trees joint models are marginalised over (``synbench propose``, ``eval ... --parser``)
+and its greedy parses are reranked (``eval rerank``). It is trained like any family and evaluated by nothing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from experiments.families import register
+from experiments.families.adapter import Family
+
+
+@register
+class ParserFamily(Family):
+    """The proposal parser q(y | x) that draws the trees joint models are marginalised over (TG §3.1)."""
+
+    names = ("proposal-parser",)
+    paper = "tg"
+
+    def kind(self, config: dict[str, Any] | None = None) -> str:
+        return "tool"
+
+    def capabilities(self, config: dict[str, Any] | None = None) -> frozenset[str]:
+        return frozenset({"propose"})
+
+    def build_data(self, cfg: dict[str, Any]) -> Any:
+        from lightning_modules.data import parser_data
+
+        return parser_data.build(cfg)
+
+    def build_module(self, cfg: dict[str, Any], data: Any) -> Any:
+        from lightning_modules.models.parser import build
+
+        return build({**cfg["model"], "source_vocab_size": data.stats["source_vocab_size"],
+                      "action_vocab_size": data.vocab_size})
+
+    def final_metrics(self, module: Any, data: Any, best_path: str) -> dict[str, Any]:
+        """Validation action NLL and accuracy (teacher forcing) and EVALB F1 of greedy parses.
+
+        Greedy decoding is the width-1 beam; the parses and the gold trees get the gold POS tags back for
+        EVALB (COLLINS.prm), which needs preterminals to delete punctuation.
+        """
+        import torch
+
+        from experiments.evaluate.evalb import COLLINS, evaluate_lines
+        from experiments.families.parser.proposals import propose, with_tags
+
+        if best_path:
+            module.load_state_dict(torch.load(best_path, map_location="cpu", weights_only=True)["state_dict"])
+        module.eval()
+        nll, count, correct = 0.0, 0, 0
+        with torch.no_grad():
+            for batch in data.valid_batches(32):
+                terms = module.loss_terms({k: v.to(module.device) for k, v in batch.items()})
+                nll, count, correct = nll + float(terms[0]), count + int(terms[1]), correct + int(terms[2])
+        module.cpu()
+        sentences = [t.leaves() for t in data.valid_trees]
+        parses = propose(module, data.vocab, sentences, n=1, method="beam", max_rows=64)
+        gold = [str(with_tags(t, tags)) for t, tags in zip(data.valid_trees, data.valid_tags, strict=True)]
+        test = [str(with_tags(p.trees[0], tags)) for p, tags in zip(parses, data.valid_tags, strict=True)]
+        evalb = evaluate_lines(gold, test, COLLINS).as_dict()
+        out = {
+            "val_actions": count,
+            "val_action_nll": nll / max(count, 1),
+            "val_action_accuracy": correct / max(count, 1),
+            "val_greedy_f1": evalb["all"]["bracket_f1"],
+            "val_greedy_f1_convention": "EVALB COLLINS.prm, greedy parses, gold POS tags reinserted",
+            "val_greedy_complete_match": evalb["all"]["complete_match"],
+        }
+        out.update(data.stats)
+        return out
+
+    def load(self, checkpoint: str | Path, device: str = "cpu") -> Any:
+        """(parser module in eval mode, vocabulary payload)."""
+        from experiments.families.parser.proposals import load_parser
+
+        return load_parser(checkpoint)

@@ -1,0 +1,151 @@
+"""Pushdown-LM and its Base-LM (Murty et al. 2023, §3–§4): the family adapter.
+
+``pushdown`` is a joint model (attachment decisions) scored by its word-synchronous beam over attachments,
+``base-lm`` the same network with plain attention, a string model scored exactly. Runs on the Dyck corpus
+(§4.1) are evaluated by closing-bracket accuracy (``eval dyck``); runs on text by perplexity, SyntaxGym and
+BLiMP, and Pushdown-LM runs also by parsing (§5).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+from typing import Any
+
+from experiments.families import register
+from experiments.families.adapter import Family, ParseView, Scoring, ScoringRequest
+from lightning_modules.errors import InputError
+
+
+@register
+class PushdownFamily(Family):
+    """Pushdown-LM and its Base-LM (Murty et al. 2023): sentences with attachment labels and stack tapes."""
+
+    names = ("pushdown", "base-lm")
+    paper = "pushdown"
+    inspect_names = ("pushdown",)
+
+    def kind(self, config: dict[str, Any] | None = None) -> str:
+        return "joint" if self.name == "pushdown" else "string"
+
+    def capabilities(self, config: dict[str, Any] | None = None) -> frozenset[str]:
+        if config is not None and config.get("data", {}).get("corpus") == "dyck":
+            return frozenset({"dyck"})
+        text = {"perplexity", "score", "surprisal"} | ({"parse"} if self.name == "pushdown" else set())
+        return frozenset(text | ({"dyck"} if config is None else set()))
+
+    def methods(self, config: dict[str, Any] | None = None) -> tuple[str, ...]:
+        return ("beam",) if self.name == "pushdown" else ("exact",)
+
+    def method_options(self, method: str) -> tuple[str, ...]:
+        return ("beam",) if method == "beam" else ()
+
+    # -- training ------------------------------------------------------------------------------------------
+    def build_data(self, cfg: dict[str, Any]) -> Any:
+        from lightning_modules.data import pushdown_data
+
+        return pushdown_data.build(self.name, cfg)
+
+    def build_module(self, cfg: dict[str, Any], data: Any) -> Any:
+        from lightning_modules.models.pushdown import build
+
+        return build({**cfg["model"], "vocab_size": data.vocab_size}, family=self.name)
+
+    def final_metrics(self, module: Any, data: Any, best_path: str) -> dict[str, Any]:
+        """Validation NLL of the best checkpoint: LM per token and word, attachments, and for ``pushdown``
+        the gold-tree joint bound; beside a unigram baseline. (Beam-marginal perplexity is an evaluator's.)"""
+        import torch
+
+        from lightning_modules.data.train_data import unigram_nll
+
+        if best_path:
+            module.load_state_dict(torch.load(best_path, map_location="cpu", weights_only=True)["state_dict"])
+        module.eval()
+        sums = {"lm_nll": 0.0, "lm_count": 0, "attachment_nll": 0.0, "attachment_count": 0,
+                "attachment_correct": 0}
+        with torch.no_grad():
+            for batch in data.valid_batches(32):
+                terms = module.loss_terms(batch.to(module.device))
+                for key in sums:
+                    sums[key] += type(sums[key])(terms[key])
+        tokens, words = max(sums["lm_count"], 1), max(data.valid_words, 1)
+        attachments = max(sums["attachment_count"], 1)
+        unigram = unigram_nll([(s, None) for s in data.train], [(s, None) for s in data.valid], data.vocab_size)
+        out = {
+            "val_tokens": sums["lm_count"],
+            "val_words": data.valid_words,
+            "val_token_nll": sums["lm_nll"] / tokens,
+            "val_token_ppl": math.exp(sums["lm_nll"] / tokens),
+            "unigram_val_token_ppl": math.exp(unigram / tokens),
+            "unigram_val_word_ppl": math.exp(unigram / words),
+        }
+        if self.name == "pushdown":
+            joint = sums["lm_nll"] + sums["attachment_nll"]
+            # -log p(x, y_gold) >= -log p(x): an upper bound on word perplexity
+            out["val_word_ppl"] = math.exp(joint / words)
+            out["val_word_ppl_convention"] = "gold-tree bound exp(-log p(x, y_gold) / words), <eos> predicted"
+        else:
+            out["val_word_ppl"] = math.exp(sums["lm_nll"] / words)
+            out["val_word_ppl_convention"] = "exact, <eos> predicted, denominator = words"
+        if sums["attachment_count"]:
+            out["val_attachment_nll"] = sums["attachment_nll"] / attachments
+            out["val_attachment_accuracy"] = sums["attachment_correct"] / attachments
+        out.update(data.stats)
+        return out
+
+    # -- checkpoints and scoring ---------------------------------------------------------------------------
+    def load(self, checkpoint: str | Path, device: str = "cpu") -> Any:
+        from experiments.families.pushdown.scorers import PushdownModel
+
+        return PushdownModel.load(str(checkpoint), device)
+
+    def scoring(self, checkpoint: str | Path, meta: dict[str, Any], request: ScoringRequest) -> Scoring:
+        """Pushdown-LM: beam search over attachments (its only marginalisation); Base-LM: exact."""
+        from experiments.families.pushdown import scorers
+
+        if request.proposals is not None:
+            raise InputError("Pushdown-family models are marginalised by beam search: --proposals/--parser do "
+                             "not apply", str(checkpoint))
+        model = self.load(checkpoint, request.device)
+        if self.name == "pushdown":
+            return Scoring(scorers.BeamScorer(model, request.beam), {"beam": request.beam},
+                           f"beam {request.beam} over attachment decisions (paper: 300)", 4)
+        return Scoring(scorers.ExactScorer(model), {}, "exact", 4)
+
+    def parse_view(self) -> ParseView:
+        if self.name != "pushdown":
+            return super().parse_view()
+        from experiments.families.pushdown.parsing import VIEW
+
+        return VIEW
+
+    # -- inspect, model-info, dyck -------------------------------------------------------------------------
+    def inspect(self, name: str, item: Any, args: argparse.Namespace) -> dict[str, Any]:
+        """``{"tokens", "attachment", "stack_tape"}`` as the official code computes them (DESIGN.md)."""
+        from lightning_modules.data.encodings import pushdown
+        from lightning_modules.data.tree import clean
+
+        example = pushdown.encode(clean(item))
+        return {"tokens": example.tokens, "attachment": example.attachment.tolist(),
+                "stack_tape": example.stack_tape().tolist()}
+
+    def model_info(self, config: dict[str, Any], prefix: str) -> dict[str, Any]:
+        import torch
+
+        from lightning_modules.models import pushdown
+
+        cfg = pushdown.config_from_dict(config, prefix=prefix, family=self.name)
+        with torch.device("meta"):
+            module = pushdown.build(cfg, self.name)
+        return {"parameters": pushdown.parameter_count(module), "parts": pushdown.parameter_breakdown(module),
+                "config": pushdown.asdict(cfg)}
+
+    def evaluate(self, task: str, args: argparse.Namespace) -> tuple[dict[str, Any], int, int]:
+        if task != "dyck":
+            return super().evaluate(task, args)
+        from experiments.families.pushdown import dyck
+
+        result, computed = dyck.evaluate(args.checkpoint, args.sets, args.size, args.beam, args.seed, args.out,
+                                         args.tape)
+        return result, computed, result["settings"]["prefixes"]

@@ -1,0 +1,67 @@
+"""Pushdown Layers (Murty et al. 2023, EMNLP): Tables 2 and 4, with provenance.
+
+Table 2 (§4.2): BLiMP, SyntaxGym test suites and BLLIP-LG test perplexity of 16-layer models trained on
+BLLIP-LG sentences with TG's hyper-parameters, means over 3 seeds (no sd published); its TG row quotes
+Sartran et al. (2022). Table 4 (§5): unlabeled F1 of the Pushdown-LM's beam parses against binarized PTB test
+trees. Pushdown-LM's perplexity is a bound from a beam of 300 over attachment decisions; Base-LM's is exact.
+"""
+
+from __future__ import annotations
+
+from experiments.papers import Paper
+from experiments.papers.tables import Column, PaperNumber
+
+CITATION = "Murty et al. (2023), Pushdown Layers, EMNLP"
+SEEDS = 3  # §4.2: "averaged across 3 seeds"; Table 2 gives means only
+PARAMETERS = "252M"  # TG's BLLIP-LG size (Pushdown-LM: the same hyper-parameters, §4.2)
+COLUMNS = (
+    Column("pd_blimp", "BLiMP", "blimp", "BLiMP (models trained on BLLIP-LG sentences)", "sentence", PARAMETERS,
+           "percent"),
+    Column("pd_sg", "SG test suites", "sg", "SyntaxGym, 31 suites (models trained on BLLIP-LG sentences)",
+           "sentence", PARAMETERS, "percent"),
+    Column("pd_ppl", "BLLIP-LG perplexity", "ppl", "BLLIP-LG (~40M words)", "sentence", PARAMETERS, "perplexity"),
+    Column("pd_parse_f1", "PTB unlabeled F1", "parse_f1", "PTB test (2,335 sentences without unknown words)",
+           "sentence", PARAMETERS, "percent"),
+)
+# Table 2 (BLiMP, SG, PPL) and Table 4 (PTB unlabeled F1); None where the paper has no number.
+TABLE = {
+    "Pushdown-LM": (75.6, 82.3, 19.9, 95.3),
+    "Base-LM": (70.1, 69.5, 20.1, None),
+    "TG": (None, 82.5, 30.3, None),
+}
+ROWS = {"pushdown": "Pushdown-LM", "base-lm": "Base-LM", "tg": "TG"}  # our label -> paper row
+EXACT = ("Base-LM",)  # the string model: its perplexity is exact, the others' bounds
+
+
+def table_numbers() -> list[PaperNumber]:
+    """Every number of Table 2 and Table 4 (means over 3 seeds; no sd published)."""
+    return [PaperNumber(row, column, "Table 4" if column.key == "pd_parse_f1" else "Table 2", "test", mean, None,
+                        seeds=SEEDS, upper_bound=column.unit == "perplexity" and row not in EXACT)
+            for row, cells in TABLE.items()
+            for column, mean in zip(COLUMNS, cells, strict=True) if mean is not None]
+
+
+def numbers_for(model: str, metric: str, data: str | None = None) -> list[PaperNumber]:
+    """The published numbers beside our ``metric`` of ``model``: Table 2 (``blimp``, ``sg``, ``ppl``) and Table 4
+    (``parse_f1``); ``data`` is not needed (one corpus per column)."""
+    return [n for n in table_numbers() if n.column.metric == metric and ROWS.get(model) == n.row]
+
+
+PAPER = Paper(
+    key="pushdown",
+    citation=CITATION,
+    column="paper (BLLIP-LG full scale, 3 seeds)",
+    not_comparable=(
+        "These results are at a reduced scale and are NOT comparable to the paper's (16-layer models trained on "
+        "BLLIP-LG sentences, beam 300 over attachment decisions, 3 seeds per model). The paper's numbers are "
+        "shown for orientation only, marked as a different scale."),
+    provenance=(
+        f"Paper numbers: {CITATION}, Table 2 (BLiMP, SG test suites, BLLIP-LG test perplexity; means over 3 seeds, "
+        "no sd published; its TG row quotes Sartran et al. 2022) and Table 4 (unlabeled F1 against binarized PTB "
+        "test trees, 2,335 sentences without unknown words); 16-layer models on BLLIP-LG; Pushdown-LM's "
+        "perplexity is a bound from a beam of 300. Different data, scale and seeds from ours."),
+    families=("pushdown", "base-lm"),
+    model_order=tuple(ROWS),
+    numbers_for=numbers_for,
+    reproductions={"demo": "reproduce-pushdown-demo", "cpu-small": "pushdown-ptb-cpu", "paper": "pushdown-table2"},
+)

@@ -1,0 +1,95 @@
+"""What a paper publishes, as the report shows it beside our results: columns, numbers and regressions.
+
+Units are the papers': perplexities, and accuracies and F1 in percent. Our ``sg`` and ``blimp`` are fractions;
+the report displays them (and ``sg.circuit.*``, ``blimp.phenomenon.*``) in percent, ``percent_scale`` says by
+how much to multiply, and ``metric_title`` names a metric with its display unit.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# Our metric names: the papers' title and whether we store a fraction the report shows in percent.
+METRIC_TITLES = {
+    "ppl": "perplexity (test)",
+    "val_ppl": "perplexity (validation)",
+    "sg": "SG score (%)",
+    "blimp": "BLiMP accuracy (%)",
+    "f1": "bracket F1 (%)",
+    "parse_f1": "unlabeled F1 (%)",
+}
+FRACTION_PREFIXES = ("sg", "blimp")  # sg, blimp, sg.circuit.*, blimp.phenomenon.*
+
+
+def percent_scale(metric: str) -> float:
+    """100 for metrics we store as fractions (SG, BLiMP and their breakdowns), else 1."""
+    head = metric.split(".", 1)[0]
+    return 100.0 if head in FRACTION_PREFIXES else 1.0
+
+
+def metric_title(metric: str) -> str:
+    """A readable name for ``metric`` with its display unit (``SG score (%)``, ``sg.circuit.X (%)``)."""
+    if metric in METRIC_TITLES:
+        return METRIC_TITLES[metric]
+    return f"{metric} (%)" if percent_scale(metric) == 100.0 else metric
+
+
+@dataclass(frozen=True)
+class Column:
+    """A column of a published table: what was measured, on which data, with which models."""
+
+    key: str
+    title: str
+    metric: str  # our metric name it compares with
+    dataset: str
+    level: str  # sentence | document
+    parameters: str
+    unit: str  # perplexity | percent
+
+
+@dataclass(frozen=True)
+class PaperNumber:
+    """One published mean ± sd with where it comes from."""
+
+    row: str
+    column: Column
+    table: str  # "Table 1", ...
+    split: str  # test | validation
+    mean: float
+    sd: float | None  # None: the paper gives the mean only
+    seeds: int
+    upper_bound: bool = False  # a joint model's perplexity (a bound on the marginal likelihood)
+
+    @property
+    def source(self) -> str:
+        """``Table 1, PTB, test, 12M params, 100 seeds`` (and ``upper bound`` where it is one)."""
+        bound = ", upper bound" if self.upper_bound else ""
+        data = self.column.dataset.split(" (")[0]
+        return f"{self.table}, {data}, {self.split}, {self.column.parameters} params, {self.seeds} seeds{bound}"
+
+    def text(self) -> str:
+        """``61.8 ± 0.2`` with the paper's one decimal (``75.6`` where the paper gives no sd)."""
+        return f"{self.mean:.1f}" if self.sd is None else f"{self.mean:.1f} ± {self.sd:.1f}"
+
+
+@dataclass(frozen=True)
+class PaperRegression:
+    """A published OLS regression of log-probability differences on indicators (TG §4.2)."""
+
+    name: str  # the name of our regression (``analysis.regressions`` in a spec) it compares with
+    section: str
+    formula: str
+    adj_r2: float
+    coefficients: dict[str, float]
+    p_values: str
+    data: str
+
+    def coefficient(self, name: str) -> float | None:
+        """The paper's coefficient of indicator ``name`` (case and punctuation ignored), or None."""
+        by_key = {_indicator_key(k): v for k, v in self.coefficients.items()}
+        return by_key.get(_indicator_key(name))
+
+
+def _indicator_key(name: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", name.lower())

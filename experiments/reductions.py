@@ -1,0 +1,86 @@
+"""What a smaller-scale experiment reduces from the full protocol it names in ``compare_to``.
+
+A smaller scale is a different experiment, never a silent shortcut: ``synbench reproduce`` prints these lines
+before it starts and the analysis records them in ``settings.json``, whose report states every one of them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from experiments.evaluation_plan import DEFAULT_SPLIT
+from experiments.experiment_runs import experiment_runs
+from experiments.experiment_spec import ExperimentSpec, Run, load_spec, parse_seeds
+
+# the resolved-config settings of a model whose difference from the full protocol is stated
+MODEL_KEYS = ("data.corpus", "data.level", "train.max_steps", "train.batch_size", "model.d_model",
+              "model.n_layers", "model.n_heads", "model.d_ff", "model.n_encoder_layers", "model.n_decoder_layers")
+
+
+def reduced_settings(spec: ExperimentSpec, seeds: str | None = None) -> list[str]:
+    """Every protocol setting of ``spec`` that differs from its ``compare_to`` spec, as readable lines."""
+    if not spec.compare_to:
+        return []
+    full = load_spec(spec.compare_to)
+    lines = []
+    n_seeds = len(parse_seeds(seeds) if seeds else spec.seeds)
+    if n_seeds != len(full.seeds):
+        lines.append(f"{n_seeds} seeds per model (full protocol: {len(full.seeds)})")
+    ours_runs, full_runs = _first_runs(spec), _first_runs(full)
+    for label, run in ours_runs.items():
+        ref = full_runs.get(label)
+        if ref is None:
+            continue
+        diffs = [f"{key} {_get(run.config, key)} (full protocol: {_get(ref.config, key)})"
+                 for key in dict.fromkeys(MODEL_KEYS) if _get(run.config, key) != _get(ref.config, key)]
+        if diffs:
+            lines.append(f"{label}: " + ", ".join(diffs))
+    ours_evals = {e["name"]: e for e in spec.evaluations}
+    for entry in full.evaluations:
+        if entry["name"] not in ours_evals:
+            lines.append(f"evaluation {entry['name']}: not run")
+    full_evals = {e["name"]: e for e in full.evaluations}
+    for entry in spec.evaluations:
+        ref = full_evals.get(entry["name"], {})
+        defaults = {"split": DEFAULT_SPLIT.get(entry["name"])}
+        keys = [k for k in dict.fromkeys([*entry, *ref]) if k not in ("name", "models", "proposals")]
+        ours_v = {k: entry.get(k, defaults.get(k)) for k in keys}
+        full_v = {k: ref.get(k, defaults.get(k)) for k in keys}
+        diffs = [f"{k} {_all(ours_v[k])} (full protocol: {_all(full_v[k])})" for k in keys if ours_v[k] != full_v[k]]
+        if diffs:
+            which = f" ({', '.join(entry['models'])})" if entry.get("models") else ""
+            lines.append(f"evaluation {entry['name']}{which}: " + ", ".join(diffs))
+    ours_p, full_p = spec.analysis.get("probing") or {}, full.analysis.get("probing") or {}
+    if full_p and not ours_p:
+        lines.append("probing: not run")
+    elif ours_p:
+        keys = [k for k in dict.fromkeys([*ours_p, *full_p]) if k not in ("models", "seed")]
+        diffs = [f"{k} {_all(ours_p.get(k))} (full protocol: {_all(full_p.get(k))})" for k in keys
+                 if ours_p.get(k) != full_p.get(k)]
+        if diffs:
+            lines.append("probing: " + ", ".join(diffs))
+    for name in full.analysis.get("regressions") or {}:
+        if name not in (spec.analysis.get("regressions") or {}):
+            lines.append(f"regression {name}: not run")
+    return lines
+
+
+def _all(value: Any) -> Any:
+    """A setting that is absent means 'everything' (all items, all sentences, all layers)."""
+    return "all" if value is None else value
+
+
+def _first_runs(spec: ExperimentSpec) -> dict[str, Run]:
+    runs: dict[str, Run] = {}
+    for run in experiment_runs(spec, None):
+        runs.setdefault(run.model, run)
+    return runs
+
+
+def _get(config: dict[str, Any], dotted: str) -> Any:
+    node: Any = config
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
