@@ -66,10 +66,11 @@ def overview(spec: ExperimentSpec, seeds: str | None) -> str:
     per_model: dict[str, int] = {}
     for run in runs:
         per_model[run.model] = per_model.get(run.model, 0) + 1
+    analyses = ["statistics", *(k for k in ("regressions", "probing") if spec.analysis.get(k))]
     lines = [f"synbench reproduce: {spec.name} — {spec.description}",
              "  train:    " + ", ".join(f"{m} x{n}" for m, n in per_model.items()) + f" ({len(runs)} runs)",
              "  evaluate: " + ", ".join(dict.fromkeys(e["name"] for e in spec.evaluations)),
-             "  analyze:  statistics, " + ", ".join(k for k in ("regressions", "probing") if spec.analysis.get(k))]
+             "  analyze:  " + ", ".join(analyses)]
     reduced = reduced_settings(spec, seeds)
     if reduced:
         lines.append("  reduced from the paper's protocol:")

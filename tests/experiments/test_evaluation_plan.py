@@ -83,7 +83,7 @@ def test_suite_sentence_sets(tmp_path, prepared_data_dir):
     ({"name": "ppl", "nn": 3}, "unknown option"),
     ({"name": "ppl", "n": 0}, "positive integer"),
     ({"name": "ppl", "models": ["nope"]}, "no model 'nope'"),
-    ({"name": "ppl", "proposals": "tg"}, "not a proposal-parser"),
+    ({"name": "ppl", "proposals": "tg"}, "not a proposal parser"),
     ({"name": "sg", "method": "gold"}, "gold trees exist for treebank perplexity only"),
     ({"name": "ppl", "method": "proposals"}, "needs 'proposals"),
     ({"name": "rerank"}, "rerank needs"),

@@ -122,9 +122,10 @@ class TGFamily(Family):
         if level == "document" and not request.documents:
             raise InputError("this evaluation is sentence-level; a document-level checkpoint is evaluated "
                              "with eval ppl only (TG §3.1's greedy single-path prefix)", str(checkpoint))
-        if level == "document" and method == "beam":
+        if level == "document" and (method == "beam" or (method == "proposals" and request.proposals is None)):
             raise InputError("document-level joint checkpoints are scored with --method gold or --method "
-                             "proposals (the greedy single-path prefix of TG §3.1), not beam", "--method")
+                             "proposals with --proposals FILE or --parser CKPT (the greedy single-path prefix of "
+                             "TG §3.1), not beam", "--method")
         model = self.load(checkpoint, request.device)
         identity: dict[str, Any] = {}
         if method == "exact":

@@ -1,5 +1,5 @@
 """The paper registry: lookup and its errors, which paper an experiment gets, the model order, and that every
-registered reproduction is a loadable spec whose full protocol exists."""
+registered reproduction is a loadable spec of its paper, at its scale, whose full protocol exists."""
 
 from __future__ import annotations
 
@@ -61,6 +61,8 @@ def test_every_reproduction_loads_and_names_an_existing_full_protocol():
             spec = load_spec(name)
             families = {m.family for m in spec.models}
             assert papers.paper_for(families) is paper, (paper.key, scale)
+            # the scale the report names (``synbench analyze``: the analysis section's, else the name's end)
+            assert (spec.analysis.get("scale") or spec.name.rsplit("-", 1)[-1]) == scale, name
             if scale == "paper":
                 assert not spec.compare_to, name
             else:
