@@ -19,6 +19,7 @@ split), ``score`` (log p of single sentences: BLiMP), ``surprisal`` (per-word in
 from __future__ import annotations
 
 import argparse
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -91,8 +92,9 @@ class InspectOption:
     kwargs: dict[str, Any]
 
 
-class Family:
-    """The adapter base: defaults that raise a clear error for what a family does not offer."""
+class Family(ABC):
+    """The adapter base: every family declares its kind; the rest defaults to a clear error for what a family
+    does not offer."""
 
     names: tuple[str, ...] = ()  # the family names this adapter registers (e.g. tg, txl-trees, txl-terminals)
     paper: str | None = None  # the paper registry key of the paper that introduces it
@@ -103,8 +105,9 @@ class Family:
         self.name = name
 
     # -- identity ------------------------------------------------------------------------------------------
+    @abstractmethod
     def kind(self, config: dict[str, Any] | None = None) -> str:
-        raise NotImplementedError
+        """``string``, ``joint`` or ``tool`` (``KINDS``) for a run with ``config`` (None: the family)."""
 
     def capabilities(self, config: dict[str, Any] | None = None) -> frozenset[str]:
         """What a run of this family with ``config`` (None: the family in general) can be evaluated on."""

@@ -10,8 +10,9 @@ import pytest
 
 from experiments.evaluate.blimp import aggregate, evaluate, load_paradigms
 from lightning_modules.errors import InputError
+from tests.conftest import SHARED_DATA
 
-DATA = Path("/work/shared/data/blimp")
+DATA = SHARED_DATA / "blimp"
 
 
 def length_scorer(sentences: list[str]) -> list[float]:
@@ -19,7 +20,6 @@ def length_scorer(sentences: list[str]) -> list[float]:
     return [-float(len(s)) for s in sentences]
 
 
-@pytest.mark.skipif(not (DATA / "data").is_dir(), reason=f"BLiMP not found at {DATA}")
 def test_real_paradigms_with_a_subset_setting() -> None:
     paradigms = load_paradigms(DATA / "data", pairs_per_paradigm=20)
     assert len(paradigms) == 67 and all(len(p) == 20 for p in paradigms.values())
@@ -36,7 +36,6 @@ def test_real_paradigms_with_a_subset_setting() -> None:
     assert metrics["phenomena"]["argument_structure"] == pytest.approx(sum(expected[u] for u in argument) / 9)
 
 
-@pytest.mark.skipif(not (DATA / "results_summary").is_dir(), reason="BLiMP results summary not found")
 def test_paper_aggregates_are_means_over_paradigms() -> None:
     """The paper's phenomenon and overall rows equal our aggregation of its paradigm rows."""
     summary = (DATA / "results_summary/models_summary.jsonl").read_text().splitlines()

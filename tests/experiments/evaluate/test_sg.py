@@ -20,10 +20,10 @@ from experiments.evaluate.sg import (
 )
 from experiments.evaluate.tokenize import tokenize
 from lightning_modules.errors import InputError
+from tests.conftest import SHARED_DATA
 
-DATA = Path("/work/shared/data/syntaxgym_hu2020")
+DATA = SHARED_DATA / "syntaxgym_hu2020"
 SUITES_DIR = DATA / "json"
-pytestmark = pytest.mark.skipif(not SUITES_DIR.is_dir(), reason=f"SyntaxGym suites not found at {SUITES_DIR}")
 
 
 @pytest.fixture(scope="module")

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from experiments.evaluate.tokenize import tokenize
+from tests.conftest import SHARED_DATA
 
 
 @pytest.mark.parametrize(("text", "tokens"), [
@@ -37,11 +37,10 @@ def test_offsets_point_into_the_raw_text() -> None:
     ]
 
 
-SG = Path("/work/shared/data/syntaxgym_hu2020/json")
-BLIMP = Path("/work/shared/data/blimp/data")
+SG = SHARED_DATA / "syntaxgym_hu2020/json"
+BLIMP = SHARED_DATA / "blimp/data"
 
 
-@pytest.mark.skipif(not SG.is_dir(), reason=f"SyntaxGym suites not found at {SG}")
 def test_syntaxgym_sentences_tokenize_within_regions() -> None:
     from experiments.evaluate.sg import condition_text, load_suites, region_sums
 
@@ -58,7 +57,6 @@ def test_syntaxgym_sentences_tokenize_within_regions() -> None:
     assert n > 3000
 
 
-@pytest.mark.skipif(not BLIMP.is_dir(), reason=f"BLiMP not found at {BLIMP}")
 def test_blimp_sentences() -> None:
     import gzip
 
