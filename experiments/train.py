@@ -136,6 +136,10 @@ def _wandb_logger(cfg: dict[str, Any], seed: int, run_dir: Path) -> Any:
 
     rt = cfg["runtime"]
     os.environ.setdefault("WANDB_X_DISABLE_STATS", "true")
+    # A run process owns its W&B service. A service token inherited from the process that submitted the run
+    # (one that had a W&B run open, e.g. `synbench analyze` in-process or a notebook) would attach this run to
+    # that process's service, which still holds the first attempt of a requeued run and refuses its id.
+    os.environ.pop("WANDB_SERVICE", None)
     return WandbLogger(
         project=rt.get("wandb_project", "synbench"),
         group=rt.get("experiment") or cfg["family"],

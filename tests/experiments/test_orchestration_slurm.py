@@ -33,14 +33,36 @@ def status(spec: Path, root: Path) -> tuple[int, list[dict]]:
     return done.returncode, json.loads(done.stdout)["runs"]
 
 
-def wait_for(condition, timeout: float, what: str):
+def wait_for(condition, timeout: float, what: str, log: Path | None = None):
+    """Poll ``condition`` until it holds; on a time-out fail with the tail of the task's ``log``."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = condition()
         if value:
             return value
         time.sleep(0.5)
-    pytest.fail(f"timed out after {timeout} s waiting for {what}")
+    tail = "\n".join(log.read_text(errors="replace").splitlines()[-30:]) if log and log.is_file() else ""
+    pytest.fail(f"timed out after {timeout} s waiting for {what}" + (f"; the task's log ends:\n{tail}" if tail else ""))
+
+
+@pytest.fixture(scope="module")
+def wandb_service_token(tmp_path_factory) -> str:
+    """The service token W&B leaves in the environment of a process that opened a run (once per process)."""
+    import wandb
+
+    before = os.environ.pop("WANDB_SERVICE", None)
+    wandb.init(mode="offline", dir=str(tmp_path_factory.mktemp("wandb")), project="synbench-test").finish()
+    token = os.environ.get("WANDB_SERVICE") or before
+    assert token, "W&B did not record its service in the environment"
+    return token
+
+
+@pytest.fixture
+def inherited_wandb_service(wandb_service_token, monkeypatch):
+    """A live W&B service token in the environment the runs are submitted from, as after an in-process W&B
+    run (`synbench analyze`, a notebook): SLURM passes it to the task, and a run that attached to that service
+    would be refused its own id when it restarts (the service still holds the first attempt)."""
+    monkeypatch.setenv("WANDB_SERVICE", wandb_service_token)
 
 
 @pytest.mark.slurm
@@ -85,10 +107,12 @@ def test_four_seed_array_then_only_missing(slurm_cluster, tmp_path, tiny_spec):
 @pytest.mark.slurm
 @pytest.mark.slow
 @pytest.mark.parametrize("how", ["scontrol requeue", "SIGUSR1"])
-def test_requeued_task_resumes_and_matches_an_uninterrupted_run(slurm_cluster, tmp_path, tiny_spec, how):
+def test_requeued_task_resumes_and_matches_an_uninterrupted_run(slurm_cluster, tmp_path, tiny_spec, how, request,
+                                                                inherited_wandb_service):
     """`scontrol requeue` (SLURM kills the task with SIGTERM and queues it again) or the time-limit warning
     SIGUSR1 (the task saves and requeues itself) mid-training: the task restarts, resumes from last.ckpt and
-    ends with exactly the metrics of an uninterrupted local run of the same config and seed."""
+    ends with exactly the metrics of an uninterrupted local run of the same config and seed (submitted from a
+    process with a W&B service of its own)."""
     spec = tiny_spec(seeds="5", steps=60, wandb="offline")
     root = tmp_path / "runs"
     [run] = experiment_runs(load_spec(spec))
@@ -96,20 +120,23 @@ def test_requeued_task_resumes_and_matches_an_uninterrupted_run(slurm_cluster, t
     done = synbench("submit", str(spec), "--executor", "slurm", "--runs-dir", str(root))
     assert done.returncode == 0, done.stderr
     task = read_queued(folder).job_id
-    wait_for(lambda: (folder / "checkpoints" / "last.ckpt").exists(), 300, "the first checkpoint")
+    log = root / "exp" / "logs" / f"slurm-{task}.out"
+    request.addfinalizer(lambda: subprocess.run(["scancel", task.split("_")[0]], capture_output=True))
+    wait_for(lambda: (folder / "checkpoints" / "last.ckpt").exists(), 300, "the first checkpoint", log)
     assert not (folder / "DONE").exists(), "too fast to interrupt: raise steps"
     if how == "SIGUSR1":
         subprocess.run(["scancel", "--batch", "--signal=USR1", task], check=True)
     else:
         subprocess.run(["scontrol", "requeue", task], check=True)
-    wait_for(lambda: slurm.job_states([task], poll_s=0).get(task) == "PENDING", 60, "the task back in the queue")
-    wait_for(lambda: run_status(folder).state == "DONE", 400, "DONE after the restart")
+    wait_for(lambda: slurm.job_states([task], poll_s=0).get(task) == "PENDING", 60, "the task back in the queue",
+             log)
+    wait_for(lambda: run_status(folder).state == "DONE", 400, "DONE after the restart", log)
 
     # the uninterrupted reference: the same spec run by the local executor (1 thread per run, like the task)
     assert synbench("submit", str(spec), "--runs-dir", str(tmp_path / "reference")).returncode == 0
     reference = run_status(folder_of(tmp_path / "reference", run)).metrics
     assert reference["global_step"] == 60 and run_status(folder).metrics == reference
-    log = (root / "exp" / "logs" / f"slurm-{task}.out").read_text()
+    log = log.read_text()
     assert "restart 0" in log and "restart 1" in log
     if how == "SIGUSR1":
         assert "SIGUSR1 at step" in log and f"requeued SLURM job {task}" in log
