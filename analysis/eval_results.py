@@ -1,14 +1,9 @@
 """A run's evaluation results (``RUN/eval/*/results.json``) as flat metrics and item-level outcomes.
 
-Metric names (what the analysis tables and the report use):
-
-- ``ppl``: word perplexity (a bound for joint models), ``ppl_oov_rate``;
-- ``sg``: the overall SyntaxGym score (fraction), ``sg.circuit.<circuit>`` per circuit;
-- ``blimp``: overall BLiMP accuracy, ``blimp.phenomenon.<phenomenon>``;
-- ``f1``: parse reranking bracket F1 (EVALB, percent), ``f1_oracle``, ``f1_parser`` (the proposal parser's 1-best);
-- ``parse_f1``: unlabeled F1 of a Pushdown-LM's beam-search parses against binarized gold (Pushdown §5, percent),
-  ``parse_f1_right_branching`` (the right-branching baseline on the same sentences);
-- ``dyck.<set>``: closing-bracket accuracy on a Dyck test set (Pushdown §4.1: ``long-50`` ... ``depth``).
+Metric names (what the analysis tables and the report use) are each task's (``experiments.evaluate.tasks``:
+its ``flatten``), e.g. ``ppl`` (word perplexity, a bound for joint models), ``sg`` and ``sg.circuit.<circuit>``,
+``blimp`` and ``blimp.phenomenon.<phenomenon>``, ``f1`` (reranking bracket F1), ``parse_f1``, ``uas``,
+``dyck.<set>``.
 
 Which folder: ``eval/<task>`` (what ``synbench evaluate``/``reproduce`` write) when present, otherwise the one
 ``eval/<task>-<hash>`` folder of a manual ``synbench eval``; several such folders and no canonical one is
@@ -21,7 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-TASKS = ("ppl", "sg", "blimp", "rerank", "parse", "dyck")
+from experiments.evaluate import tasks
 
 
 def result_folders(run_dir: Path) -> tuple[dict[str, Path], list[str]]:
@@ -31,7 +26,7 @@ def result_folders(run_dir: Path) -> tuple[dict[str, Path], list[str]]:
     notes: list[str] = []
     if not root.is_dir():
         return found, notes
-    for task in TASKS:
+    for task in (t.name for t in tasks.tasks() if t.flatten is not None):
         canonical = root / task
         if (canonical / "results.json").is_file():
             found[task] = canonical
@@ -66,25 +61,8 @@ def run_metrics(run_dir: Path) -> tuple[dict[str, float], dict[str, Any], list[s
         m = record["metrics"]
         settings[task] = {**record.get("settings", {}), "convention": record.get("convention")}
         try:
-            if task == "ppl":
-                metrics.update(ppl=m["word_ppl"], ppl_oov_rate=m["oov_rate"])
-            elif task == "sg":
-                metrics["sg"] = m["score"]
-                metrics.update({f"sg.circuit.{c}": v for c, v in m["circuits"].items() if v is not None})
-            elif task == "blimp":
-                metrics["blimp"] = m["accuracy"]
-                metrics.update({f"blimp.phenomenon.{p}": v for p, v in m["phenomena"].items()})
-            elif task == "rerank":
-                metrics["f1"] = m["reranked"]["all"]["bracket_f1"]
-                metrics["f1_oracle"] = m["oracle"]["all"]["bracket_f1"]
-                if m.get("parser_1best"):
-                    metrics["f1_parser"] = m["parser_1best"]["all"]["bracket_f1"]
-            elif task == "parse":
-                metrics["parse_f1"] = m["parsed"]["all"]["bracket_f1"]
-                metrics["parse_f1_right_branching"] = m["right_branching"]["all"]["bracket_f1"]
-            elif task == "dyck":
-                metrics.update({f"dyck.{name}": value for name, value in m["accuracy"].items()})
-        except (KeyError, TypeError):
+            metrics.update(tasks.get(task).flatten(m))  # type: ignore[misc]  # result_folders: flatten set
+        except (KeyError, TypeError, AttributeError):
             notes.append(f"{task}: results.json lacks the expected metrics ({folder})")
     return metrics, settings, notes
 

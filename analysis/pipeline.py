@@ -29,6 +29,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from experiments.evaluate import tasks
 from experiments.experiment_runs import analysis_run_id, experiment_dir, experiment_runs, folder_of
 from experiments.experiment_spec import ExperimentSpec, Run
 from experiments.reductions import reduced_settings
@@ -36,7 +37,6 @@ from experiments.runs import run_status
 from lightning_modules.data.atomic import atomic_write_text
 from lightning_modules.errors import InputError
 
-HEADLINE_METRICS = ("ppl", "sg", "blimp", "f1", "parse_f1")  # plus every dyck.<set> (Pushdown §4.1)
 ANALYSIS_KEYS = ("correction", "regressions", "probing", "scale")
 PROBING_KEYS = ("models", "seed", "train_sentences", "dev_sentences", "layers", "probes", "tasks", "top_k",
                 "word_content_k", "word_content_start", "hidden", "max_epochs", "batch_size")
@@ -178,11 +178,10 @@ def _statistics(agg: Any, options: dict[str, Any], result: Analysis) -> None:
     if long.empty:
         result.skipped["statistics"] = "no finished run has metrics"
         return
-    metrics = [m for m in long["metric"].unique() if m in HEADLINE_METRICS or m.startswith(("sg.", "blimp.", "dyck."))
-               or m in ("val_ppl", "best_val_loss", "f1_oracle", "f1_parser", "parse_f1_right_branching")]
+    metrics = [m for m in long["metric"].unique() if tasks.is_summarized(m)]
     summary = statistics.summarize(long, metrics)
     _write_csv(result, "summary.csv", summary)
-    tested = [m for m in metrics if m in HEADLINE_METRICS or m.startswith("dyck.") or m == "best_val_loss"]
+    tested = [m for m in metrics if tasks.is_tested(m)]
     welch = statistics.pairwise_welch(long, tested, correction=options.get("correction", "holm"))
     _write_csv(result, "welch.csv", welch)
     if not agg.items.empty:
@@ -310,8 +309,9 @@ def _probing(options: dict[str, Any], runs: list[Run], root: Path, data_dir: str
         result.skipped["probing"] = "no checkpoint to probe"
         return
     data = next(r for r in runs if r.model in models).config["data"]  # the probed models' own splits
-    train = read_sentences(data["corpus"], data["train_split"], probing.get("train_sentences"), data_dir).trees
-    dev = read_sentences(data["corpus"], data["valid_split"], probing.get("dev_sentences"), data_dir).trees
+    train = read_sentences(data["corpus"], data["train_split"], probing.get("train_sentences"), data_dir,
+                           trees=True).trees
+    dev = read_sentences(data["corpus"], data["valid_split"], probing.get("dev_sentences"), data_dir, trees=True).trees
     task_settings = TaskSettings(**{k: probing[k] for k in ("top_k", "word_content_k", "word_content_start")
                                     if k in probing})
     probe_settings = ProbeSettings(**{k: probing[k] for k in ("hidden", "max_epochs", "batch_size") if k in probing})

@@ -28,11 +28,11 @@ from typing import Any
 from urllib.parse import quote
 
 from analysis import figures as fig
+from experiments.evaluate import tasks
 from experiments.papers import Paper, metric_title, model_order, paper_for, percent_scale, published_regression
 from lightning_modules.data.atomic import atomic_write_text
 from lightning_modules.errors import InputError
 
-HEADLINE_METRICS = ("ppl", "val_ppl", "sg", "blimp", "f1", "parse_f1")
 # ----------------------------------------------------------------------------------------------------------
 # The intermediate structure both formats are rendered from
 
@@ -330,9 +330,10 @@ def _headline_table(sources: Sources) -> list[Block]:
     if "summary" in sources.problems:
         return [_missing("results", sources, "summary")]
     summary = sources.tables["summary"]
-    metrics = [m for m in HEADLINE_METRICS if (summary["metric"] == m).any()]
+    headline = tasks.headline_metrics()
+    metrics = [m for m in headline if (summary["metric"] == m).any()]
     if not metrics:
-        wanted = ", ".join(HEADLINE_METRICS)
+        wanted = ", ".join(headline)
         return [Paragraph(f"results: summary.csv has none of the headline metrics {wanted}.")]
     cells = {(r.metric, r.model): r for r in summary.itertuples(index=False)}
     # models without any headline metric (e.g. the proposal parser) get no row

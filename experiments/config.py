@@ -121,7 +121,8 @@ def run_id(cfg: dict[str, Any], seed: int) -> str:
 
 def resolve_train_config(family: str, preset: str, overrides: list[str] | None = None) -> dict[str, Any]:
     """Compose the family's model preset (``configs/model/FAMILY.yaml[preset]`` for the built-in families)
-    with its data/train/runtime preset (``configs/train.yaml[preset]``) and overrides.
+    with its data/train/runtime preset (``configs/train.yaml[preset]``; both from the family's adapter) and
+    overrides.
 
     Unknown keys and values of the wrong type are errors naming the config key, so a typo never trains a
     silently different model.
@@ -129,9 +130,8 @@ def resolve_train_config(family: str, preset: str, overrides: list[str] | None =
     from experiments.families import get_family
 
     adapter = get_family(family)
-    model_file, train_file = adapter.presets_file(), adapter.train_presets_file()
-    models = load_yaml(model_file)
-    train_defaults = load_yaml(train_file)
+    models, _ = adapter.model_presets()
+    train_defaults = adapter.train_presets()
     if preset not in models or preset not in train_defaults:
         presets = sorted(set(models) & set(train_defaults))
         raise InputError(f"unknown preset {preset!r} for {family} (known: {', '.join(presets)})", "--preset")

@@ -11,8 +11,9 @@ An entry names a task and its protocol settings::
       - {name: dyck, sets: [long-50, depth], size: 20, beam: 5}  # runs on the Dyck corpus (Pushdown §4.1)
       - {name: parse, split: test, beam: 8}                      # the models' own parses (Pushdown §5)
 
-A task applies to a run when the run's family offers the capability it needs (``NEEDS``; the family
-adapter's ``capabilities(config)``), so no family is named here. Options: ``models`` (labels; default every
+A task (``experiments.evaluate.tasks``) applies to a run when the run's family offers the capability it needs
+(the family adapter's ``capabilities(config)``), so no family is named here; the task declares its options
+and builds its ``eval`` arguments. Options: ``models`` (labels; default every
 model the task applies to), ``corpus`` (default the run's ``data.corpus``), ``split``, ``limit`` (first K
 sentences), ``method`` (one of the family's methods; default ``proposals`` when ``proposals`` is given and the
 family is marginalised over proposals, else the family's default), ``proposals`` (the label of a
@@ -32,18 +33,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from experiments.evaluate import tasks
+from experiments.evaluate.tasks import PlanInput, Task
 from experiments.experiment_runs import experiment_dir, folder_of
 from experiments.experiment_spec import ExperimentSpec, Run
 from lightning_modules.errors import InputError
 
-TASKS = ("ppl", "sg", "blimp", "rerank", "parse", "terminals", "dyck")
-# the capabilities a run's family must offer for each task (experiments.families.adapter)
-NEEDS = {"ppl": "perplexity", "sg": "surprisal", "blimp": "score", "rerank": "rerank", "parse": "parse",
-         "terminals": "terminals", "dyck": "dyck"}
-DYCK_OPTIONS = ("sets", "size", "seed")
-OPTIONS = ("name", "models", "corpus", "split", "limit", "method", "proposals", "n", "beam", "word_beam",
-           "items_per_suite", "suites", "pairs_per_paradigm", "paradigms", "sets", "size", "seed")
-DEFAULT_SPLIT = {"ppl": "test", "rerank": "test", "parse": "test", "terminals": "valid"}
+POSITIVE = ("limit", "n", "beam", "word_beam", "items_per_suite", "pairs_per_paradigm", "size")
 
 
 @dataclass(frozen=True)
@@ -69,18 +65,16 @@ class Evaluation:
     options: dict[str, Any]
     where: str
 
+    @property
+    def task(self) -> Task:
+        return tasks.get(self.name)
+
     def applies_to(self, run: Run) -> bool:
         """Whether the run's family offers what the task needs (and the entry names the run's model)."""
         models = self.options.get("models")
         if models is not None and run.model not in models:
             return False
-        return NEEDS[self.name] in family_of(run).capabilities(run.config)
-
-
-def _capabilities(family: str) -> frozenset[str]:
-    from experiments.families import get_family
-
-    return get_family(family).capabilities()
+        return self.task.needs in family_of(run).capabilities(run.config)
 
 
 def family_of(run: Run) -> Any:
@@ -90,13 +84,15 @@ def family_of(run: Run) -> Any:
 
 
 def scoring_method(entry: Evaluation, run: Run) -> str | None:
-    """The method an eval of ``entry`` uses for ``run``: the entry's, else proposals when it names a parser and
-    the family is marginalised over proposals, else the family's default (None for family-owned tasks)."""
-    if entry.name in ("terminals", "dyck"):
+    """The method an eval of ``entry`` uses for ``run``: the task's own (proposals for a task that requires
+    them), the entry's, else proposals when it names a parser and the family is marginalised over proposals,
+    else the family's default (None for tasks the family evaluates itself)."""
+    task = entry.task
+    if not task.scored:
         return None
-    methods = family_of(run).methods(run.config)
-    if entry.name == "rerank":
+    if task.requires_proposals:
         return "proposals"
+    methods = family_of(run).methods(run.config)
     wanted = entry.options.get("method")
     if wanted in methods:
         return wanted
@@ -107,52 +103,47 @@ def scoring_method(entry: Evaluation, run: Run) -> str | None:
 
 def evaluations(spec: ExperimentSpec) -> list[Evaluation]:
     """The spec's evaluation entries, validated (unknown task or option, bad value, unknown model label)."""
+    from experiments.families import get_family
+
     labels = {m.name: m for m in spec.models}
     out = []
     for i, entry in enumerate(spec.evaluations):
         where = spec.where("evaluations", i)
         name = entry["name"]
-        if name not in TASKS:
-            raise InputError(f"evaluations[{i}]: unknown task {name!r} (known: {', '.join(TASKS)})", where)
+        if name not in tasks.names():
+            raise InputError(f"evaluations[{i}]: unknown task {name!r} (known: {', '.join(tasks.names())})", where)
+        task = tasks.get(name)
+        if task.arguments is None:
+            raise InputError(f"evaluations[{i}]: task {name} cannot run in an experiment: {task.unplanned}", where)
         for key, value in entry.items():
-            if key not in OPTIONS:
-                raise InputError(f"evaluations[{i}].{key}: unknown option (known: {', '.join(OPTIONS)})",
-                                 spec.where("evaluations", i, key))
-            if key in ("limit", "n", "beam", "word_beam", "items_per_suite", "pairs_per_paradigm", "size") and (
-                    isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            if key not in task.options:
+                raise InputError(f"evaluations[{i}].{key}: not an option of the {name} task (its options: "
+                                 f"{', '.join(task.options)})", spec.where("evaluations", i, key))
+            if key in POSITIVE and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise InputError(f"evaluations[{i}].{key}: expected a positive integer, got {value!r}",
                                  spec.where("evaluations", i, key))
             if key == "seed" and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
                 raise InputError(f"evaluations[{i}].seed: expected an integer >= 0, got {value!r}",
                                  spec.where("evaluations", i, key))
-            if (key in DYCK_OPTIONS) != (name == "dyck") and key not in ("name", "models", "beam"):
-                raise InputError(f"evaluations[{i}].{key}: " + ("not an option of the dyck task (its options: "
-                                 f"{', '.join(DYCK_OPTIONS)}, beam, models)" if name == "dyck"
-                                 else "an option of the dyck task only"), spec.where("evaluations", i, key))
-        if name == "dyck":
-            from lightning_modules.data.dyck_data import TEST_SETS
-
-            sets = entry.get("sets", list(TEST_SETS))
-            if not isinstance(sets, list) or not sets or any(s not in TEST_SETS for s in sets):
-                raise InputError(f"evaluations[{i}].sets: expected a list of {', '.join(TEST_SETS)}, got {sets!r}",
-                                 spec.where("evaluations", i, "sets"))
+        problem = task.check(entry) if task.check else None
+        if problem:
+            raise InputError(f"evaluations[{i}].{problem}", where)
         for label in entry.get("models") or []:
             if label not in labels:
                 raise InputError(f"evaluations[{i}].models: no model {label!r} in the spec", where)
         parser = entry.get("proposals")
-        if parser is not None and (parser not in labels or "propose" not in _capabilities(labels[parser].family)):
+        if parser is not None and (parser not in labels or
+                                   "propose" not in get_family(labels[parser].family).capabilities()):
             raise InputError(f"evaluations[{i}].proposals: {parser!r} is not a proposal parser model of the spec "
                              "(a model whose family draws proposal trees)",
                              spec.where("evaluations", i, "proposals"))
         method = entry.get("method")
-        if method is not None and method not in ("proposals", "beam", "gold"):
-            raise InputError(f"evaluations[{i}].method: expected proposals, beam or gold", where)
-        if method == "gold" and name != "ppl":
-            raise InputError(f"evaluations[{i}].method: gold trees exist for treebank perplexity only", where)
-        if method == "proposals" and parser is None:
-            raise InputError(f"evaluations[{i}]: method proposals needs 'proposals: PARSER-MODEL'", where)
-        if name == "rerank" and parser is None:
-            raise InputError(f"evaluations[{i}]: rerank needs 'proposals: PARSER-MODEL'", where)
+        if method is not None and method not in task.methods:
+            raise InputError(f"evaluations[{i}].method: expected {' or '.join(task.methods)} for the {name} task",
+                             where)
+        if (method == "proposals" or task.requires_proposals) and parser is None:
+            what = name if task.requires_proposals else "method proposals"
+            raise InputError(f"evaluations[{i}]: {what} needs 'proposals: PARSER-MODEL'", where)
         out.append(Evaluation(name, dict(entry), where))
     return out
 
@@ -181,13 +172,11 @@ class Planner:
     # -- proposals ------------------------------------------------------------------------------------------
     def _proposal_key(self, entry: Evaluation, run: Run | None) -> tuple[str, str, str]:
         """(set name, corpus, split) of the sentences ``entry`` evaluates (corpus/split empty for sg/blimp)."""
-        if entry.name in ("sg", "blimp"):
-            o = entry.options
-            subset = (o.get("items_per_suite") or o.get("pairs_per_paradigm") or "all",
-                      ",".join(o.get("suites") or o.get("paradigms") or []) or "all")
-            return f"{entry.name}-{subset[0]}-{_slug(subset[1])}", "", ""
+        task = entry.task
+        if task.sentence_set is not None:
+            return f"{entry.name}-{_slug(task.sentence_set(entry.options))}", "", ""
         corpus = entry.options.get("corpus") or (run.config["data"]["corpus"] if run else "")
-        split = entry.options.get("split", DEFAULT_SPLIT[entry.name])
+        split = entry.options.get("split", task.default_split)
         return f"{_slug(str(corpus))}-{split}", str(corpus), split
 
     def proposal_file(self, entry: Evaluation, run: Run) -> Path:
@@ -225,7 +214,7 @@ class Planner:
         """The word lists the sg/blimp proposal tasks read (written by the caller before they run)."""
         files: dict[Path, list[list[str]]] = {}
         for entry in self.entries:
-            if entry.name not in ("sg", "blimp") or entry.options.get("proposals") is None:
+            if entry.task.sentences is None or entry.options.get("proposals") is None:
                 continue
             run = next((r for r in self.runs if entry.applies_to(r) and scoring_method(entry, r) == "proposals"),
                        None)
@@ -233,7 +222,7 @@ class Planner:
                 continue
             path = self.proposal_file(entry, run).with_suffix(".sentences.txt")
             if path not in files:
-                files[path] = suite_sentences(entry, self.data_dir)
+                files[path] = entry.task.sentences(entry.options, self.data_dir)
         return files
 
     # -- evaluations ----------------------------------------------------------------------------------------
@@ -247,64 +236,29 @@ class Planner:
         return tasks
 
     def _eval_task(self, entry: Evaluation, run: Run) -> StageTask:
-        o = entry.options
+        o, task = entry.options, entry.task
         folder = folder_of(self.root, run)
         out = folder / "eval" / entry.name
         checkpoint = folder / "checkpoints" / "best.ckpt"
         needs = [checkpoint]
-        args: list[str] = ["eval", entry.name, str(checkpoint), "--out", str(out)]
-        corpus = str(o.get("corpus") or run.config["data"]["corpus"])
-        split = str(o.get("split", DEFAULT_SPLIT.get(entry.name, "")))
-        if entry.name in ("ppl", "terminals"):
-            args += ["--corpus", corpus, "--split", split]
-        if entry.name in ("rerank", "parse"):
-            args += ["--gold", corpus if split == "file" else f"{corpus}/{split}"]  # "file": a treebank file
-        if "limit" in o:
-            args += ["--limit", str(o["limit"])]
-        if entry.name == "sg":
-            args += [*(["--items-per-suite", str(o["items_per_suite"])] if "items_per_suite" in o else []),
-                     *(["--suites", ",".join(o["suites"])] if o.get("suites") else [])]
-        if entry.name == "blimp":
-            args += [*(["--pairs-per-paradigm", str(o["pairs_per_paradigm"])] if "pairs_per_paradigm" in o else []),
-                     *(["--paradigms", ",".join(o["paradigms"])] if o.get("paradigms") else [])]
         family = family_of(run)
-        if entry.name == "dyck":
-            args += [*(a for s in o.get("sets") or [] for a in ("--set", s)),
-                     *(["--size", str(o["size"])] if "size" in o else []),
-                     *(["--seed", str(o["seed"])] if "seed" in o else []),
-                     *(["--beam", str(o["beam"])] if "beam" in o and "beam" in family.methods(run.config) else [])]
         method = scoring_method(entry, run)
+        proposals = self.proposal_file(entry, run) if method == "proposals" else None
+        plan = PlanInput(o, str(o.get("corpus") or run.config["data"]["corpus"]),
+                         str(o.get("split", task.default_split or "")), proposals, family.methods(run.config))
+        assert task.arguments is not None  # evaluations() refuses unplanned tasks
+        args: list[str] = ["eval", entry.name, str(checkpoint), "--out", str(out), *task.arguments(plan)]
         if method is not None:
-            if entry.name not in ("rerank", "parse"):
+            if task.takes_method:
                 args += ["--method", method]
-            if method == "proposals":
-                proposals = self.proposal_file(entry, run)
+            if proposals is not None:
                 needs.append(proposals)
                 args += ["--proposals", str(proposals), "-n", str(o.get("n", 300))]
-                if entry.name == "rerank":
-                    args += ["--logq", str(proposals.with_suffix(".logq.jsonl"))]
             for key in family.method_options(method):
                 if key in o and key != "n":
                     args += [f"--{key.replace('_', '-')}", str(o[key])]
         return StageTask(f"{run.run_id}-{entry.name}", out, self._cli(*args), out / "results.json",
                          f"{entry.name} {run.model} seed {run.seed}", tuple(needs))
-
-
-def suite_sentences(entry: Evaluation, data_dir: str | None) -> list[list[str]]:
-    """The tokenized sentences ``eval sg`` / ``eval blimp`` will score with these options, in order."""
-    o = entry.options
-    if entry.name == "sg":
-        from experiments.evaluate.sg import default_suites_dir, load_suites
-        from experiments.evaluate.sg_eval import condition_words, select
-
-        suites = select(load_suites(default_suites_dir(data_dir)), o.get("suites"), o.get("items_per_suite"))
-        return [condition_words(s, it.number, c)[0] for s in suites.values() for it in s.items
-                for c in s.conditions]
-    from experiments.evaluate.blimp import load_paradigms
-    from experiments.evaluate.blimp_eval import default_data_dir, select, words_of
-
-    paradigms = select(load_paradigms(default_data_dir(data_dir), o.get("pairs_per_paradigm")), o.get("paradigms"))
-    return [words_of(sentence, p.uid) for ps in paradigms.values() for p in ps for sentence in (p.good, p.bad)]
 
 
 def _slug(text: str) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from experiments.evaluation_plan import DEFAULT_SPLIT
+from experiments.evaluate import tasks
 from experiments.experiment_runs import experiment_runs
 from experiments.experiment_spec import ExperimentSpec, Run, load_spec, parse_seeds
 
@@ -42,7 +42,7 @@ def reduced_settings(spec: ExperimentSpec, seeds: str | None = None) -> list[str
     full_evals = {e["name"]: e for e in full.evaluations}
     for entry in spec.evaluations:
         ref = full_evals.get(entry["name"], {})
-        defaults = {"split": DEFAULT_SPLIT.get(entry["name"])}
+        defaults = {"split": tasks.get(entry["name"]).default_split}
         keys = [k for k in dict.fromkeys([*entry, *ref]) if k not in ("name", "models", "proposals")]
         ours_v = {k: entry.get(k, defaults.get(k)) for k in keys}
         full_v = {k: ref.get(k, defaults.get(k)) for k in keys}

@@ -1,12 +1,13 @@
-"""``synbench eval TASK ...``: the evaluation protocol, one sub-command per task.
+"""``synbench eval TASK ...``: the evaluation protocol, one sub-command per registered task.
 
-``ppl``, ``sg``, ``blimp`` and ``rerank`` score a model file (TG-family checkpoint or n-gram JSON) through
-the Scorer protocol and write ``results.json`` + ``items.jsonl`` into ``--out`` (default
-``RUN_DIR/eval/TASK-HASH``); a re-run computes only the items missing there. ``terminals`` writes the
-per-terminal log-probabilities on gold trees that TG §4.2's regressions compare. ``sg --surprisals FILE``
-scores SyntaxGym from a file of region surprisals; ``uas`` compares two CoNLL-U files. ``dyck`` reports the
-closing-bracket accuracy of a Dyck run (Pushdown Layers §4.1) on test sets built from its data config;
-``parse`` the unlabeled F1 of a Pushdown-LM's beam-search parses (§5).
+``ppl``, ``sg``, ``blimp`` and ``rerank`` score a model (a checkpoint of any family, an n-gram JSON or
+``hf:DIR``) through the Scorer protocol and write ``results.json`` + ``items.jsonl`` into ``--out`` (default
+``RUN_DIR/eval/TASK-HASH``); a re-run computes only the items missing there. ``parse`` scores the model's
+own parses against the gold trees as its family shapes them. ``terminals`` writes the per-terminal
+log-probabilities on gold trees that TG §4.2's regressions compare, ``dyck`` the closing-bracket accuracy of a
+Dyck run (Pushdown Layers §4.1); the model's family evaluates both. ``sg --surprisals FILE`` scores SyntaxGym
+from a file of region surprisals; ``uas`` compares two CoNLL-U files. The tasks and what each needs of a
+model: ``experiments.evaluate.tasks``.
 """
 
 from __future__ import annotations
@@ -18,24 +19,20 @@ from pathlib import Path
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    from experiments.evaluate.tasks import tasks as registered_tasks
+
     p = subparsers.add_parser("eval", help="evaluate: perplexity, SyntaxGym, BLiMP, reranking, parsing, UAS, Dyck",
                               description=__doc__)
-    tasks = p.add_subparsers(dest="task", required=True, metavar="TASK")
-    _register_ppl(tasks)
-    _register_sg(tasks)
-    _register_blimp(tasks)
-    _register_rerank(tasks)
-    _register_parse(tasks)
-    _register_terminals(tasks)
-    _register_uas(tasks)
-    _register_dyck(tasks)
+    subparsers = p.add_subparsers(dest="task", required=True, metavar="TASK")
+    for task in registered_tasks():
+        task.add_command(subparsers)
 
 
 def _limit(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", type=int, metavar="K", help="evaluate the first K sentences only")
 
 
-def _register_ppl(tasks: argparse._SubParsersAction) -> None:
+def add_ppl(tasks: argparse._SubParsersAction) -> None:
     from experiments.evaluate.scorer_choice import add_arguments
 
     p = tasks.add_parser(
@@ -64,7 +61,7 @@ def run_ppl(args: argparse.Namespace) -> int:
     return _print(args, result, computed, items, ppl.format_report)  # items: sentences, or documents
 
 
-def _register_sg(tasks: argparse._SubParsersAction) -> None:
+def add_sg(tasks: argparse._SubParsersAction) -> None:
     from experiments.evaluate.scorer_choice import add_arguments
 
     p = tasks.add_parser(
@@ -127,7 +124,7 @@ def _sg_report(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _register_blimp(tasks: argparse._SubParsersAction) -> None:
+def add_blimp(tasks: argparse._SubParsersAction) -> None:
     from experiments.evaluate.scorer_choice import add_arguments
 
     p = tasks.add_parser(
@@ -164,7 +161,7 @@ def run_blimp(args: argparse.Namespace) -> int:
     return _print(args, result, computed, result["settings"]["pairs"], report)
 
 
-def _register_rerank(tasks: argparse._SubParsersAction) -> None:
+def add_rerank(tasks: argparse._SubParsersAction) -> None:
     from experiments.evaluate.scorer_choice import add_arguments
 
     p = tasks.add_parser(
@@ -206,15 +203,16 @@ def run_rerank(args: argparse.Namespace) -> int:
     return _print(args, result, computed, result["settings"]["sentences"], report)
 
 
-def _register_parse(tasks: argparse._SubParsersAction) -> None:
+def add_parse(tasks: argparse._SubParsersAction) -> None:
     from experiments.evaluate.scorer_choice import add_arguments
 
     p = tasks.add_parser(
-        "parse", help="parsing by beam search with a Pushdown-LM (unlabeled F1 vs binarized gold)",
-        description="Pushdown Layers §5 (Table 4): each sentence's parse is the best tree of the final beam over "
-                    "attachment decisions (subword pieces merged, Appendix C), scored with EVALB's unlabeled "
-                    "setting against the gold trees binarized as in training (unaries collapsed, right-factored); "
-                    "the right-branching baseline is scored beside. Sentences with unknown words are left out as in "
+        "parse", help="the model's own parses scored with EVALB against the gold trees (F1)",
+        description="Each sentence's parse is the model's best tree (for a Pushdown-LM, Pushdown Layers §5 / Table "
+                    "4: the best tree of the final beam over attachment decisions, subword pieces merged), scored "
+                    "with EVALB against the gold trees shaped as the model's family parses (a Pushdown-LM: "
+                    "binarized as in training, unlabeled), with the family's trivial baseline (right-branching) "
+                    "scored beside. Sentences with unknown words are left out as in "
                     "the paper (by default for SentencePiece vocabularies; --unknown exclude|keep).")
     add_arguments(p, methods=("beam",))
     p.add_argument("--gold", required=True, help="gold treebank file or CORPUS/SPLIT (e.g. ptb-sample/test)")
@@ -244,7 +242,7 @@ def run_parse(args: argparse.Namespace) -> int:
     return _print(args, result, computed, result["settings"]["sentences"], report)
 
 
-def _register_uas(tasks: argparse._SubParsersAction) -> None:
+def add_uas(tasks: argparse._SubParsersAction) -> None:
     p = tasks.add_parser(
         "uas", help="unlabeled/labeled attachment scores of CoNLL-U dependency trees",
         description="UAS and LAS of TEST against GOLD (CoNLL-U, sentences paired in order). Punctuation "
@@ -276,7 +274,7 @@ def run_uas(args: argparse.Namespace) -> int:
     return 0
 
 
-def _register_dyck(tasks: argparse._SubParsersAction) -> None:
+def add_dyck(tasks: argparse._SubParsersAction) -> None:
     from lightning_modules.data.dyck import TEST_SETS  # not dyck_data: the CLI must not import torch
 
     p = tasks.add_parser(
@@ -321,7 +319,7 @@ def run_dyck(args: argparse.Namespace) -> int:
     return _print(args, result, computed, total, report)
 
 
-def _register_terminals(tasks: argparse._SubParsersAction) -> None:
+def add_terminals(tasks: argparse._SubParsersAction) -> None:
     p = tasks.add_parser(
         "terminals", help="log p(a_i | a_<i) of every terminal on gold trees (TG §4.2 regressions)",
         description="Teacher-forced log-probability of every terminal token of a corpus split under a TG-family "

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 from typing import Any
 
 from lightning_modules.errors import InputError
@@ -29,13 +28,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=handle)
 
 
-def preset_config(family: str, preset: str) -> tuple[dict[str, Any], Path]:
-    """The flat model config of ``preset`` in the family's presets file and that file's path."""
-    from experiments.config import load_yaml
+def preset_config(family: str, preset: str) -> tuple[dict[str, Any], str]:
+    """The flat model config of ``preset`` among the family's presets and where they come from."""
     from experiments.families import get_family
 
-    path = get_family(family).presets_file()
-    presets = load_yaml(path)
+    presets, path = get_family(family).model_presets()
     if preset not in presets:
         raise InputError(f"no preset {preset!r} (available: {', '.join(presets)})", str(path))
     if not isinstance(presets[preset], dict):

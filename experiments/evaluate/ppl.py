@@ -1,4 +1,4 @@
-"""Word perplexity of a treebank split (TG §3.1): ``PPL = exp(-Σ_x log p(x) / N_w)``, sentence-level.
+"""Word perplexity of a corpus split (TG §3.1): ``PPL = exp(-Σ_x log p(x) / N_w)``, sentence-level.
 
 ``N_w`` counts the words of the evaluated sentences (the end of a sentence is not a word), while ``log p(x)``
 includes the end of the sentence: ``log p(</s> | x)`` for string models, the closing of the constituents still
@@ -31,8 +31,7 @@ from typing import Any
 from experiments.evaluate.cache import ItemCache, Record, default_out_dir
 from experiments.evaluate.results import write_results
 from experiments.evaluate.scorer_choice import ChosenScorer
-from lightning_modules.data.tree import Tree, clean
-from lightning_modules.errors import InputError
+from lightning_modules.data.tree import Tree
 from lightning_modules.numeric import is_number
 
 
@@ -42,7 +41,7 @@ class Sentences:
 
     name: str  # "CORPUS/SPLIT"
     words: list[list[str]]
-    trees: list[Tree]
+    trees: list[Tree] | None  # gold constituency trees (None for a dependency corpus)
     locations: list[str]
     documents: list[int]  # document index of each sentence (documents of the split, in order)
 
@@ -51,41 +50,25 @@ class Sentences:
         return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
     def gold_source(self):
-        """``--method gold``: each sentence's tree from the corpus (matched by words)."""
+        """``--method gold``: each sentence's tree from the corpus (matched by words); None without trees."""
+        if self.trees is None:
+            return None
         by_words: dict[tuple[str, ...], Tree] = {}
         for words, tree in zip(self.words, self.trees):
             by_words.setdefault(tuple(words), tree)
         return lambda sentences: [[by_words[tuple(s)]] for s in sentences]
 
 
-def read_sentences(corpus: str, split: str, limit: int | None = None, data_dir: str | None = None) -> Sentences:
-    """The first ``limit`` (default all) sentences of a constituency corpus split."""
-    from lightning_modules.data.corpora import load_corpus
+def read_sentences(corpus: str, split: str, limit: int | None = None, data_dir: str | None = None,
+                   trees: bool = False) -> Sentences:
+    """The first ``limit`` (default all) sentences of a corpus split: a treebank, or a dependency corpus (its
+    words; no gold constituency trees) unless ``trees`` requires constituency trees."""
+    from lightning_modules.data.corpora import read_split
 
-    if limit is not None and limit < 1:
-        raise InputError("must be at least 1", "--limit")
-    loaded = load_corpus(corpus, data_dir)
-    if loaded.kind != "constituency":
-        raise InputError(f"corpus {loaded.name!r} has dependency trees; perplexity needs a treebank", "--corpus")
-    if split not in loaded.splits:
-        raise InputError(f"corpus {loaded.name!r} has no split {split!r} (splits: {', '.join(loaded.splits)})",
-                         "--split")
-    words, trees, locations, documents = [], [], [], []
-    numbered = [(d, s) for d, doc in enumerate(loaded.splits[split]) for s in doc.sentences]
-    for document, (location, tree) in numbered[:limit]:
-        try:
-            cleaned = clean(tree)
-        except InputError as e:
-            raise InputError(e.message, e.location or location) from None
-        if not cleaned.leaves():
-            raise InputError("sentence without overt words", location)
-        words.append(cleaned.leaves())
-        trees.append(cleaned)
-        locations.append(location)
-        documents.append(document)
-    if not words:
-        raise InputError(f"split {split!r} has no sentences", "--split")
-    return Sentences(f"{loaded.name}/{split}", words, trees, locations, documents)
+    loaded, read = read_split(corpus, split, limit, data_dir, "constituency" if trees else None)
+    return Sentences(f"{loaded.name}/{split}", [s.words for s in read],
+                     [s.tree for s in read] if loaded.kind == "constituency" else None,  # type: ignore[misc]
+                     [s.location for s in read], [s.document for s in read])
 
 
 def evaluate(chosen: ChosenScorer, model_path: str | Path, sentences: Sentences, limit: int | None,

@@ -46,11 +46,11 @@ def read_gold(spec: str, limit: int | None, data_dir: str | None = None) -> Sent
     from experiments.evaluate.ppl import read_sentences
 
     if Path(spec).is_file():
-        return read_sentences(spec, "file", limit, data_dir)
+        return read_sentences(spec, "file", limit, data_dir, trees=True)
     corpus, slash, split = spec.rpartition("/")
     if not slash or not corpus:
         raise InputError("expected a treebank file or CORPUS/SPLIT (e.g. ptb-sample/test)", "--gold")
-    return read_sentences(corpus, split, limit, data_dir)
+    return read_sentences(corpus, split, limit, data_dir, trees=True)
 
 
 def distinct(trees: Sequence[Tree], n: int) -> list[Tree]:

@@ -1,23 +1,20 @@
 """The family registry: every model family is a plug-in adapter (``adapter.Family``), found by name.
 
-Built-in families register when this package is imported (``tg``, ``pushdown``, ``parser`` modules). Other
-families plug in without editing synbench: a module that calls ``register(MyFamily)`` is imported when it is
-named in ``$SYNBENCH_PLUGINS`` (comma-separated module names; the variable reaches SLURM and local workers
-with the environment) or declared as a ``synbench.families`` entry point of an installed package.
+Built-in families register when this package is first asked (``tg``, ``pushdown``, ``parser`` modules). Other
+families plug in without editing synbench: a module that calls ``register(MyFamily)``, named in
+``$SYNBENCH_PLUGINS`` or declared as a ``synbench.plugins`` entry point (``experiments.plugins``).
 """
 
 from __future__ import annotations
 
 import importlib
-import os
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
 from experiments.families.adapter import CAPABILITIES, KINDS, Family, Scoring, ScoringRequest
+from experiments.plugins import PLUGINS_ENV, load_plugins
 from lightning_modules.errors import InputError
 
-PLUGINS_ENV = "SYNBENCH_PLUGINS"
 BUILTIN = ("experiments.families.tg", "experiments.families.pushdown", "experiments.families.parser")
 
 _REGISTRY: dict[str, type[Family]] = {}
@@ -40,20 +37,14 @@ def register(adapter: type[Family]) -> type[Family]:
 
 
 def _load() -> None:
-    """Import the built-in families, the entry points and ``$SYNBENCH_PLUGINS`` (once)."""
+    """Import the built-in families and the plug-ins (once)."""
     global _loaded
     if _loaded:
         return
     _loaded = True
     for module in BUILTIN:
         importlib.import_module(module)
-    for entry in entry_points(group="synbench.families"):
-        entry.load()
-    for module in filter(None, (m.strip() for m in os.environ.get(PLUGINS_ENV, "").split(","))):
-        try:
-            importlib.import_module(module)
-        except ImportError as e:
-            raise InputError(f"cannot import plug-in {module!r}: {e}", PLUGINS_ENV) from None
+    load_plugins()
 
 
 def names() -> tuple[str, ...]:

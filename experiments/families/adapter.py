@@ -11,7 +11,8 @@ Kinds: ``string`` (an exact p(x)), ``joint`` (p(x, y): log p(x) is bounded by ma
 
 Capabilities (what a task may need, ``experiments.evaluate.tasks``): ``perplexity`` (log p(x) of a corpus
 split), ``score`` (log p of single sentences: BLiMP), ``surprisal`` (per-word incremental values: SyntaxGym),
-``rerank`` (log p(x, y) of given trees), ``parse`` (the model's own best trees), ``terminals``
+``rerank`` (log p(x, y) of given trees), ``parse`` (the model's own best trees), ``dependency_parse`` (its
+own dependency trees, scored by UAS), ``terminals``
 (teacher-forced log-probabilities of every terminal), ``dyck`` (closing-bracket accuracy), ``probe``
 (per-layer node representations), ``sample``, ``propose`` (draws proposal trees for joint models).
 """
@@ -28,8 +29,8 @@ from typing import Any
 from lightning_modules.errors import InputError
 
 KINDS = ("string", "joint", "tool")
-CAPABILITIES = ("perplexity", "score", "surprisal", "rerank", "parse", "terminals", "dyck", "probe", "sample",
-                "propose")
+CAPABILITIES = ("perplexity", "score", "surprisal", "rerank", "parse", "dependency_parse", "terminals", "dyck",
+                "probe", "sample", "propose")
 TreeSource = Callable[[Sequence[Sequence[str]]], list[list[Any]]]
 
 
@@ -125,17 +126,20 @@ class Family(ABC):
         return config.get("data", {}).get("level", "sentence")
 
     # -- training ------------------------------------------------------------------------------------------
-    def presets_file(self) -> Path:
-        """The YAML file of this family's model presets."""
-        from experiments.config import configs_dir
+    def model_presets(self) -> tuple[dict[str, Any], str]:
+        """The model presets by name and where they come from (for messages): by default the YAML file
+        ``configs/model/FAMILY.yaml``; a plug-in may keep them in code."""
+        from experiments.config import configs_dir, load_yaml
 
-        return configs_dir() / "model" / f"{self.name}.yaml"
+        path = configs_dir() / "model" / f"{self.name}.yaml"
+        return load_yaml(path), str(path)
 
-    def train_presets_file(self) -> Path:
-        """The YAML file of the data/train/runtime presets (shared by the built-in families)."""
-        from experiments.config import configs_dir
+    def train_presets(self) -> dict[str, Any]:
+        """The data/train presets by name and the ``runtime`` defaults (``configs/train.yaml``, shared by the
+        built-in families)."""
+        from experiments.config import configs_dir, load_yaml
 
-        return configs_dir() / "train.yaml"
+        return load_yaml(configs_dir() / "train.yaml")
 
     def build_data(self, cfg: dict[str, Any]) -> Any:
         raise InputError(f"{self.name} cannot be trained", "family")

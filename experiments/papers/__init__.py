@@ -60,14 +60,22 @@ def register(paper: Paper) -> Paper:
     return paper
 
 
+def _registered() -> dict[str, Paper]:
+    """The registry, after the plug-ins (``experiments.plugins``) have had their chance to register."""
+    from experiments.plugins import load_plugins
+
+    load_plugins()
+    return _PAPERS
+
+
 def papers() -> list[Paper]:
     """Every registered paper, in the order of registration."""
-    return list(_PAPERS.values())
+    return list(_registered().values())
 
 
 def get(key: str) -> Paper:
     """The paper registered as ``key``; an unknown key is an ``InputError`` naming the known ones."""
-    if key not in _PAPERS:
+    if key not in _registered():
         raise InputError(f"unknown paper {key!r} (known: {', '.join(_PAPERS)})", "PAPER")
     return _PAPERS[key]
 
@@ -77,7 +85,7 @@ def paper_for(families: Iterable[str]) -> Paper | None:
     when no registered paper describes any of them."""
     wanted = set(families)
     best, covered = None, 0
-    for paper in _PAPERS.values():
+    for paper in _registered().values():
         n = len(wanted & set(paper.families))
         if n > covered:
             best, covered = paper, n
@@ -88,7 +96,7 @@ def model_order(labels: Iterable[str]) -> list[str]:
     """``labels`` (deduplicated) in the papers' order (registration order, then each paper's tables), unknown
     labels after them, sorted."""
     labels = set(labels)
-    known = list(dict.fromkeys(label for paper in _PAPERS.values() for label in paper.model_order
+    known = list(dict.fromkeys(label for paper in _registered().values() for label in paper.model_order
                                if label in labels))
     return known + sorted(labels - set(known))
 
@@ -98,7 +106,7 @@ def published_regression(name: str) -> PaperRegression | None:
 
     Our regressions are named after a paper's analyses, so their published coefficients stand beside ours
     whichever paper's tables the report's headline shows."""
-    return next((r for paper in _PAPERS.values() if (r := paper.regression(name)) is not None), None)
+    return next((r for paper in _registered().values() if (r := paper.regression(name)) is not None), None)
 
 
 def _register_builtins() -> None:

@@ -58,6 +58,49 @@ class Corpus:
         return [s for doc in self.splits[split] for s in doc.sentences]
 
 
+@dataclass(frozen=True)
+class WordSentence:
+    """A sentence as evaluations read it: its overt words and their tags, with its (cleaned) tree."""
+
+    document: int  # index of its document in the split
+    location: str  # "FILE:LINE"
+    words: list[str]
+    tags: list[str]  # POS tags (constituency: preterminals; dependency: XPOS, else UPOS)
+    tree: Tree | DepTree  # the cleaned constituency tree (no -NONE-), or the dependency tree
+
+
+def read_split(corpus: str | Path, split: str, limit: int | None = None, data_dir: str | Path | None = None,
+               kind: str | None = None) -> tuple[Corpus, list[WordSentence]]:
+    """The first ``limit`` (default all) sentences of a corpus split, of either kind unless ``kind`` is
+    required; errors name ``--corpus``/``--split`` or the sentence's ``FILE:LINE``."""
+    if limit is not None and limit < 1:
+        raise InputError("must be at least 1", "--limit")
+    loaded = load_corpus(corpus, data_dir)
+    if kind is not None and loaded.kind != kind:
+        raise InputError(f"corpus {loaded.name!r} has {loaded.kind} trees; this needs {kind} trees", "--corpus")
+    if split not in loaded.splits:
+        raise InputError(f"corpus {loaded.name!r} has no split {split!r} (splits: {', '.join(loaded.splits)})",
+                         "--split")
+    out = []
+    numbered = [(d, s) for d, doc in enumerate(loaded.splits[split]) for s in doc.sentences]
+    for document, (location, tree) in numbered[:limit]:
+        if isinstance(tree, DepTree):
+            words, tags = list(tree.forms), list(tree.xpos if any(x != "_" for x in tree.xpos) else tree.upos)
+        else:
+            try:
+                tree = clean(tree)
+            except InputError as e:
+                raise InputError(e.message, e.location or location) from None
+            pairs = tree.pos()
+            words, tags = [w for w, _ in pairs], [t for _, t in pairs]
+        if not words:
+            raise InputError("sentence without overt words", location)
+        out.append(WordSentence(document, location, words, tags, tree))
+    if not out:
+        raise InputError(f"split {split!r} has no sentences", "--split")
+    return loaded, out
+
+
 # -- built-in corpora: staged paths relative to the data directory ------------------------------------
 def _ptb_split(first: int, last: int) -> list[str]:
     return [f"ptb_nltk_sample/combined/wsj_{i:04d}.mrg" for i in range(first, last + 1)]

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from lightning_modules.data import dyck
-from lightning_modules.data.pushdown_data import PushdownSentence, TokenVocab, collate, max_depth
+from lightning_modules.data.pushdown_batch import PushdownSentence, TokenVocab, collate, max_depth
 from lightning_modules.data.train_data import TrainData
 from lightning_modules.errors import InputError
 
@@ -93,8 +93,7 @@ def strings(data: dict[str, Any], split: str) -> list[list[str]]:
 def encode(tokens: list[str], vocab: TokenVocab) -> PushdownSentence:
     """One string as a training sequence ``<s> tokens <eos>`` with its silver attachments and tape spans."""
     example = dyck.encode_dyck(tokens)
-    ids = [vocab.id("<s>"), *(vocab.id(t) for t in tokens), vocab.id("<eos>")]
-    return PushdownSentence(np.array(ids, dtype=np.int64), example.attachment, example.spans, len(tokens))
+    return PushdownSentence(vocab.sentence_ids(tokens), example.attachment, example.spans, len(tokens))
 
 
 def build(family: str, cfg: dict[str, Any]) -> TrainData:

@@ -8,7 +8,6 @@ vocabulary with Berkeley unknown-word classes, or SentencePiece pieces); the dec
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +20,7 @@ from lightning_modules.data.encodings import parser as encoding
 from lightning_modules.data.tg_data import sequences, terminal_mapping
 from lightning_modules.data.train_data import TrainData
 from lightning_modules.data.tree import Tree, clean
+from lightning_modules.data.vocab import WordVocab, terminal_vocab
 from lightning_modules.errors import InputError
 
 SourceMapping = Callable[[Sequence[str]], tuple[list[int], list[int]]]
@@ -80,32 +80,22 @@ def build(cfg: dict[str, Any]) -> ParserData:
 
 def source_mapping(payload: dict[str, Any]) -> SourceMapping:
     """The encoder's word -> ids mapping recorded in a vocabulary payload (ids start at 1; 0 = padding)."""
-    if payload["terminals"] == "words":
-        from lightning_modules.data.vocab import WordVocab
+    terminals = terminal_vocab(payload)
+    if isinstance(terminals, WordVocab):
+        return lambda words: ([terminals.id(w) + 1 for w in words], list(range(len(words))))
 
-        vocab = WordVocab.from_dict(payload["words"])
-        return lambda words: ([vocab.id(w) + 1 for w in words], list(range(len(words))))
-    if payload["terminals"] == "sentencepiece":
-        from lightning_modules.data.sentencepiece import SentencePieceModel
+    def pieces(words: Sequence[str]) -> tuple[list[int], list[int]]:
+        ids, index = terminals.encode_words_as_ids(words)
+        first = [i for i, w in enumerate(index) if i == 0 or index[i - 1] != w]
+        return ids, first  # piece id 0 is SentencePiece's <pad>, never produced by encoding
 
-        sp = SentencePieceModel.from_bytes(base64.b64decode(payload["sentencepiece"]))
-
-        def pieces(words: Sequence[str]) -> tuple[list[int], list[int]]:
-            ids, index = sp.encode_words_as_ids(words)
-            first = [i for i, w in enumerate(index) if i == 0 or index[i - 1] != w]
-            return ids, first  # piece id 0 is SentencePiece's <pad>, never produced by encoding
-
-        return pieces
-    raise InputError(f"unknown terminal mapping {payload['terminals']!r} in the vocabulary")
+    return pieces
 
 
 def source_vocab_size(payload: dict[str, Any]) -> int:
-    """Size of the encoder's embedding table for a vocabulary payload."""
-    if payload["terminals"] == "words":
-        return len(payload["words"]["tokens"]) + 1
-    from lightning_modules.data.sentencepiece import SentencePieceModel
-
-    return len(SentencePieceModel.from_bytes(base64.b64decode(payload["sentencepiece"])))
+    """Size of the encoder's embedding table for a vocabulary payload (word ids are shifted by one)."""
+    terminals = terminal_vocab(payload)
+    return len(terminals) + 1 if isinstance(terminals, WordVocab) else len(terminals)
 
 
 def collate_source(rows: Sequence[tuple[Sequence[int], Sequence[int]]]) -> dict[str, torch.Tensor]:

@@ -5,90 +5,24 @@ Table 2 ablations), and their words mapped to terminal tokens exactly as TG's da
 unknown-word classes, or SentencePiece pieces (a word of several pieces becomes a right-branching subtree,
 Appendix C). ``encodings.pushdown.encode`` gives each sentence's attachment labels and tape spans.
 
-Ids: 0 ``<pad>``, 1 ``<s>``, 2 ``<eos>``, then the terminal tokens in vocabulary order. A batch of n-token
-sentences (T = max n + 1, padded with 0):
-  ``inputs``     [B, T]    ``<s> x_1 .. x_n``
-  ``targets``    [B, T]    ``x_1 .. x_n <eos>`` (the LM labels)
-  ``attachment`` [B, T]    the attachment of the word predicted at each position, i.e. labels[1:] of the
-                           encoding; the ``<eos>`` step and padding hold 0, which is never a word's label
-                           (words attach to positions >= 1), so 0 means "no attachment loss" (official mask)
-  ``tape``       [B, T, T] depth tape rows 0..n: row t = depths after tokens 0..t (what position t sees)
-  ``lengths``    [B]       n + 1, the valid input positions
+Token ids and the layout of batches: ``pushdown_batch``. ``data.corpus: dyck`` runs are built by ``dyck_data``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-import torch
-from torch import Tensor
-
-from lightning_modules.data.encodings.pushdown import encode, stack_tape
+from lightning_modules.data import dyck_data
+from lightning_modules.data.encodings.pushdown import encode
+from lightning_modules.data.pushdown_batch import PushdownSentence, TokenVocab, collate, max_depth
 from lightning_modules.data.tg_data import corpus_splits, terminal_mapping
 from lightning_modules.data.train_data import TrainData
 from lightning_modules.data.tree import Tree
 from lightning_modules.errors import InputError
 
-PAD, SOS, EOS = "<pad>", "<s>", "<eos>"
-SPECIALS = (PAD, SOS, EOS)
 
-
-@dataclass(frozen=True, eq=False)
-class PushdownSentence:
-    """One encoded sentence: token ids ``<s> x_1..x_n <eos>``, attachment labels, tape spans, word count."""
-
-    ids: np.ndarray  # int64[n + 2]
-    attachment: np.ndarray  # int64[n + 2]: [0] + per token + [0]
-    spans: np.ndarray  # int64[n - 1, 2]
-    words: int  # words before splitting into pieces
-
-    @property
-    def labels(self) -> np.ndarray:
-        """The LM labels ``x_1..x_n <eos>`` (for unigram baselines)."""
-        return self.ids[1:]
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-
-@dataclass
-class PushdownBatch:
-    """Padded tensors of a batch (module docstring); ``to(device)`` moves them all."""
-
-    inputs: Tensor
-    targets: Tensor
-    attachment: Tensor
-    tape: Tensor
-    lengths: Tensor
-
-    def to(self, device: torch.device | str) -> PushdownBatch:
-        return PushdownBatch(*(t.to(device) for t in (self.inputs, self.targets, self.attachment, self.tape,
-                                                        self.lengths)))
-
-
-class TokenVocab:
-    """Token strings <-> ids: the three specials, then the terminal tokens."""
-
-    def __init__(self, terminals: Sequence[str]):
-        clash = set(SPECIALS) & set(terminals)
-        if clash:
-            raise InputError(f"terminal tokens clash with special tokens: {sorted(clash)}")
-        self.tokens = (*SPECIALS, *terminals)
-        self._ids = {t: i for i, t in enumerate(self.tokens)}
-
-    def __len__(self) -> int:
-        return len(self.tokens)
-
-    def id(self, token: str) -> int:
-        return self._ids[token]
-
-    def __contains__(self, token: object) -> bool:
-        return token in self._ids
-
-
+# the specials, sentences, vocabulary and batches of ``pushdown_batch`` are part of this module's interface
 def with_unknown(terminals: Callable[[str], Sequence[str]], vocab: TokenVocab, unknown: str | None
                  ) -> Callable[[str], tuple[str, ...]]:
     """``terminals`` with every token outside ``vocab`` replaced by ``unknown`` (SentencePiece's ``<unk>``:
@@ -103,35 +37,8 @@ def encode_sentence(tree: Tree, vocab: TokenVocab, terminals: Callable[[str], Se
                     ) -> PushdownSentence:
     """Encode one cleaned tree; words become terminal tokens (pieces) via ``terminals``."""
     example = encode(tree, split=lambda word, _index: terminals(word))
-    ids = [vocab.id(SOS), *(vocab.id(t) for t in example.leaves), vocab.id(EOS)]
-    return PushdownSentence(np.array(ids, dtype=np.int64), example.attachment, example.spans,
+    return PushdownSentence(vocab.sentence_ids(example.leaves), example.attachment, example.spans,
                             len(tree.leaves()))
-
-
-def max_depth(sentence: PushdownSentence) -> int:
-    """The largest depth on the sentence's tape (its last row: depths only grow), in O(n)."""
-    first, last = sentence.spans.reshape(-1, 2).T
-    diff = np.bincount(first, minlength=len(sentence) + 1) - np.bincount(last + 1, minlength=len(sentence) + 1)
-    return int(np.cumsum(diff).max())
-
-
-def collate(rows: Sequence[PushdownSentence]) -> PushdownBatch:
-    """Pad a list of sentences into a ``PushdownBatch``."""
-    length = max(len(r) for r in rows) - 1
-    batch = len(rows)
-    inputs = np.zeros((batch, length), dtype=np.int64)
-    targets = np.zeros((batch, length), dtype=np.int64)
-    attachment = np.zeros((batch, length), dtype=np.int64)
-    tape = np.zeros((batch, length, length), dtype=np.int64)
-    lengths = np.zeros(batch, dtype=np.int64)
-    for b, r in enumerate(rows):
-        n = len(r) - 1  # <s> + tokens
-        inputs[b, :n] = r.ids[:-1]
-        targets[b, :n] = r.ids[1:]
-        attachment[b, :n] = r.attachment[1:]
-        tape[b, :n, :n] = stack_tape(r.spans, len(r))[:n, :n]
-        lengths[b] = n
-    return PushdownBatch(*(torch.from_numpy(a) for a in (inputs, targets, attachment, tape, lengths)))
 
 
 def build(family: str, cfg: dict[str, Any]) -> TrainData:
@@ -141,8 +48,6 @@ def build(family: str, cfg: dict[str, Any]) -> TrainData:
     """
     data = cfg["data"]
     if data.get("corpus") == "dyck":
-        from lightning_modules.data import dyck_data
-
         return dyck_data.build(family, cfg)
     if data.get("level", "sentence") != "sentence":
         raise InputError(f"{family} is trained on sentences (got {data['level']!r})", "data.level")

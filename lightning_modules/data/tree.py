@@ -1,4 +1,5 @@
-"""Constituency trees: an immutable tree type, the bracketed (PTB) reader and writer, and corpus cleaning.
+"""Constituency trees: an immutable tree type, the bracketed (PTB) reader and writer, walking and building
+trees in bracket order (what the action encodings do), and corpus cleaning.
 
 A ``Tree`` is a label and a tuple of children; a child is a ``Tree`` or a terminal ``str``. Preterminals
 (POS tags) are trees with a single string child. Trees are hashable and compare by value, so they can be
@@ -89,6 +90,52 @@ def _write(tree: Tree, parts: list[str]) -> None:
         else:
             _write(child, parts)
     parts.append(")")
+
+
+# -- bracket order ----------------------------------------------------------------------------------
+def bracket_order(tree: Tree) -> Iterator[tuple[Tree | str, bool]]:
+    """``(node, False)`` where a node opens, ``(word, False)`` per word and ``(node, True)`` where a node
+    closes, left to right; an iterative walk (frames of child iterators), so deep trees cannot overflow."""
+    yield tree, False
+    frames = [(tree, iter(tree.children))]
+    while frames:
+        node, kids = frames[-1]
+        child = next(kids, None)
+        if child is None:
+            frames.pop()
+            yield node, True
+        else:
+            yield child, False
+            if isinstance(child, Tree):
+                frames.append((child, iter(child.children)))
+
+
+class TreeBuilder:
+    """Builds a tree from bracket-order actions: open a constituent, add a word to it, close it."""
+
+    def __init__(self) -> None:
+        self.stack: list[tuple[str, list[Tree | str]]] = []  # the open constituents and their children
+        self.root: Tree | None = None
+
+    def open(self, label: str) -> None:
+        self.stack.append((label, []))
+
+    def add(self, word: str) -> None:
+        self.stack[-1][1].append(word)
+
+    def close(self) -> None:
+        label, kids = self.stack.pop()
+        node = Tree(label, tuple(kids))
+        if self.stack:
+            self.stack[-1][1].append(node)
+        else:
+            self.root = node
+
+    def tree(self, error: str) -> Tree:
+        """The tree built, once every opened constituent is closed (``ValueError(error)`` otherwise)."""
+        if self.root is None or self.stack:
+            raise ValueError(error)
+        return self.root
 
 
 # -- reading ----------------------------------------------------------------------------------------

@@ -12,11 +12,16 @@ plain ``UNK`` token, as RNNG's frozen terminal dictionary does (``termdict.SetUn
 
 from __future__ import annotations
 
+import base64
 import json
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from lightning_modules.errors import InputError
+
+if TYPE_CHECKING:
+    from lightning_modules.data.sentencepiece import SentencePieceModel
 
 UNK = "UNK"
 _FORMAT = "synbench.WordVocab"
@@ -196,6 +201,18 @@ class WordVocab:
 
     def __repr__(self) -> str:
         return f"WordVocab({len(self)} tokens, {len(self.known)} known words, min_count={self.min_count})"
+
+
+def terminal_vocab(payload: Mapping[str, Any], source: str = "<vocab>") -> WordVocab | SentencePieceModel:
+    """The word vocabulary or SentencePiece model (words -> terminals) a checkpoint's vocabulary payload holds."""
+    kind = payload.get("terminals")
+    if kind == "words":
+        return WordVocab.from_dict(payload["words"], source)
+    if kind == "sentencepiece":
+        from lightning_modules.data.sentencepiece import SentencePieceModel
+
+        return SentencePieceModel.from_bytes(base64.b64decode(payload["sentencepiece"]))
+    raise InputError(f"unknown vocabulary kind {kind!r} (words or sentencepiece)", source)
 
 
 def _is_token_count(pair: object) -> bool:

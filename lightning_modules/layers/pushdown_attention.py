@@ -41,6 +41,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from lightning_modules.layers.multi_head import MultiHeadProjections
+
 
 def interleaved_sinusoids(positions: Tensor, dim: int) -> Tensor:
     """Sinusoidal encodings [len(positions), dim]: sin(p·f_k) at dimension 2k, cos(p·f_k) at 2k + 1.
@@ -155,7 +157,7 @@ def materialised_depth_attention(q: Tensor, k: Tensor, v: Tensor, depth_table: T
     return torch.softmax(scores, dim=-1) @ v
 
 
-class PushdownSelfAttention(nn.Module):
+class PushdownSelfAttention(MultiHeadProjections):
     """Multi-head causal self-attention with relative positions and, given ``depth_vocab``, the depth term.
 
     Parameters as the official layer: bias-free query, key, value, relative-position and output projections,
@@ -164,15 +166,7 @@ class PushdownSelfAttention(nn.Module):
     """
 
     def __init__(self, d_model: int, n_heads: int, dropout: float, depth_vocab: int | None):
-        super().__init__()
-        if d_model % n_heads:
-            raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
-        self.n_heads = n_heads
-        self.d_head = d_model // n_heads
-        self.dropout = dropout
-        self.query = nn.Linear(d_model, d_model, bias=False)
-        self.key = nn.Linear(d_model, d_model, bias=False)
-        self.value = nn.Linear(d_model, d_model, bias=False)
+        super().__init__(d_model, n_heads, dropout)
         self.position = nn.Linear(d_model, d_model, bias=False)
         self.output = nn.Linear(d_model, d_model, bias=False)
         self.depth = None if depth_vocab is None else nn.Embedding(depth_vocab, self.d_head)
@@ -180,10 +174,6 @@ class PushdownSelfAttention(nn.Module):
     @property
     def is_pushdown(self) -> bool:
         return self.depth is not None
-
-    def _heads(self, x: Tensor) -> Tensor:
-        """[..., T, D] -> [..., H, T, d]."""
-        return x.view(*x.shape[:-1], self.n_heads, self.d_head).transpose(-3, -2)
 
     def forward(self, x: Tensor, mask: Tensor, tape: Tensor | None = None) -> Tensor:
         """x [B, T, D], mask [B, T, T] bool (``causal_mask``), tape [B, >=T, >=T] integer -> [B, T, D]."""

@@ -32,6 +32,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.attention.flex_attention import BlockMask, create_block_mask, flex_attention
 
+from lightning_modules.layers.multi_head import MultiHeadProjections
+
 _compiled_flex_attention = None
 
 
@@ -131,29 +133,17 @@ def flex_attention_path(q: Tensor, k: Tensor, v: Tensor, pos_logits: Tensor | No
     return out * pattern.row_valid[:, None, :, None]
 
 
-class RelativeMultiHeadAttention(nn.Module):
+class RelativeMultiHeadAttention(MultiHeadProjections):
     """One set of attention parameters: Q/K/V (no bias), relative keys (no bias), u, v, output (with bias)."""
 
     def __init__(self, d_model: int, n_heads: int, dropout: float, relative: bool = True):
-        super().__init__()
-        if d_model % n_heads:
-            raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
-        self.n_heads = n_heads
-        self.d_head = d_model // n_heads
-        self.dropout = dropout
-        self.query = nn.Linear(d_model, d_model, bias=False)
-        self.key = nn.Linear(d_model, d_model, bias=False)
-        self.value = nn.Linear(d_model, d_model, bias=False)
+        super().__init__(d_model, n_heads, dropout)
         self.relative = relative
         if relative:
             self.relative_keys = nn.Linear(d_model, d_model, bias=False)
             self.r_w_bias = nn.Parameter(torch.empty(n_heads, self.d_head))
             self.r_r_bias = nn.Parameter(torch.empty(n_heads, self.d_head))
         self.output = nn.Linear(d_model, d_model, bias=True)
-
-    def _heads(self, x: Tensor) -> Tensor:
-        """[B, T, D] -> [B, H, T, d]."""
-        return x.view(*x.shape[:-1], self.n_heads, self.d_head).transpose(-3, -2)
 
     def position_logits(self, q: Tensor, table: Tensor, scale: float) -> Tensor:
         """Scaled ``(q + v) · relative_keys(table)ᵀ`` with a zero column appended: [B, H, L, R+1].

@@ -80,11 +80,13 @@ def test_suite_sentence_sets(tmp_path, prepared_data_dir):
 
 @pytest.mark.parametrize("entry,message", [
     ({"name": "perplexity"}, "unknown task"),
-    ({"name": "ppl", "nn": 3}, "unknown option"),
+    ({"name": "ppl", "nn": 3}, "not an option of the ppl task"),
+    ({"name": "sg", "limit": 3}, "not an option of the sg task"),
+    ({"name": "uas"}, "cannot run in an experiment"),
     ({"name": "ppl", "n": 0}, "positive integer"),
     ({"name": "ppl", "models": ["nope"]}, "no model 'nope'"),
     ({"name": "ppl", "proposals": "tg"}, "not a proposal parser"),
-    ({"name": "sg", "method": "gold"}, "gold trees exist for treebank perplexity only"),
+    ({"name": "sg", "method": "gold"}, "expected proposals or beam for the sg task"),
     ({"name": "ppl", "method": "proposals"}, "needs 'proposals"),
     ({"name": "rerank"}, "rerank needs"),
 ])

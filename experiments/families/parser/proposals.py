@@ -284,24 +284,10 @@ class ParserProposals:
 def read_corpus_sentences(corpus: str, split: str, data_dir: str | None = None
                           ) -> tuple[list[list[str]], list[list[str]]]:
     """Words and POS tags of every sentence of a corpus split, cleaned as for training (no ``-NONE-``)."""
-    from lightning_modules.data.corpora import load_corpus
-    from lightning_modules.data.tree import clean
+    from lightning_modules.data.corpora import read_split
 
-    loaded = load_corpus(corpus, data_dir)
-    if loaded.kind != "constituency":
-        raise InputError(f"corpus {loaded.name!r} has dependency trees", "--corpus")
-    if split not in loaded.splits:
-        raise InputError(f"corpus {loaded.name!r} has no split {split!r} (splits: {', '.join(loaded.splits)})",
-                         "--split")
-    words, tags = [], []
-    for location, tree in loaded.sentences(split):
-        try:
-            pairs = clean(tree).pos()
-        except InputError as e:
-            raise InputError(e.message, e.location or location) from None
-        words.append([w for w, _ in pairs])
-        tags.append([t for _, t in pairs])
-    return words, tags
+    _, read = read_split(corpus, split, data_dir=data_dir)
+    return [s.words for s in read], [s.tags for s in read]
 
 
 def read_sentences(path: str | Path) -> list[list[str]]:

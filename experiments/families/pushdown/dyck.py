@@ -163,7 +163,7 @@ class SilverTape:
         import torch
 
         from lightning_modules.data.encodings.pushdown import StackStates
-        from lightning_modules.data.pushdown_data import EOS, PushdownSentence, collate
+        from lightning_modules.data.pushdown_batch import EOS, PushdownSentence, collate
 
         module, device = self.model.module, self.model.device
         out = []

@@ -37,7 +37,6 @@ beam, §5), unlabelled (``X``) and binary, over words: the input of ``eval parse
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -47,8 +46,9 @@ import torch
 
 from experiments.evaluate.scorer import Convention, SentenceScore
 from lightning_modules.data.encodings.pushdown import StackStates, attachments_to_tree, merge_pieces
-from lightning_modules.data.pushdown_data import EOS, PAD, SOS
+from lightning_modules.data.pushdown_batch import EOS, PAD, SOS
 from lightning_modules.data.tree import to_bracketed
+from lightning_modules.data.vocab import WordVocab, terminal_vocab
 from lightning_modules.errors import InputError
 from lightning_modules.numeric import logsumexp
 
@@ -80,28 +80,20 @@ class PushdownModel:
         self.ids = {t: i for i, t in enumerate(payload["tokens"])}
         self.tokens: list[str] = list(payload["tokens"])
         self.vocab_kind: str = payload.get("terminals")
-        self.words = None
-        if self.vocab_kind == "words":
-            from lightning_modules.data.vocab import WordVocab
-
-            words = self.words = WordVocab.from_dict(payload["words"], "checkpoint vocabulary")
-            self._pieces: Any = lambda w: ((words.unkify(w),), w not in words.known)
-        elif self.vocab_kind == "sentencepiece":
-            from lightning_modules.data.sentencepiece import SentencePieceModel
-
-            sp = SentencePieceModel.from_bytes(base64.b64decode(payload["sentencepiece"]))
+        terminals = None if self.vocab_kind == "dyck" else terminal_vocab(payload, "checkpoint vocabulary")
+        self.words = terminals if isinstance(terminals, WordVocab) else None
+        if terminals is None:  # Dyck tokens are the vocabulary itself: no unknown-word classes
+            self._pieces: Any = lambda t: ((t,), False)
+        elif isinstance(terminals, WordVocab):
+            self._pieces = lambda w: ((terminals.unkify(w),), w not in terminals.known)
+        else:
             unk = payload.get("unknown", "<unk>")
 
             def pieces(word: str) -> tuple[tuple[str, ...], bool]:
-                raw = sp.encode_words([word])[0]
+                raw = terminals.encode_words([word])[0]
                 return tuple(p if p in self.ids else unk for p in raw), any(p not in self.ids for p in raw)
 
             self._pieces = pieces
-        elif self.vocab_kind == "dyck":  # Dyck tokens are the vocabulary itself: no unknown-word classes
-            self._pieces = lambda t: ((t,), False)
-        else:
-            raise InputError(f"unknown vocabulary kind {self.vocab_kind!r} (words, sentencepiece or dyck)",
-                             "checkpoint")
 
     @classmethod
     def load(cls, checkpoint: str, device: str = "cpu") -> PushdownModel:

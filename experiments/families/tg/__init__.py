@@ -187,6 +187,6 @@ class TGFamily(Family):
         from experiments.evaluate import ppl
         from experiments.families.tg import terminals
 
-        sentences = ppl.read_sentences(args.corpus, args.split, args.limit, args.data_dir)
+        sentences = ppl.read_sentences(args.corpus, args.split, args.limit, args.data_dir, trees=True)
         result, computed = terminals.evaluate(args.checkpoint, sentences, args.out, args.data_dir)
         return result, computed, result["metrics"]["items"]

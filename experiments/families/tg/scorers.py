@@ -26,7 +26,6 @@ with Y' = the beam's prefixes, so with a wide enough beam both agree exactly.
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -49,6 +48,7 @@ from lightning_modules.data.encodings.choe_charniak import (
 from lightning_modules.data.encodings.example import Example
 from lightning_modules.data.encodings.segmentation import segment
 from lightning_modules.data.tree import Tree, clean, drop_pos_tags, to_bracketed
+from lightning_modules.data.vocab import WordVocab, terminal_vocab
 from lightning_modules.errors import InputError
 from lightning_modules.numeric import logsumexp
 
@@ -76,17 +76,12 @@ class TGModel:
         payload = meta["vocab"]
         self.vocab_kind: str = payload["terminals"]  # words | sentencepiece
         self.unknown_token: str | None = payload.get("unknown")
-        if payload["terminals"] == "words":
-            from lightning_modules.data.vocab import WordVocab
-
-            words = WordVocab.from_dict(payload["words"], "checkpoint vocabulary")
-            self.terminals: Callable[[str], tuple[str, ...]] = lambda w: (words.unkify(w),)
-            self.is_unknown: Callable[[str], bool] = lambda w: w not in words.known
+        terminals = terminal_vocab(payload, "checkpoint vocabulary")
+        if isinstance(terminals, WordVocab):
+            self.terminals: Callable[[str], tuple[str, ...]] = lambda w: (terminals.unkify(w),)
+            self.is_unknown: Callable[[str], bool] = lambda w: w not in terminals.known
         else:
-            from lightning_modules.data.sentencepiece import SentencePieceModel
-
-            sp = SentencePieceModel.from_bytes(base64.b64decode(payload["sentencepiece"]))
-            self.terminals = lambda w: tuple(sp.encode_words([w])[0])
+            self.terminals = lambda w: tuple(terminals.encode_words([w])[0])
             self.is_unknown = lambda w: any(p not in vocab for p in self.terminals(w))
 
     @classmethod

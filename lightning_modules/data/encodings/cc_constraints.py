@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from lightning_modules.data.encodings.choe_charniak import EOS, ActionVocab, TokenType
-from lightning_modules.data.tree import Tree
+from lightning_modules.data.tree import Tree, TreeBuilder
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,20 +99,12 @@ class ActionMasks:
 
 def build_tree(tokens: Sequence[str], types: Sequence[int]) -> Tree:
     """The tree of a complete Choe–Charniak sequence (``<s>`` and other non-actions are skipped)."""
-    stack: list[tuple[str, list]] = []
-    root: Tree | None = None
+    builder = TreeBuilder()
     for token, ttype in zip(tokens, types):
         if ttype == TokenType.ONT:
-            stack.append((token[1:], []))
-        elif ttype == TokenType.T and stack:
-            stack[-1][1].append(token)
+            builder.open(token[1:])
+        elif ttype == TokenType.T and builder.stack:
+            builder.add(token)
         elif ttype == TokenType.CNT:
-            label, kids = stack.pop()
-            node = Tree(label, tuple(kids))
-            if stack:
-                stack[-1][1].append(node)
-            else:
-                root = node
-    if root is None or stack:
-        raise ValueError("the action sequence is not a complete tree")
-    return root
+            builder.close()
+    return builder.tree("the action sequence is not a complete tree")

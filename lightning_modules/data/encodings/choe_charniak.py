@@ -24,7 +24,7 @@ from enum import IntEnum
 import numpy as np
 
 from lightning_modules.data import transforms
-from lightning_modules.data.tree import Tree
+from lightning_modules.data.tree import Tree, bracket_order
 from lightning_modules.errors import InputError
 
 
@@ -88,20 +88,13 @@ class _Builder:
         self.words += 1
 
     def tree(self, tree: Tree) -> None:
-        # iterative pre-order walk: (label, child iterator) frames, so deep trees cannot overflow the stack
-        self.add(f"({tree.label}", TokenType.ONT)
-        frames = [(tree, iter(tree.children))]
-        while frames:
-            node, kids = frames[-1]
-            child = next(kids, None)
-            if child is None:
-                frames.pop()
-                self.add(f"{node.label})", TokenType.CNT)
-            elif isinstance(child, str):
-                self.word(child)
+        for item, closing in bracket_order(tree):
+            if isinstance(item, str):
+                self.word(item)
+            elif closing:
+                self.add(f"{item.label})", TokenType.CNT)
             else:
-                self.add(f"({child.label}", TokenType.ONT)
-                frames.append((child, iter(child.children)))
+                self.add(f"({item.label}", TokenType.ONT)
 
     def done(self) -> Actions:
         return Actions(tuple(self.tokens), tuple(int(t) for t in self.types), tuple(self.word_index))

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lightning_modules.data.tree import Tree
+from lightning_modules.data.tree import Tree, TreeBuilder, bracket_order
 from lightning_modules.errors import InputError
 
 PAD, BOS, SHIFT = 0, 1, 2
@@ -111,19 +111,12 @@ class ParserExample:
 
 def tree_actions(tree: Tree, vocab: ParserVocab) -> list[int]:
     """Action ids of a POS-free tree (each word is one SHIFT); an iterative walk, safe for deep trees."""
-    out = [vocab.open_id(tree.label)]
-    frames = [(tree, iter(tree.children))]
-    while frames:
-        node, kids = frames[-1]
-        child = next(kids, None)
-        if child is None:
-            frames.pop()
-            out.append(vocab.open_id(node.label) + len(vocab.labels))
-        elif isinstance(child, str):
+    out: list[int] = []
+    for item, closing in bracket_order(tree):
+        if isinstance(item, str):
             out.append(SHIFT)
         else:
-            out.append(vocab.open_id(child.label))
-            frames.append((child, iter(child.children)))
+            out.append(vocab.open_id(item.label) + (len(vocab.labels) if closing else 0))
     return out
 
 
@@ -185,27 +178,21 @@ def encode(tree: Tree, source: Sequence[int], word_first: Sequence[int], vocab: 
 
 def actions_to_tree(actions: Sequence[int], words: Sequence[str], vocab: ParserVocab) -> Tree:
     """The POS-free tree of a complete action sequence over ``words`` (PAD entries are ignored)."""
-    stack: list[tuple[str, list]] = []
-    root: Tree | None = None
-    shifted = 0
+    builder, shifted = TreeBuilder(), 0
     for a in actions:
         if a == PAD:
             continue
         if a == SHIFT:
-            stack[-1][1].append(words[shifted])
+            builder.add(words[shifted])
             shifted += 1
         elif vocab.first_open <= a < vocab.first_close:
-            stack.append((vocab.labels[a - vocab.first_open], []))
+            builder.open(vocab.labels[a - vocab.first_open])
         elif a >= vocab.first_close:
-            label, kids = stack.pop()
-            node = Tree(label, tuple(kids))
-            if stack:
-                stack[-1][1].append(node)
-            else:
-                root = node
-    if root is None or stack or shifted != len(words):
-        raise ValueError("the action sequence is not a complete tree over the words")
-    return root
+            builder.close()
+    error = "the action sequence is not a complete tree over the words"
+    if shifted != len(words):
+        raise ValueError(error)
+    return builder.tree(error)
 
 
 class ParseState:

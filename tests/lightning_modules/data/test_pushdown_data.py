@@ -7,17 +7,8 @@ import pytest
 import torch
 
 from experiments.config import resolve_train_config
-from lightning_modules.data.pushdown_data import (
-    EOS,
-    PAD,
-    SOS,
-    TokenVocab,
-    build,
-    collate,
-    encode_sentence,
-    max_depth,
-    with_unknown,
-)
+from lightning_modules.data.pushdown_batch import EOS, PAD, SOS, TokenVocab, collate, max_depth
+from lightning_modules.data.pushdown_data import build, encode_sentence, with_unknown
 from lightning_modules.data.tree import parse_tree, read_bracketed, to_bracketed
 from lightning_modules.errors import InputError
 

@@ -9,7 +9,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lightning_modules.data.pushdown_data import TokenVocab, collate, encode_sentence
+from lightning_modules.data.pushdown_batch import TokenVocab, collate
+from lightning_modules.data.pushdown_data import encode_sentence
 from lightning_modules.data.tree import parse_tree
 from lightning_modules.errors import InputError
 from lightning_modules.models.pushdown import PushdownConfig, build, config_from_dict

@@ -14,7 +14,7 @@ from experiments.config import resolve_train_config
 from experiments.families.pushdown.scorers import BeamScorer, ExactScorer, PushdownModel
 from experiments.train import train
 from lightning_modules.data import dyck_data
-from lightning_modules.data.pushdown_data import PushdownSentence, collate
+from lightning_modules.data.pushdown_batch import PushdownSentence, collate
 from lightning_modules.models.pushdown import build
 
 TINY = ["model.d_model=32", "model.n_layers=2", "model.n_heads=2", "model.d_ff=64", "model.attachment_depth_dim=8",

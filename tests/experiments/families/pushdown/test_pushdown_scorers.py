@@ -16,7 +16,8 @@ import torch
 
 from experiments.families.pushdown.scorers import BeamScorer, ExactScorer, PushdownModel
 from lightning_modules.data.encodings.pushdown import unlabelled
-from lightning_modules.data.pushdown_data import TokenVocab, collate, encode_sentence, with_unknown
+from lightning_modules.data.pushdown_batch import TokenVocab, collate
+from lightning_modules.data.pushdown_data import encode_sentence, with_unknown
 from lightning_modules.data.sentencepiece import SentencePieceModel
 from lightning_modules.data.tree import Tree, to_bracketed
 from lightning_modules.data.vocab import WordVocab

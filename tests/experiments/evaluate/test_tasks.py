@@ -1,0 +1,109 @@
+"""The task registry: every task declares its needs, CLI, options, plan arguments, metrics and headline; a task
+registered from outside (a plug-in) is planned, run and aggregated like a built-in one; eval ppl reads the
+words of a dependency corpus."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from analysis.eval_results import run_metrics
+from experiments.evaluate import tasks
+from experiments.evaluate.tasks import Task
+from experiments.families import CAPABILITIES
+from lightning_modules.errors import InputError
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def test_builtin_tasks_declare_known_needs_and_one_headline_list():
+    assert tasks.names() == ("ppl", "sg", "blimp", "rerank", "parse", "uas", "terminals", "dyck")
+    assert all(t.needs in CAPABILITIES for t in tasks.tasks())
+    headline = tasks.headline_metrics()
+    assert headline == ("ppl", "sg", "blimp", "f1", "parse_f1", "uas", "val_ppl")
+    assert all(tasks.is_tested(m) for m in headline if m != "val_ppl")
+    assert tasks.is_tested("dyck.long-50") and tasks.is_tested("best_val_loss")
+    assert tasks.is_summarized("sg.circuit.agreement") and not tasks.is_tested("sg.circuit.agreement")
+    assert tasks.is_summarized("f1_oracle") and tasks.is_summarized("val_ppl") and not tasks.is_tested("val_ppl")
+    assert not tasks.is_summarized("ppl_oov_rate")
+    assert all(t.default_split in (None, "test", "valid") for t in tasks.tasks())
+
+
+def test_flatten_maps_results_to_aggregate_metrics(tmp_path):
+    results = {
+        "ppl": {"word_ppl": 120.5, "oov_rate": 0.02},
+        "sg": {"score": 0.5, "circuits": {"agreement": 0.75, "licensing": None}},
+        "parse": {"parsed": {"all": {"bracket_f1": 70.1}}, "right_branching": {"all": {"bracket_f1": 40.0}}},
+        "uas": {"uas": 81.0, "las": 77.5},
+    }
+    for task, metrics in results.items():
+        (tmp_path / "eval" / task).mkdir(parents=True)
+        (tmp_path / "eval" / task / "results.json").write_text(json.dumps({"metrics": metrics}))
+    metrics, settings, notes = run_metrics(tmp_path)
+    assert metrics == {"ppl": 120.5, "ppl_oov_rate": 0.02, "sg": 0.5, "sg.circuit.agreement": 0.75,
+                       "parse_f1": 70.1, "parse_f1_right_branching": 40.0, "uas": 81.0, "las": 77.5}
+    assert set(settings) == set(results) and notes == []
+    (tmp_path / "eval" / "sg" / "results.json").write_text(json.dumps({"metrics": {"circuits": {}}}))
+    assert "sg: results.json lacks the expected metrics" in run_metrics(tmp_path)[2][0]
+
+
+def test_a_registered_task_is_planned_and_aggregated(tmp_path, monkeypatch):
+    """A task from outside: its options are validated, the plan builds its arguments, its metrics aggregate."""
+    from experiments.evaluation_plan import Planner, evaluations
+    from experiments.experiment_runs import experiment_runs
+    from experiments.experiment_spec import load_spec
+
+    task = Task("lengths", "score", "nowhere:add", lambda m: {"mean_length": m["mean"]}, headline=("mean_length",),
+                options=tasks.COMMON_OPTIONS + ("limit",), methods=(),
+                arguments=lambda p: ["--corpus", p.corpus, *(["--limit", str(p.options["limit"])]
+                                                             if "limit" in p.options else [])])
+    monkeypatch.setitem(tasks._TASKS, "lengths", task)
+    spec_path = tmp_path / "exp.yaml"
+    spec_path.write_text(yaml.safe_dump({"seeds": "0", "evaluations": [{"name": "lengths", "limit": 3}],
+                                         "models": [{"name": "lm", "family": "txl-terminals", "preset": "cpu-small"}]}))
+    spec = load_spec(spec_path)
+    evaluations(spec)
+    planner = Planner(spec, experiment_runs(spec), tmp_path / "runs")
+    [eval_task] = planner.eval_tasks()
+    argv = " ".join(eval_task.argv)
+    assert eval_task.argv[3:5] == ("eval", "lengths") and "--corpus ptb-sample --limit 3" in argv
+    assert argv.endswith("--method exact")  # scored through the family's default method
+    assert "mean_length" in tasks.headline_metrics() and tasks.is_tested("mean_length")
+    run_dir = tmp_path / "run"
+    (run_dir / "eval" / "lengths").mkdir(parents=True)
+    (run_dir / "eval" / "lengths" / "results.json").write_text(json.dumps({"metrics": {"mean": 7.5}}))
+    assert run_metrics(run_dir)[0] == {"mean_length": 7.5}
+    spec_path.write_text(spec_path.read_text().replace("limit: 3", "suites: [a]"))
+    with pytest.raises(InputError, match="not an option of the lengths task"):
+        evaluations(load_spec(spec_path))
+
+
+def test_eval_ppl_reads_the_words_of_a_dependency_corpus(tmp_path, prepared_data_dir):
+    """A string model's perplexity on UD EWT (words = the syntactic words' forms); gold trees need a treebank."""
+    from experiments.evaluate.ppl import read_sentences
+    from experiments.evaluate.scorers.ngram import build_ngram, save
+
+    model = tmp_path / "bigram.json"
+    save(build_ngram("ptb-sample", "train", 2, data_dir=prepared_data_dir), model)
+    sentences = read_sentences("ud-ewt", "dev", 5, str(prepared_data_dir))
+    assert sentences.trees is None and sentences.gold_source() is None and len(sentences.words) == 5
+    first = (prepared_data_dir / "ud" / "UD_English-EWT" / "en_ewt-ud-dev.conllu").read_text().split("\n\n")[0]
+    forms = [line.split("\t")[1] for line in first.splitlines() if line.split("\t")[0].isdigit()]
+    assert sentences.words[0] == forms
+    done = subprocess.run([sys.executable, "-m", "experiments.cli", "eval", "ppl", str(model), "--corpus", "ud-ewt",
+                           "--split", "dev", "--limit", "5", "--data-dir", str(prepared_data_dir), "--json",
+                           "--out", str(tmp_path / "out")], cwd=REPO, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["metrics"]["sentences"] == 5 and result["metrics"]["words"] == sum(map(len, sentences.words))
+    assert result["settings"]["corpus"] == "ud-ewt/dev"
+    for argv in (["eval", "rerank", str(model), "--gold", "ud-ewt/dev", "--proposals", str(model)],
+                 ["eval", "ppl", str(model), "--corpus", "ud-ewt", "--split", "dev", "--method", "gold"]):
+        bad = subprocess.run([sys.executable, "-m", "experiments.cli", *argv, "--data-dir", str(prepared_data_dir)],
+                             cwd=REPO, capture_output=True, text=True)
+        assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "synbench: error:" in bad.stderr, bad.stderr
