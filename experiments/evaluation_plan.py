@@ -239,8 +239,9 @@ class Planner:
         o, task = entry.options, entry.task
         folder = folder_of(self.root, run)
         out = folder / "eval" / entry.name
-        checkpoint = folder / "checkpoints" / "best.ckpt"
-        needs = [checkpoint]
+        source = run.config.get("source")  # a pretrained model (hf:DIR) is scored as it is
+        checkpoint = source or folder / "checkpoints" / "best.ckpt"
+        needs = [] if source else [checkpoint]
         family = family_of(run)
         method = scoring_method(entry, run)
         proposals = self.proposal_file(entry, run) if method == "proposals" else None

@@ -9,6 +9,9 @@
         name: tg-short           #   optional label (default: the family)
         overrides: {train.max_steps: 20, model: {n_layers: 2}}   # dotted keys or nested mappings
         seeds: 0                 #   optional: fixed seeds of this model (e.g. one proposal parser for all)
+      - source: hf:models/gpt2   # or a pretrained LM instead of a family: evaluated, never trained (one run;
+        name: gpt2               #   label default hf-DIRNAME; evaluations default to the first data entry's
+                                 #   corpus, else the first trained model's)
     data: [ptb-sample]           # optional: corpus names (= data.corpus), or {name, overrides} entries
     seeds: 0-3                   # required: 7 | 0-99 | "0-9,20-29" | [0, 1, 5-7]
     evaluations: [perplexity]    # optional: names, or {name: ..., other options} (experiments/evaluation_plan.py)
@@ -53,6 +56,8 @@ TUNE_KEYS = ("model", "data", "seed", "params", "pruner", "sampler_seed", "heart
 PARAM_KEYS = {"float": ("type", "low", "high", "log", "step"), "int": ("type", "low", "high", "log", "step"),
               "categorical": ("type", "choices")}
 MODEL_KEYS = ("family", "preset", "name", "overrides", "seeds")
+SOURCE_KEYS = ("source", "name")
+SOURCE_PREFIX = "hf:"
 DATA_KEYS = ("name", "overrides")
 MAX_SEEDS = 100_000
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
@@ -70,6 +75,7 @@ class ModelEntry:
     overrides: dict[str, Any]
     where: str
     seeds: tuple[int, ...] | None = None  # fixed seeds of this model (e.g. one proposal parser), else the spec's
+    source: str | None = None  # ``hf:DIR``: a pretrained model, evaluated as it is (family ``hf``)
 
 
 @dataclass(frozen=True)
@@ -289,6 +295,20 @@ def _name(value: Any, loc: _Locator, keys: tuple) -> str:
     return value
 
 
+def _source_model(entry: dict, models: list[ModelEntry], loc: _Locator, keys: tuple) -> ModelEntry:
+    """A ``{source: hf:DIR, name}`` entry: one run (seed 0) of family ``hf``; the path is kept as written,
+    relative paths resolve against the directory synbench runs in."""
+    _check_keys(entry, SOURCE_KEYS, loc, keys)
+    source = entry["source"]
+    if not isinstance(source, str) or not source.startswith(SOURCE_PREFIX) or len(source) == len(SOURCE_PREFIX):
+        raise loc.error(f"expected {SOURCE_PREFIX}DIR (a local transformers causal LM), got {source!r}",
+                        *keys, "source")
+    label = _name(entry.get("name", "hf-" + Path(source[len(SOURCE_PREFIX):]).name), loc, (*keys, "name"))
+    if any(m.name == label for m in models):
+        raise loc.error(f"two models are named {label!r}; give each a distinct 'name'", *keys)
+    return ModelEntry(label, "hf", None, {}, loc.where(*keys), (0,), source)
+
+
 def parse_spec(data: dict[str, Any], path: Path, lines: dict[tuple, int] | None = None) -> ExperimentSpec:
     """Validate the mapping read from ``path``; ``lines`` maps key paths to lines for error locations."""
     lines = lines or {}
@@ -307,6 +327,9 @@ def parse_spec(data: dict[str, Any], path: Path, lines: dict[tuple, int] | None 
         keys = ("models", i)
         if not isinstance(entry, dict):
             raise loc.error("expected a mapping with at least 'family'", *keys)
+        if "source" in entry:
+            models.append(_source_model(entry, models, loc, keys))
+            continue
         _check_keys(entry, MODEL_KEYS, loc, keys)
         if "family" not in entry:
             raise loc.error("missing 'family'", *keys)
@@ -459,6 +482,15 @@ def _parse_tune(
 # --- expansion ---
 
 
+def _default_corpus(spec: ExperimentSpec, resolve: Resolver) -> str:
+    """The corpus a source model's evaluations default to without data entries: the first trained model's."""
+    trained = next((m for m in spec.models if m.source is None), None)
+    if trained is None:
+        return "ptb-sample"
+    return resolve(trained.family, trained.preset, [format_override(k, v) for k, v in trained.overrides.items()]
+                   )["data"]["corpus"]
+
+
 def expand(spec: ExperimentSpec, resolve: Resolver, seeds: tuple[int, ...] | None = None) -> list[Run]:
     """All runs of the spec (models x data x seeds, in that order); ``seeds`` replaces the spec's seeds (not
     the fixed ``seeds`` of a model entry, e.g. the one proposal parser every seed of the LMs shares).
@@ -480,7 +512,12 @@ def expand(spec: ExperimentSpec, resolve: Resolver, seeds: tuple[int, ...] | Non
             merged.update(data.overrides)
         overrides = [format_override(k, v) for k, v in merged.items()]
         try:
-            config = resolve(model.family, model.preset, overrides)
+            if model.source is not None:  # a pretrained model: its config names the source, nothing to resolve
+                config = {"family": model.family, "source": model.source,
+                          "data": {"corpus": data.name if data else _default_corpus(spec, resolve)}}
+                overrides = []
+            else:
+                config = resolve(model.family, model.preset, overrides)
         except InputError as e:
             where = data.where if data is not None and e.location in (data.overrides or {}) else model.where
             raise InputError(

@@ -13,6 +13,7 @@ either (without it such a run is sent again, e.g. after its job was cancelled be
 
 from __future__ import annotations
 
+import json
 import shlex
 import sys
 import time
@@ -20,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from experiments.experiment_runs import experiment_dir, experiment_runs, run_statuses
+from experiments.experiment_runs import experiment_dir, experiment_runs, folder_of, run_statuses
 from experiments.experiment_spec import ExperimentSpec, Run
 from experiments.launchers.manifest import Task, tasks_for_runs
 from experiments.runs import RunStatus, select_for_submission
@@ -50,7 +51,7 @@ def plan_submission(spec: ExperimentSpec, root: Path, seeds: str | None, only_mi
     statuses = run_statuses(runs, root)
     send, skipped = select_for_submission(statuses, only_missing)
     chosen = set(send)
-    selected = [run for run in runs if run.run_id in chosen]
+    selected = [run for run in runs if run.run_id in chosen and not run.config.get("source")]
     in_flight = [s.run_id for s in statuses if s.run_id in chosen and s.state == "RUNNING"]
     return Plan(spec, root, runs, statuses, tasks_for_runs(selected, root), skipped, seeds, in_flight)
 
@@ -144,9 +145,25 @@ def launch(tasks: list[Task], executor: str, spec: ExperimentSpec, exp: Path, na
     return {"job_id": str(jobs[0].job_id).split("_")[0]}
 
 
+def register_sources(plan: Plan) -> None:
+    """Pretrained models (spec entries with a ``source``) have nothing to train: each is a finished run at
+    once, its ``config.json`` and ``DONE`` naming the source the evaluations score."""
+    from experiments.runs import write_done
+    from lightning_modules.data.atomic import atomic_write_text
+
+    for run in plan.runs:
+        folder = folder_of(plan.root, run)
+        if run.config.get("source") and not (folder / "DONE").is_file():
+            folder.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(folder / "config.json", json.dumps({"seed": run.seed, **run.config}, indent=2,
+                                                                 sort_keys=True))
+            write_done(folder, {"family": run.family, "seed": run.seed, "source": run.config["source"]})
+
+
 def execute(plan: Plan, executor: str) -> dict[str, Any]:
     """Send the planned runs; returns what was submitted ({"executor", "job_id", "aggregate_job", ...})."""
     exp = experiment_dir(plan.root, plan.spec)
+    register_sources(plan)
     if not plan.tasks:
         return {"executor": executor, "submitted": 0}
     launched = launch(plan.tasks, executor, plan.spec, exp)

@@ -15,7 +15,8 @@ from experiments.families.adapter import CAPABILITIES, KINDS, Family, Scoring, S
 from experiments.plugins import PLUGINS_ENV, load_plugins
 from lightning_modules.errors import InputError
 
-BUILTIN = ("experiments.families.tg", "experiments.families.pushdown", "experiments.families.parser")
+BUILTIN = ("experiments.families.tg", "experiments.families.pushdown", "experiments.families.parser",
+           "experiments.families.hf")
 
 _REGISTRY: dict[str, type[Family]] = {}
 _loaded = False
