@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from experiments.papers import pushdown
+from tests.conftest import SHARED_DATA
 
-PAPER_TEXT = Path("/work/shared/papers/pushdown-layers.txt")
+PAPER_TEXT = SHARED_DATA.parent / "papers" / "pushdown-layers.txt"
 
 
 def test_numbers_match_the_paper_text() -> None:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
 from experiments.papers import metric_title, percent_scale, published_regression, tg
+from tests.conftest import SHARED_DATA
 
-PAPER_TEXT = Path("/work/shared/papers/transformer-grammars.txt")
+PAPER_TEXT = SHARED_DATA.parent / "papers" / "transformer-grammars.txt"
 
 
 def test_numbers_match_the_paper_text() -> None:
