@@ -153,6 +153,9 @@ def test_grid_is_models_by_data_by_seeds_with_nested_overrides(tmp_path):
             "data\\[0\\]: expected a corpus name",
         ),
         ("models:\n  - family: 'tg grammar'\nseeds: 1\n", 2, "expected a name"),
+        ("models:\n  - source: models/gpt2\nseeds: 1\n", 2, r"models\[0\].source: expected hf:DIR"),
+        ("models:\n  - source: 'hf:'\nseeds: 1\n", 2, r"models\[0\].source: expected hf:DIR"),
+        ("models:\n  - source: [hf:x]\nseeds: 1\n", 2, r"models\[0\].source: expected hf:DIR"),
     ],
 )
 def test_validation_errors_name_file_line_and_key(tmp_path, text, line, message):
