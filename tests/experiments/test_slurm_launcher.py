@@ -275,7 +275,6 @@ def test_requeued_task_restarts_and_finishes(slurm_cluster, tmp_path, task_scrip
 
 @pytest.mark.slurm
 def test_submitit_executor_runs_the_same_tasks(slurm_cluster, tmp_path, task_script):
-    pytest.importorskip("submitit")
     from experiments.launchers.submitit_launcher import submit_submitit
 
     exp = tmp_path / "exp"

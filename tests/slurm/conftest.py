@@ -54,7 +54,11 @@ def slurm_cluster() -> Path:
 
 @pytest.fixture(scope="session")
 def postgres_url() -> str:
-    """The URL of a running PostgreSQL server with an empty-or-reused database ``synbench``."""
+    """The URL of a running PostgreSQL server with an empty-or-reused database ``synbench``: the server
+    ``.ci/run`` started (``SYNBENCH_PG_URL``), else one this fixture starts."""
+    if os.environ.get("SYNBENCH_PG_URL"):
+        yield os.environ["SYNBENCH_PG_URL"]
+        return
     if not (PG_BIN / "initdb").exists():
         pytest.skip("PostgreSQL 15 is not installed (run slurm/install-deps.sh)")
     if os.geteuid() != 0:

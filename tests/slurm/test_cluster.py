@@ -9,6 +9,7 @@ import sys
 import time
 import uuid
 
+import optuna
 import pytest
 
 WORKER = r"""
@@ -64,8 +65,6 @@ def test_cluster_up_is_idempotent(slurm_cluster):
 
 @pytest.mark.postgres
 def test_two_optuna_workers_share_a_postgres_study(postgres_url):
-    optuna = pytest.importorskip("optuna")
-    pytest.importorskip("psycopg")
     name = f"test-{uuid.uuid4().hex[:8]}"
     # Create the study (and the schema) once, before the workers: concurrent creation races on CREATE TYPE.
     optuna.create_study(study_name=name, storage=postgres_url, direction="minimize")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 from experiments.papers import pushdown
 from tests.conftest import SHARED_DATA
 
@@ -11,8 +9,6 @@ PAPER_TEXT = SHARED_DATA.parent / "papers" / "pushdown-layers.txt"
 
 
 def test_numbers_match_the_paper_text() -> None:
-    if not PAPER_TEXT.is_file():
-        pytest.skip(f"{PAPER_TEXT} not available")
     lines = PAPER_TEXT.read_text().splitlines()
     blimp, sg, ppl, f1 = ({n.row: n.mean for n in pushdown.table_numbers() if n.column.metric == m}
                           for m in ("blimp", "sg", "ppl", "parse_f1"))
