@@ -10,6 +10,7 @@ import argparse
 import importlib
 import sys
 
+from experiments.commands.arguments import Parser
 from lightning_modules.errors import InputError
 
 # Subcommand modules, in the order ``synbench --help`` lists them.
@@ -36,7 +37,7 @@ COMMANDS = [
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="synbench",
         description="Benchmark harness for syntactic language models: train, evaluate, tune, report.",
     )
@@ -46,9 +47,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """Arguments as users type them: ``KEY=VALUE`` config overrides may follow options
+    (``synbench train tg --preset cpu-small train.max_steps=5``)."""
+    args, extra = parser.parse_known_args(argv)
+    overrides = [item for item in extra if "=" in item and not item.startswith("-")]
+    if extra and (not hasattr(args, "overrides") or len(overrides) != len(extra)):
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    if extra:
+        args.overrides = [*args.overrides, *overrides]
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parse(parser, argv)
+    except SystemExit as done:  # --help, or a usage error already printed as one line
+        return int(done.code or 0)
     try:
         return int(args.func(args) or 0)
     except InputError as e:

@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from experiments.config_ranges import check_ranges
 from lightning_modules.errors import InputError
 
 VOLATILE_SECTIONS = ("runtime",)
@@ -124,8 +125,8 @@ def resolve_train_config(family: str, preset: str, overrides: list[str] | None =
     with its data/train/runtime preset (``configs/train.yaml[preset]``; both from the family's adapter) and
     overrides.
 
-    Unknown keys and values of the wrong type are errors naming the config key, so a typo never trains a
-    silently different model.
+    Unknown keys, values of the wrong type and values out of range (``experiments.config_ranges``) are errors
+    naming the config key, so a typo never trains a silently different model.
     """
     from experiments.families import get_family
 
@@ -139,4 +140,5 @@ def resolve_train_config(family: str, preset: str, overrides: list[str] | None =
             "runtime": train_defaults["runtime"]}
     cfg = merge(base, parse_overrides(overrides or []), strict=True)
     check_types(cfg, base)
+    check_ranges(cfg, adapter.config_ranges, base)
     return cfg

@@ -36,6 +36,7 @@ from typing import Any
 
 import yaml
 
+from experiments.commands.arguments import natural, positive_int
 from experiments.config import run_id
 from experiments.experiment_runs import experiment_dir, resolve
 from experiments.experiment_spec import ExperimentSpec, TuneSpec, format_override, load_spec
@@ -368,10 +369,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("spec")
     p.add_argument("--storage", required=True)
     p.add_argument("--study", required=True)
-    p.add_argument("--n-trials", type=int, required=True)
+    p.add_argument("--n-trials", type=positive_int, required=True)
     p.add_argument("--runs-dir", type=Path, required=True)
-    p.add_argument("--worker", type=int, default=int(os.environ.get("SLURM_ARRAY_TASK_ID", 0)))
-    p.add_argument("--threads", type=int)
+    p.add_argument("--worker", type=natural, default=int(os.environ.get("SLURM_ARRAY_TASK_ID", 0)))
+    p.add_argument("--threads", type=positive_int)
     args = p.parse_args(argv)
     try:
         spec = load_spec(args.spec)

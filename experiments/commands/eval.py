@@ -17,6 +17,8 @@ import json
 import sys
 from pathlib import Path
 
+from experiments.commands.arguments import natural, positive_int
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     from experiments.evaluate.tasks import tasks as registered_tasks
@@ -29,7 +31,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _limit(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--limit", type=int, metavar="K", help="evaluate the first K sentences only")
+    p.add_argument("--limit", type=positive_int, metavar="K", help="evaluate the first K sentences only")
 
 
 def add_ppl(tasks: argparse._SubParsersAction) -> None:
@@ -81,7 +83,7 @@ def add_sg(tasks: argparse._SubParsersAction) -> None:
     p.add_argument("--surprisals", metavar="FILE", help="region surprisals, JSON lines (instead of a model)")
     p.add_argument("--suites-dir", metavar="DIR", help="suite JSON files (default: staged in $SYNBENCH_DATA)")
     p.add_argument("--suites", help="comma-separated suite names (default: all)")
-    p.add_argument("--items-per-suite", type=int, metavar="K", help="the first K items of each suite")
+    p.add_argument("--items-per-suite", type=positive_int, metavar="K", help="the first K items of each suite")
     p.set_defaults(func=run_sg)
 
 
@@ -135,7 +137,7 @@ def add_blimp(tasks: argparse._SubParsersAction) -> None:
     add_arguments(p)
     p.add_argument("--blimp-dir", metavar="DIR", help="BLiMP data folder (default: staged in $SYNBENCH_DATA)")
     p.add_argument("--paradigms", help="comma-separated paradigm UIDs (default: all 67)")
-    p.add_argument("--pairs-per-paradigm", type=int, metavar="K", help="the first K pairs of each paradigm")
+    p.add_argument("--pairs-per-paradigm", type=positive_int, metavar="K", help="the first K pairs of each paradigm")
     p.set_defaults(func=run_blimp)
 
 
@@ -288,12 +290,12 @@ def add_dyck(tasks: argparse._SubParsersAction) -> None:
     p.add_argument("checkpoint", help="pushdown or base-lm checkpoint of a Dyck run (RUN/checkpoints/best.ckpt)")
     p.add_argument("--set", dest="sets", action="append", metavar="SET",
                    help=f"a test set ({'|'.join(TEST_SETS)}); repeat for several (default: all)")
-    p.add_argument("--size", type=int, metavar="N",
+    p.add_argument("--size", type=positive_int, metavar="N",
                    help="prefixes per set (default: the paper's, 50 per long-range set and 100 for depth; the "
                         "long-range sets stop after the string that reaches N, the depth set after a round of 35)")
-    p.add_argument("--beam", type=int, default=50,
+    p.add_argument("--beam", type=positive_int, default=50,
                    help="beam over attachment histories for pushdown checkpoints (default 50, as official)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the test sets (default 0)")
+    p.add_argument("--seed", type=natural, default=0, help="seed of the test sets (default 0)")
     p.add_argument("--tape", default="beam", choices=("beam", "silver"),
                    help="pushdown: infer the attachments with the beam (default, the protocol) or read each "
                         "prefix's silver tape (an oracle that isolates the next-token predictor)")

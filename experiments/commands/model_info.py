@@ -11,6 +11,7 @@ import argparse
 import json
 from typing import Any
 
+from experiments.commands.arguments import positive_int
 from lightning_modules.errors import InputError
 
 
@@ -23,7 +24,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("family", choices=names(), metavar="FAMILY", help=" | ".join(names()))
     parser.add_argument("--preset", required=True, help="preset name in the family's presets file")
-    parser.add_argument("--vocab-size", type=int, default=None, help="override the preset's vocabulary size")
+    parser.add_argument("--vocab-size", type=positive_int, default=None, help="override the preset's vocabulary size")
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.set_defaults(func=handle)
 
@@ -46,8 +47,6 @@ def model_info(family: str, preset: str, vocab_size: int | None = None) -> dict[
 
     config, path = preset_config(family, preset)
     if vocab_size is not None:
-        if vocab_size < 1:
-            raise InputError(f"must be positive, got {vocab_size}", "--vocab-size")
         config["vocab_size"] = vocab_size
     info = get_family(family).model_info(config, prefix=f"{path}: {preset}.")
     return {**info, "family": family, "preset": preset}

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from experiments.commands.arguments import natural, positive_int
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -21,11 +23,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     source.add_argument("--corpus", help="corpus name or treebank file; its trees' words are parsed")
     source.add_argument("--sentences", type=Path, help="file with one tokenized sentence per line")
     p.add_argument("--split", help="corpus split (required with --corpus)")
-    p.add_argument("-n", type=int, default=300, help="trees per sentence (default 300, as TG §3.1)")
+    p.add_argument("-n", type=positive_int, default=300, help="trees per sentence (default 300, as TG §3.1)")
     p.add_argument("--method", choices=["sample", "beam"], default="sample",
                    help="sample: without replacement (default); beam: top-N beam search")
-    p.add_argument("--seed", type=int, default=0, help="sampling seed (per sentence: seed and its index)")
-    p.add_argument("--max-rows", type=int, default=2048,
+    p.add_argument("--seed", type=natural, default=0, help="sampling seed (per sentence: seed and its index)")
+    p.add_argument("--max-rows", type=positive_int, default=2048,
                    help="search rows (sentences × N) decoded at once; lower it to save memory")
     p.add_argument("--data-dir", help="data directory (default: $SYNBENCH_DATA or ~/.cache/synbench/data)")
     p.add_argument("--out", type=Path, required=True, help="proposals file to write (JSON lines)")

@@ -14,6 +14,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from experiments.commands.arguments import positive_float, positive_int
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     from experiments.papers import papers
@@ -25,12 +27,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("paper", metavar="PAPER",
                    help="which paper: " + "; ".join(f"{p.key} ({p.citation})" for p in papers()))
     p.add_argument("--scale", default="cpu-small", metavar="S", help=f"the paper's scale (default cpu-small): {scales}")
-    p.add_argument("--seeds", type=int, metavar="N", help="seeds 0..N-1 per model (default: the scale's)")
+    p.add_argument("--seeds", type=positive_int, metavar="N", help="seeds 0..N-1 per model (default: the scale's)")
     p.add_argument("--executor", default="local", choices=("local", "slurm", "submitit"),
                    help="where training, evaluation and analysis run (default local)")
     p.add_argument("--runs-dir", type=Path, help="parent of experiment folders (default: $SYNBENCH_RUNS or ./runs)")
     p.add_argument("--data-dir", help="data directory (default: $SYNBENCH_DATA or ~/.cache/synbench/data)")
-    p.add_argument("--poll", type=float, default=5.0, metavar="S", help="seconds between progress checks")
+    p.add_argument("--poll", type=positive_float, default=5.0, metavar="S", help="seconds between progress checks")
     p.set_defaults(func=run)
 
 

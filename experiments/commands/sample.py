@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from experiments.commands.arguments import natural, positive_float, positive_int
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("sample", help="sample well-formed trees from a TG / TXL checkpoint",
@@ -12,10 +14,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "opening, no terminal-free constituent). Prints one bracketed tree per line, "
                                    "or JSON lines with --json.")
     p.add_argument("checkpoint")
-    p.add_argument("-n", type=int, default=10, help="number of samples (default 10)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--temperature", type=float, default=1.0)
-    p.add_argument("--max-length", type=int, default=200, help="actions before only closing is allowed")
+    p.add_argument("-n", type=positive_int, default=10, help="number of samples (default 10)")
+    p.add_argument("--seed", type=natural, default=0)
+    p.add_argument("--temperature", type=positive_float, default=1.0)
+    p.add_argument("--max-length", type=positive_int, default=200, help="actions before only closing is allowed")
     p.add_argument("--json", action="store_true", help="JSON lines: tree, words, logprob (nats)")
     p.set_defaults(func=run)
 

@@ -6,6 +6,8 @@ import argparse
 import json
 from pathlib import Path
 
+from experiments.commands.arguments import natural
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -21,7 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
                    help="config overrides, e.g. train.max_steps=500 model.d_model=256 data.tree_transform=left")
     p.add_argument("--preset", default="cpu-small", help="cpu-small (default) | ptb | bllip")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=natural, default=0)
     p.add_argument("--run-dir", type=Path, help="run folder (default: RUNS/train/RUN_ID)")
     p.add_argument("--runs-dir", type=Path, help="parent of run folders (default: $SYNBENCH_RUNS or ./runs)")
     p.add_argument("--print-config", action="store_true", help="print the resolved config and run id, then exit")

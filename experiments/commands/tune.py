@@ -16,6 +16,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from experiments.commands.arguments import positive_int
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -24,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "experiment", help="a shipped experiment or the path of a spec YAML with a 'tune:' section"
     )
-    p.add_argument("--n-trials", type=int, required=True, help="finished trials the study should hold")
+    p.add_argument("--n-trials", type=positive_int, required=True, help="finished trials the study should hold")
     p.add_argument(
         "--storage",
         help="sqlite:///FILE (default: RUNS/EXPERIMENT/tune/optuna.db), "
@@ -32,7 +34,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--study", help="study name (default: the experiment name)")
     p.add_argument("--executor", choices=("local", "slurm"), default="local")
-    p.add_argument("--workers", type=int, default=1, help="parallel workers (default 1)")
+    p.add_argument("--workers", type=positive_int, default=1, help="parallel workers (default 1)")
     p.add_argument("--wait", action="store_true", help="slurm: wait for the workers to finish")
     p.add_argument(
         "--export", type=Path, metavar="FILE", help="write the best trial as an experiment spec YAML"

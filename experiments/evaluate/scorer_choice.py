@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from experiments.commands.arguments import natural, positive_int
 from experiments.evaluate.scorer import Scorer
 from experiments.families.adapter import ScoringRequest
 from lightning_modules.data.checksums import file_sha256
@@ -51,13 +52,14 @@ def add_arguments(p: argparse.ArgumentParser, methods: Sequence[str] = ("exact",
                         help="proposal trees (synbench propose output, or SENTENCE<TAB>TREE lines)")
     if not proposals_required:
         source.add_argument("--parser", type=Path, metavar="CKPT", help="proposal parser checkpoint (draws N trees)")
-    p.add_argument("-n", type=int, default=300, help="proposal trees per sentence (default 300, as TG §3.1)")
-    p.add_argument("--parser-seed", type=int, default=0, help="seed of the parser's sampling without replacement")
-    p.add_argument("--beam", type=int, default=20, help="action beam of --method beam (default 20; paper-style 300)")
-    p.add_argument("--word-beam", type=int, default=5, help="hypotheses kept after each word (default 5)")
-    p.add_argument("--max-actions", type=int, default=8,
+    p.add_argument("-n", type=positive_int, default=300, help="proposal trees per sentence (default 300, as TG §3.1)")
+    p.add_argument("--parser-seed", type=natural, default=0, help="seed of the parser's sampling without replacement")
+    p.add_argument("--beam", type=positive_int, default=20,
+                   help="action beam of --method beam (default 20; paper-style 300)")
+    p.add_argument("--word-beam", type=positive_int, default=5, help="hypotheses kept after each word (default 5)")
+    p.add_argument("--max-actions", type=positive_int, default=8,
                    help="most nonterminal actions between two words in the beam (default 8)")
-    p.add_argument("--batch-size", type=int, default=32,
+    p.add_argument("--batch-size", type=positive_int, default=32,
                    help="sequences per forward pass (results do not depend on it)")
     p.add_argument("--device", default="cpu", help="torch device of the model (default cpu; e.g. cuda)")
     p.add_argument("--precision", default="float32", choices=("float32", "float16", "bfloat16"),

@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import argparse
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
+from experiments.config_ranges import Range
 from lightning_modules.errors import InputError
 
 KINDS = ("string", "joint", "tool")
@@ -102,6 +104,7 @@ class Family(ABC):
     inspect_names: tuple[str, ...] = ()  # ``synbench inspect NAME`` encodings it prints
     inspect_options: tuple[InspectOption, ...] = ()
     pretrained = False  # True: spec models name a ``source`` to evaluate, nothing is trained
+    config_ranges: Mapping[str, Range] = MappingProxyType({})  # key name -> range, beyond the shared rules
 
     def __init__(self, name: str):
         self.name = name

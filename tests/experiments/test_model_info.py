@@ -46,7 +46,7 @@ def test_human_readable_output(capsys):
 
 @pytest.mark.parametrize(("argv", "message"), [
     (["tg", "--preset", "huge"], "no preset 'huge'"),
-    (["tg", "--preset", "bllip", "--vocab-size", "0"], "--vocab-size: must be positive"),
+    (["tg", "--preset", "bllip", "--vocab-size", "0"], "argument --vocab-size: expected an integer >= 1, got '0'"),
 ])
 def test_bad_input_is_one_error_line_and_exit_2(capsys, argv, message):
     assert main(["model-info", *argv, "--json"]) == 2

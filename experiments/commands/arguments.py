@@ -1,0 +1,52 @@
+"""Checked argument types for the CLI: a bad number is one error line naming the option, never a traceback.
+
+``argparse`` calls these on the raw string; a ``ValueError``/``ArgumentTypeError`` becomes
+``synbench: error: argument --temperature: expected a finite number > 0, got 'nan'`` (exit status 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+
+def _number(text: str, kind: type) -> int | float:
+    try:
+        value = kind(text)
+    except ValueError:
+        what = "an integer" if kind is int else "a number"
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """An integer >= 1 (sizes, counts, beams)."""
+    value = _number(text, int)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return value
+
+
+def natural(text: str) -> int:
+    """An integer >= 0 (seeds, worker indices)."""
+    value = _number(text, int)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """A finite number > 0 (temperatures, intervals)."""
+    value = _number(text, float)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text!r}")
+    return value
+
+
+class Parser(argparse.ArgumentParser):
+    """Usage errors as the one-line convention: ``synbench: error: MESSAGE`` and exit status 2."""
+
+    def error(self, message: str):  # noqa: D102 - argparse's hook
+        self.exit(2, f"synbench: error: {message}\n")
