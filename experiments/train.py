@@ -46,7 +46,7 @@ def _train(cfg: dict[str, Any], seed: int, run_dir: Path, callbacks: list[Any]) 
     from pytorch_lightning.loggers import CSVLogger
 
     from experiments.batching import StepBatches
-    from experiments.checkpoints import Metadata
+    from experiments.checkpoints import Metadata, read_checkpoint
     from experiments.families import get_family
     from experiments.training_callbacks import Heartbeat, LastCheckpoint, NaNGuard, StepSeeding
 
@@ -104,8 +104,10 @@ def _train(cfg: dict[str, Any], seed: int, run_dir: Path, callbacks: list[Any]) 
                                 consumed=lambda: trainer.global_step * trainer.accumulate_grad_batches)
     val_batches = data.valid_batches(int(tc.get("eval_batch_size", tc["batch_size"])))
     resume = ckpt_dir / "last.ckpt"
+    if resume.exists():  # a damaged or foreign checkpoint is one error line, not a traceback inside Lightning
+        read_checkpoint(resume, cfg["family"])
     trainer.fit(module, train_dataloaders=train_batches, val_dataloaders=val_batches,
-                ckpt_path=str(resume) if resume.exists() else None)
+                ckpt_path=str(resume) if resume.exists() else None, weights_only=True)
     if trainer.interrupted:
         raise InputError("training was interrupted; run the same command again to resume", str(run_dir))
 

@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 from experiments.checkpoints import read_checkpoint
 from experiments.cli import main
@@ -121,3 +122,28 @@ def test_diverging_loss_stops_with_the_step(tmp_path, small_treebank, capsys):
     assert (tmp_path / "run" / "FAILED").read_text().startswith("training step ")
     assert not (tmp_path / "run" / "DONE").exists()
     assert not list((tmp_path / "run").glob("checkpoints/*.ckpt"))  # nothing written from NaN weights
+
+
+class _Payload:
+    """An object only a full unpickler can build: ``weights_only=True`` refuses it."""
+
+    def __reduce__(self):
+        return (print, ("code ran while loading a checkpoint",))
+
+
+@pytest.mark.parametrize("damage", ["truncated", "pickle"])
+def test_resume_refuses_a_damaged_or_unsafe_last_checkpoint(tmp_path, small_treebank, capsys, damage):
+    run_dir = tmp_path / "run"
+    (run_dir / "checkpoints").mkdir(parents=True)
+    last = run_dir / "checkpoints" / "last.ckpt"
+    if damage == "truncated":
+        last.write_bytes(b"PK\x03\x04 half a zip")
+    else:
+        torch.save({"synbench": {"family": "tg"}, "state_dict": {}, "x": _Payload()}, last)
+    overrides = [*TINY, f"data.corpus={small_treebank}", "data.train_split=file", "data.valid_split=file",
+                 "train.max_steps=4"]
+    assert main(["train", "tg", *overrides, "--run-dir", str(run_dir)]) == 2
+    out, err = capsys.readouterr()
+    assert "code ran" not in out + err
+    assert err.count("\n") == 1 and err.startswith(f"synbench: error: {last}: cannot read checkpoint")
+    assert not (run_dir / "DONE").exists()
