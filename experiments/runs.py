@@ -160,10 +160,14 @@ def _heartbeat(folder: Path) -> tuple[float, int | None] | None:
         return mtime, None
 
 
-def _read_metrics(path: Path) -> dict[str, Any]:
+def read_done(folder: Path) -> dict[str, Any] | None:
+    """The final metrics in ``DONE``, or None when the run has none. A damaged marker is an error naming it."""
+    path = Path(folder) / DONE
     try:
         metrics = json.loads(path.read_text())
-    except ValueError:
+    except FileNotFoundError:
+        return None
+    except (ValueError, UnicodeDecodeError):
         raise InputError("damaged DONE marker (expected the final metrics as JSON)", str(path)) from None
     if not isinstance(metrics, dict):
         raise InputError("damaged DONE marker (expected a JSON object)", str(path))
@@ -180,18 +184,22 @@ def run_status(
 ) -> RunStatus:
     """The state of one run folder.
 
-    In order: ``DONE`` -> DONE; a ``FAILED`` newer than the submission -> FAILED; a job the scheduler reports
-    ended (without ``DONE``) -> FAILED; a heartbeat younger than ``stale_after_s`` -> RUNNING. Otherwise a
-    submitted run (``QUEUED``) is PENDING while its job is active (queued, requeued after preemption, or
-    starting up). When
-    the scheduler was not asked (``jobs`` is None) or does not know the job, a run that has not beaten since
-    its submission is PENDING and one whose heartbeat went stale is FAILED (its process died). A folder that
-    was never submitted nor started (or does not exist) is PENDING.
+    In order: a damaged ``DONE`` or ``QUEUED`` marker -> FAILED with the reason; ``DONE`` -> DONE; a ``FAILED``
+    newer than the submission -> FAILED; a job the scheduler reports ended (without ``DONE``) -> FAILED; a
+    heartbeat younger than ``stale_after_s`` -> RUNNING. Otherwise a submitted run (``QUEUED``) is PENDING while
+    its job is active (queued, requeued after preemption, or starting up). When the scheduler was not asked
+    (``jobs`` is None) or does not know the job, a run that has not beaten since its submission is PENDING and
+    one whose heartbeat went stale is FAILED (its process died). A folder that was never submitted nor started
+    (or does not exist) is PENDING.
     """
     folder = Path(folder)
     now = time.time() if now is None else now
     run_id = run_id or folder.name
-    queued = read_queued(folder)
+    try:  # a damaged marker fails this run with the reason; the rest of the experiment carries on
+        queued = read_queued(folder)
+        metrics = read_done(folder)
+    except InputError as damaged:
+        return RunStatus(run_id, seed, "FAILED", error=str(damaged))
     job_id = queued.job_id if queued else None
     beat = _heartbeat(folder)
     step = beat[1] if beat else None
@@ -200,8 +208,8 @@ def run_status(
     def status(state: State, **extra: Any) -> RunStatus:
         return RunStatus(run_id, seed, state, job_id=job_id, global_step=step, heartbeat_age_s=age, **extra)
 
-    if (folder / DONE).exists():
-        return status("DONE", metrics=_read_metrics(folder / DONE))
+    if metrics is not None:
+        return status("DONE", metrics=metrics)
     failed = folder / FAILED
     if failed.exists() and (queued is None or failed.stat().st_mtime >= queued.submitted_at):
         return status("FAILED", error=failed.read_text().strip() or "unknown error")

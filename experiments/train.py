@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from experiments.runs import FAILED, write_done, write_failed
+from experiments.runs import DONE, FAILED, read_done, write_done, write_failed
 from lightning_modules.data.atomic import atomic_write_text
 from lightning_modules.errors import InputError
 
@@ -50,9 +51,14 @@ def _train(cfg: dict[str, Any], seed: int, run_dir: Path, callbacks: list[Any]) 
     from experiments.families import get_family
     from experiments.training_callbacks import Heartbeat, LastCheckpoint, NaNGuard, StepSeeding
 
-    done = run_dir / "DONE"
-    if done.exists():
-        return json.loads(done.read_text())
+    try:
+        finished = read_done(run_dir)
+    except InputError as damaged:  # e.g. a copy cut short: resume from the last checkpoint and write it again
+        print(f"synbench: warning: {damaged}; finishing the run again", file=sys.stderr)
+        (run_dir / DONE).unlink()
+        finished = None
+    if finished is not None:
+        return finished
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / FAILED).unlink(missing_ok=True)  # a new attempt: an earlier failure no longer applies
     atomic_write_text(run_dir / "config.json", json.dumps({"seed": seed, **cfg}, indent=2, sort_keys=True))

@@ -69,6 +69,13 @@ def test_status_json_states_and_exit_status(tmp_path, capsys, tiny_spec):
         for marker in ("FAILED", "HEARTBEAT"):
             (folder / marker).unlink(missing_ok=True)
     assert status_json(capsys, spec, root)[0] == 0
+    (folders[4] / "DONE").parent.mkdir(parents=True, exist_ok=True)
+    (folders[4] / "DONE").write_text('{"best_val_loss": 4.')  # cut short: that run FAILED, the rest as before
+    code, report = status_json(capsys, spec, root)
+    assert code == 1 and [r["state"] for r in report["runs"]] == ["DONE", "RUNNING", "PENDING", "PENDING", "FAILED"]
+    assert report["runs"][4]["error"] == f"{folders[4] / 'DONE'}: damaged DONE marker (expected the final " \
+                                         "metrics as JSON)"
+    (folders[4] / "DONE").unlink()
     assert main(["status", str(spec), "--runs-dir", str(root)]) == 0  # the table
     table = capsys.readouterr().out
     assert runs[0].run_id in table and "DONE 1  RUNNING 1  PENDING 3  FAILED 0" in table
@@ -169,6 +176,12 @@ def test_aggregate_tidy_tables_and_report(tmp_path, capsys, tiny_spec, tiny_tree
     assert summary["done"] == 6 and summary["missing"] == [runs[2].run_id]
     assert summary["failed"] == [{"run_id": runs[1].run_id, "seed": runs[1].seed, "error": "out of memory"}]
     assert not list(out.glob(".*.tmp"))  # atomic writes leave no temporary files
+    (folder_of(root, runs[3]) / "DONE").write_text("\x00\x00")  # damaged: that run fails, the rest aggregate
+    assert main(["aggregate", str(spec), "--runs-dir", str(root)]) == 0
+    assert "5 of 8 runs done" in capsys.readouterr().out
+    summary = json.loads((out / "summary.json").read_text())
+    assert [f["run_id"] for f in summary["failed"]] == [runs[1].run_id, runs[3].run_id]
+    assert "damaged DONE marker" in summary["failed"][1]["error"]
 
 
 def test_aggregate_imports_neither_torch_nor_lightning(tmp_path, tiny_spec):

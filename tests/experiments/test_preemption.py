@@ -124,3 +124,12 @@ def test_a_run_killed_after_its_last_checkpoint_but_before_done(tmp_path, tiny_c
     train(tiny_config, seed=4, run_dir=run)
     (run / "DONE").unlink()  # as if it died while computing the final metrics
     assert train(tiny_config, seed=4, run_dir=run) == uninterrupted
+
+
+def test_a_damaged_done_marker_is_written_again_on_the_next_attempt(tmp_path, tiny_config, uninterrupted, capsys):
+    run = tmp_path / "run"
+    train(tiny_config, seed=4, run_dir=run)
+    (run / "DONE").write_text('{"best_val_loss": ')  # e.g. a copy of the run folder cut short
+    assert train(tiny_config, seed=4, run_dir=run) == uninterrupted
+    assert json.loads((run / "DONE").read_text()) == uninterrupted
+    assert "damaged DONE marker" in capsys.readouterr().err

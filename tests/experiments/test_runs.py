@@ -96,15 +96,20 @@ def test_resubmission_clears_failure_but_later_failure_counts(tmp_path):
     assert runs.run_state(tmp_path, jobs={"13_0": "active"}, now=NOW) == "PENDING"
 
 
-def test_damaged_markers_are_input_errors(tmp_path):
+def test_a_damaged_marker_fails_that_run_with_the_reason(tmp_path):
     (tmp_path / runs.QUEUED).write_text("{not json")
-    with pytest.raises(InputError, match="damaged QUEUED") as e:
-        runs.run_state(tmp_path, now=NOW)
-    assert e.value.location == str(tmp_path / runs.QUEUED)
+    status = runs.run_status(tmp_path, now=NOW)
+    assert status.state == "FAILED"
+    assert status.error == f"{tmp_path / runs.QUEUED}: damaged QUEUED marker (expected JSON with executor, " \
+                           "job_id, submitted_at)"
     (tmp_path / runs.QUEUED).unlink()
     (tmp_path / runs.DONE).write_text("[1, 2]")
-    with pytest.raises(InputError, match="damaged DONE"):
-        runs.run_state(tmp_path, now=NOW)
+    assert runs.run_status(tmp_path, now=NOW).error.endswith("damaged DONE marker (expected a JSON object)")
+    (tmp_path / runs.DONE).write_bytes(b'{"best_val_loss": 4.\xff')
+    assert "damaged DONE marker" in runs.run_status(tmp_path, now=NOW).error
+    with pytest.raises(InputError, match="damaged DONE") as e:
+        runs.read_done(tmp_path)
+    assert e.value.location == str(tmp_path / runs.DONE)
 
 
 def test_runs_root_precedence(monkeypatch, tmp_path):
