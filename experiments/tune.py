@@ -62,7 +62,8 @@ def open_storage(url: str, tune: TuneSpec, create_tables: bool = True) -> Any:
     from optuna.storages import JournalStorage, RDBStorage, RetryHeartbeatStaleTrialCallback
     from optuna.storages.journal import JournalFileBackend
 
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    # ERROR: a failed trial is reported as one line by the objective, not as Optuna's warning with a traceback
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
     # heartbeats and their retry callback are "experimental" in Optuna: say it once in the docs, not per trial
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     if url.startswith("journal:"):
@@ -208,7 +209,9 @@ class Objective:
             import optuna
 
             if not isinstance(e, optuna.TrialPruned):
-                trial.set_user_attr("error", " ".join(str(e).split()) or type(e).__name__)
+                error = " ".join(str(e).split()) or type(e).__name__
+                trial.set_user_attr("error", error)
+                print(f"synbench: trial {trial.number} failed: {error}", file=sys.stderr)
             raise
         if metrics.get(OBJECTIVE) is None:
             raise InputError(f"the run has no {OBJECTIVE} (did it validate?)", str(run_dir))

@@ -1,7 +1,8 @@
 """``synbench tune EXPERIMENT --n-trials N``: Optuna over the spec's ``tune:`` search space.
 
 Minimises the best validation loss; prunes on ``val/loss`` per training step (median pruner); retries trials
-whose worker died (heartbeats, RDB storages). Each trial is a run folder ``RUNS/EXPERIMENT/trials/RUN_ID``.
+whose worker died (heartbeats, RDB storages). A failed trial is one line naming its error; the command exits
+with status 2 when no trial completed. Each trial is a run folder ``RUNS/EXPERIMENT/trials/RUN_ID``.
 The study is created once here, then ``--workers`` workers (local processes, or SLURM array tasks with
 ``--executor slurm``) share it until it holds N finished trials. ``--n-trials 0`` just reports (and
 exports) an existing study.
@@ -16,7 +17,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from experiments.commands.arguments import positive_int
+from experiments.commands.arguments import natural, positive_int
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -26,7 +27,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "experiment", help="a shipped experiment or the path of a spec YAML with a 'tune:' section"
     )
-    p.add_argument("--n-trials", type=positive_int, required=True, help="finished trials the study should hold")
+    p.add_argument("--n-trials", type=natural, required=True,
+                   help="finished trials the study should hold (0: report and export the study as it is)")
     p.add_argument(
         "--storage",
         help="sqlite:///FILE (default: RUNS/EXPERIMENT/tune/optuna.db), "
@@ -63,8 +65,6 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(
             "the spec has no 'tune:' section (see experiments/experiment_spec.py)", str(spec.path)
         )
-    if args.n_trials < 0 or args.workers < 1:
-        raise InputError("--n-trials must be >= 0 and --workers >= 1")
     if args.export and args.executor == "slurm" and not args.wait and args.n_trials:
         raise InputError("--export needs the finished study: add --wait, or export later with --n-trials 0")
     check_search_space(spec)
@@ -81,6 +81,10 @@ def run(args: argparse.Namespace) -> int:
                 return 0
     summary = best_summary(study)
     print(json.dumps(summary, indent=2))
+    if summary["best"] is None:
+        counts = ", ".join(f"{n} {state.lower()}" for state, n in summary["trials"].items()) or "no trials"
+        raise InputError(f"no trial of study {name!r} completed ({counts}); each trial's reason is in its "
+                         f"FAILED file under {root / spec.name / 'trials'}")
     if args.export:
         export_best(spec, study, args.export)
         print(f"synbench: wrote the best configuration to {args.export} (synbench submit {args.export})")

@@ -112,3 +112,71 @@ def test_sqlite_study_survives_a_killed_worker(tmp_path, tiny_spec):
     assert (killed / "DONE").exists()
     assert (killed / "csv" / "version_1").is_dir()  # resumed from last.ckpt, not restarted
     assert (tmp_path / "best.yaml").exists()
+
+
+def run_tune(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, "-m", "experiments.cli", "tune", *args], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_no_completed_trial_is_an_error_with_one_line_per_trial(tmp_path):
+    from tests.experiments.conftest import write_tiny_spec
+
+    missing = tmp_path / "no-such-treebank.mrg"
+    spec = write_tiny_spec(tmp_path / "tuned.yaml", missing, seeds="0",
+                           tune={"params": SPACE, "pruner": "none", "sampler_seed": 0})
+    done = run_tune(str(spec), "--n-trials", "2", "--runs-dir", str(tmp_path / "runs"))
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert "Traceback" not in done.stderr and len(lines) == 3, done.stderr
+    assert lines[0].startswith("synbench: trial 0 failed: ") and str(missing) in lines[0]
+    assert lines[1].startswith("synbench: trial 1 failed: ")
+    assert lines[2] == ("synbench: error: no trial of study 'tuned' completed (2 fail); each trial's reason is "
+                        f"in its FAILED file under {tmp_path / 'runs' / 'tuned' / 'trials'}")
+    assert json_of(done.stdout)["best"] is None
+
+
+def json_of(text: str) -> dict:
+    import json
+
+    return json.loads(text)
+
+
+def test_the_median_pruner_stops_a_worse_trial_at_a_validation_step(tmp_path, tiny_spec):
+    """Two trials queued in a real SQLite study: a learning one completes, then one that cannot learn
+    (peak lr 1e-9) reports a worse val/loss at step 4 than the median of the completed trials and is pruned
+    there; its run folder says so and the study's best is the first trial."""
+    spec = tiny_spec(name="tuned", steps=16, seeds="0",
+                     tune={"params": {"model.peak_lr": {"type": "float", "low": 1.0e-9, "high": 1.0e-2,
+                                                         "log": True}},
+                           "pruner": {"n_startup_trials": 1, "n_warmup_steps": 0}, "sampler_seed": 0})
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    study = optuna.create_study(storage=storage, study_name="tuned", direction="minimize")
+    study.enqueue_trial({"model.peak_lr": 3.0e-3})
+    study.enqueue_trial({"model.peak_lr": 1.0e-9})
+    done = run_tune(str(spec), "--n-trials", "2", "--storage", storage, "--runs-dir", str(tmp_path / "runs"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    trials = optuna.load_study(study_name="tuned", storage=storage).trials
+    assert [t.state for t in trials] == [optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED]
+    assert list(trials[1].intermediate_values) == [8]  # reported once, at the first validation (step 8)
+    assert trials[1].intermediate_values[8] > trials[0].intermediate_values[8]
+    pruned = Path(trials[1].user_attrs["run_dir"])
+    assert (pruned / "FAILED").read_text().startswith("pruned by Optuna (trial 1) at step 8")
+    assert not (pruned / "DONE").exists()
+    assert json_of(done.stdout)["best"]["number"] == 0
+
+
+def test_two_workers_share_a_journal_storage(tmp_path, tiny_spec):
+    spec = tune_spec(tiny_spec, pruner="none", sampler_seed=1)
+    journal = tmp_path / "study.journal"
+    done = run_tune(str(spec), "--n-trials", "4", "--workers", "2", "--storage", f"journal:{journal}",
+                    "--runs-dir", str(tmp_path / "runs"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    from experiments.tune import open_storage
+
+    trials = optuna.load_study(study_name="tuned", storage=open_storage(f"journal:{journal}", None)).trials
+    assert [t.state for t in trials].count(optuna.trial.TrialState.COMPLETE) == 4
+    assert len({t.user_attrs["worker"] for t in trials}) == 2  # both workers ran trials
+    assert len({t.user_attrs["run_id"] for t in trials}) == 4 and all(
+        Path(t.user_attrs["run_dir"], "DONE").exists() for t in trials)

@@ -25,7 +25,7 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
         (("train", "tg", "--seed", "x"), "argument --seed: expected an integer, got 'x'"),
         (("eval", "ppl", "x.ckpt", "--limit", "0"), "argument --limit: expected an integer >= 1, got '0'"),
         (("eval", "ppl", "x.ckpt", "--beam", "-3"), "argument --beam: expected an integer >= 1, got '-3'"),
-        (("tune", "x.yaml", "--n-trials", "0"), "argument --n-trials: expected an integer >= 1, got '0'"),
+        (("tune", "x.yaml", "--n-trials", "-1"), "argument --n-trials: expected an integer >= 0, got '-1'"),
         (("reproduce", "tg", "--poll", "inf"), "argument --poll: expected a finite number, got 'inf'"),
         (("train", "tg", "--bogus"), "unrecognized arguments: --bogus"),
         (("status", "x", "a=b"), "unrecognized arguments: a=b"),
