@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -163,3 +164,32 @@ def test_two_tune_workers_share_a_postgres_study(postgres_url, tmp_path, tiny_sp
         assert all(Path(t.user_attrs["run_dir"], "DONE").exists() for t in trials)
     finally:
         optuna.delete_study(study_name=study, storage=postgres_url)
+
+
+@pytest.mark.slurm
+@pytest.mark.postgres
+def test_tune_workers_run_as_a_slurm_array(slurm_cluster, postgres_url, tmp_path, tiny_spec):
+    """``tune --executor slurm``: the workers are the tasks of one array job on the real cluster, sharing a
+    PostgreSQL study; ``--wait`` returns once they ended, with the study's summary and the exported best."""
+    spec = tiny_spec(name="tuned", seeds="0", tune={
+        "params": {"model.peak_lr": {"type": "float", "low": 1.0e-4, "high": 1.0e-2, "log": True}},
+        "pruner": "none", "sampler_seed": 0})
+    study = f"tune-slurm-{os.getpid()}-{time.monotonic_ns()}"
+    root = tmp_path / "runs"
+    done = synbench("tune", str(spec), "--n-trials", "3", "--workers", "2", "--executor", "slurm", "--wait",
+                    "--storage", postgres_url, "--study", study, "--runs-dir", str(root),
+                    "--export", str(tmp_path / "best.yaml"))
+    logs = sorted((root / "tuned" / "logs").glob("*"))
+    assert done.returncode == 0, done.stderr[-3000:] + "".join(p.read_text()[-2000:] for p in logs)
+    job = re.search(r"submitted as SLURM array job (\d+)", done.stdout).group(1)
+    try:
+        trials = optuna.load_study(study_name=study, storage=postgres_url).trials
+        assert [t.state for t in trials].count(optuna.trial.TrialState.COMPLETE) == 3
+        assert len({t.user_attrs["worker"] for t in trials}) == 2  # both array tasks ran trials
+        assert all(Path(t.user_attrs["run_dir"], "DONE").exists() for t in trials)
+    finally:
+        optuna.delete_study(study_name=study, storage=postgres_url)
+    accounting = subprocess.run(["sacct", "-j", job, "-X", "-n", "-P", "-o", "JobID,State"], capture_output=True,
+                                text=True, check=True).stdout.split()
+    assert sorted(accounting) == [f"{job}_0|COMPLETED", f"{job}_1|COMPLETED"]
+    assert (tmp_path / "best.yaml").exists()
