@@ -143,8 +143,22 @@ class LastCheckpoint(Checkpoint):
     def _save(self, trainer: pl.Trainer) -> None:
         trainer.save_checkpoint(str(self.path))
         if self.received is not None:
-            requeued = requeue_slurm_task() if self.received == signal.SIGUSR1 else None
+            requeued = None
+            if self.received == signal.SIGUSR1:
+                _close_wandb(trainer)
+                requeued = requeue_slurm_task()
             raise Preempted(self.received, trainer.global_step, requeued)
+
+
+def _close_wandb(trainer: pl.Trainer) -> None:
+    """Finish the W&B run before the task requeues itself: ``scontrol requeue`` sends SIGTERM to every process
+    of the task, W&B's service (wandb-core) too, which exits without writing what it still holds — the
+    segment's offline records would be lost."""
+    from pytorch_lightning.loggers import WandbLogger
+
+    for logger in trainer.loggers:
+        if isinstance(logger, WandbLogger) and logger._experiment is not None:
+            logger._experiment.finish()
 
 
 def _validation_due(trainer: pl.Trainer) -> bool:

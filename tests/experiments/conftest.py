@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+from typing import Any
 from pathlib import Path
 
 # tests/ is not a package, so the fixture module is loaded by path (one definition for both folders).
@@ -63,3 +64,50 @@ def write_tiny_spec(path: Path, treebank: Path, families=("tg",), seeds="0-3", s
 def tiny_spec(tmp_path, tiny_treebank):
     """``tiny_spec(name, **options)`` writes ``tmp_path/NAME.yaml`` (see ``write_tiny_spec``)."""
     return lambda name="exp", **options: write_tiny_spec(tmp_path / f"{name}.yaml", tiny_treebank, **options)
+
+
+# --- reading W&B offline run files (what `wandb sync` uploads) ---
+
+def wandb_records(segment: Path) -> list:
+    """The records of the ``run-ID.wandb`` file of an offline segment folder, as ``wandb_internal_pb2.Record``.
+
+    The file is W&B's LevelDB-style log (wandb-core writes it; the SDK no longer ships a reader): a 7-byte header
+    (``:W&B``, magic, version), then 32 KiB blocks of chunks with a 7-byte header (CRC32, length, type: 1 full,
+    2 first, 3 middle, 4 last); a block tail shorter than a header is padding.
+    """
+    import struct
+
+    from wandb.proto import wandb_internal_pb2
+
+    [path] = segment.glob("run-*.wandb")
+    data, block = path.read_bytes(), 32768
+    assert data[:4] == b":W&B", f"{path} is not a W&B log"
+    records, pos, pending = [], 7, b""
+    while pos + 7 <= len(data):
+        if block - pos % block < 7:
+            pos += block - pos % block
+            continue
+        _, length, kind = struct.unpack("<IHB", data[pos:pos + 7])
+        chunk, pos = data[pos + 7:pos + 7 + length], pos + 7 + length
+        if kind == 0 and length == 0:
+            break
+        pending = chunk if kind in (1, 2) else pending + chunk
+        if kind in (1, 4):
+            record = wandb_internal_pb2.Record()
+            record.ParseFromString(pending)
+            records.append(record)
+    return records
+
+
+def wandb_run(segment: Path) -> tuple[Any, list[int]]:
+    """(the run record, the ``trainer/global_step`` of every history row) of an offline segment."""
+    run, steps = None, []
+    for record in wandb_records(segment):
+        kind = record.WhichOneof("record_type")
+        if kind == "run":
+            run = record.run
+        elif kind == "history":
+            items = {item.key or "/".join(item.nested_key): item.value_json for item in record.history.item}
+            if "trainer/global_step" in items:
+                steps.append(int(float(items["trainer/global_step"])))
+    return run, steps

@@ -20,6 +20,7 @@ from experiments.experiment_runs import experiment_runs, folder_of
 from experiments.experiment_spec import load_spec
 from experiments.launchers import slurm
 from experiments.runs import read_queued, run_status, write_failed
+from tests.experiments.conftest import wandb_run
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -144,6 +145,20 @@ def test_requeued_task_resumes_and_matches_an_uninterrupted_run(slurm_cluster, t
     assert len(list(folder.glob("csv/version_*"))) == 2  # two attempts, one CSV segment each
     segments = sorted(folder.glob(f"wandb/offline-run-*-{run.run_id}"))
     assert len(segments) == 2  # W&B: both attempts under id = run id, for `synbench sync` to join
+    # The W&B records of each attempt: id, group, job type, tags. On `scontrol requeue` SLURM sends SIGTERM to
+    # every process of the task, W&B's own service (wandb-core) included, which exits without flushing: the
+    # first segment may hold only its header (the CSV segments are complete). On SIGUSR1 the task saves,
+    # finishes its W&B run and then requeues itself: both segments are complete, the second continuing
+    # where the first stopped.
+    attempts = [wandb_run(s) for s in segments]
+    complete = attempts if how == "SIGUSR1" else attempts[1:]
+    for record, _ in complete:
+        assert (record.run_id, record.run_group, record.job_type) == (run.run_id, "exp", "train")
+        assert list(record.tags) == ["tg", "seed=5"] and record.project == "synbench"
+    steps = [s for _, s in attempts]
+    assert steps[1][0] > 0 and steps[1][-1] == 59 and steps[1] == sorted(steps[1])
+    if how == "SIGUSR1":
+        assert steps[0][0] == 0 and steps[1][0] > steps[0][-1]
     dry = synbench("sync", str(spec), "--runs-dir", str(root), "--dry-run")
     assert f"--id {run.run_id} {segments[0]} {segments[1]}" in dry.stdout
 
