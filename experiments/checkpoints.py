@@ -2,7 +2,8 @@
 
 Every checkpoint records, under the ``synbench`` key, the model family, the resolved config, the seed and the
 vocabularies, so a checkpoint is self-contained for evaluation. Loading uses ``torch.load(weights_only=True)``
-(no arbitrary code from a file) and refuses a checkpoint of another family with a clear error.
+(no arbitrary code from a file) and refuses a checkpoint of another family with a clear error. Writing goes
+through ``AtomicCheckpointIO``: a killed process never leaves a half-written checkpoint.
 """
 
 from __future__ import annotations
@@ -12,10 +13,22 @@ from typing import Any
 
 import pytorch_lightning as pl
 import torch
+from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
 
+from lightning_modules.data.atomic import atomic_write_with
 from lightning_modules.errors import InputError
 
 FORMAT_VERSION = 1
+
+
+class AtomicCheckpointIO(TorchCheckpointIO):
+    """Checkpoints written like every synbench result: a temporary file in the checkpoint's own folder,
+    fsync, rename. Lightning's writer stages the file in the system temporary folder and moves it, which is a
+    copy, not a rename, when runs live on another file system (a cluster's shared storage): a job killed then
+    leaves a truncated ``last.ckpt``, and every killed write a full-size orphan in ``/tmp``."""
+
+    def save_checkpoint(self, checkpoint: dict[str, Any], path: str | Path, storage_options: Any = None) -> None:
+        atomic_write_with(Path(path), lambda f: torch.save(checkpoint, f))
 
 
 class Metadata(pl.Callback):

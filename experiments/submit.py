@@ -127,7 +127,8 @@ def describe(plan: Plan, executor: str) -> str:
 def launch(tasks: list[Task], executor: str, spec: ExperimentSpec, exp: Path, name: str | None = None
            ) -> dict[str, Any]:
     """Hand manifest tasks to an executor: ``local`` runs them and returns ``{"exit_codes"}``; ``slurm`` and
-    ``submitit`` submit one array named ``name`` (default: the experiment) and return ``{"job_id"}``."""
+    ``submitit`` submit arrays named ``name`` (default: the experiment) and return ``{"job_id"}`` (the
+    array job ids joined by ``:``, as ``--dependency`` reads them)."""
     if executor == "local":
         from experiments.launchers.local import run_local
 
@@ -136,9 +137,10 @@ def launch(tasks: list[Task], executor: str, spec: ExperimentSpec, exp: Path, na
         raise InputError(f"unknown executor {executor!r} (known: {', '.join(EXECUTORS)})", "--executor")
     options = slurm_options(spec)
     if executor == "slurm":
-        from experiments.launchers.slurm import submit_array
+        from experiments.launchers.slurm import submit_arrays
 
-        return {"job_id": submit_array(tasks, name or spec.name, exp, options)}
+        # more runs than the cluster's MaxArraySize: several array jobs, all waited for and aggregated
+        return {"job_id": ":".join(submit_arrays(tasks, name or spec.name, exp, options))}
     from experiments.launchers.submitit_launcher import submit_submitit
 
     jobs = submit_submitit(tasks, name or spec.name, exp, options)

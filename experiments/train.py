@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from experiments.runs import DONE, FAILED, read_done, write_done, write_failed
-from lightning_modules.data.atomic import atomic_write_text
+from lightning_modules.data.atomic import atomic_write_text, remove_temporaries
 from lightning_modules.errors import InputError
 
 
@@ -47,7 +47,7 @@ def _train(cfg: dict[str, Any], seed: int, run_dir: Path, callbacks: list[Any]) 
     from pytorch_lightning.loggers import CSVLogger
 
     from experiments.batching import StepBatches
-    from experiments.checkpoints import Metadata, read_checkpoint
+    from experiments.checkpoints import AtomicCheckpointIO, Metadata, read_checkpoint
     from experiments.families import get_family
     from experiments.training_callbacks import Heartbeat, LastCheckpoint, NaNGuard, StepSeeding
 
@@ -100,7 +100,8 @@ def _train(cfg: dict[str, Any], seed: int, run_dir: Path, callbacks: list[Any]) 
         enable_model_summary=False,
         default_root_dir=str(run_dir),
         # LastCheckpoint owns SIGUSR1/SIGTERM: Lightning's auto-requeue (mid-step hpc checkpoints) stays off.
-        plugins=[SLURMEnvironment(auto_requeue=False)] if SLURMEnvironment.detect() else None,
+        plugins=[AtomicCheckpointIO(),
+                 *([SLURMEnvironment(auto_requeue=False)] if SLURMEnvironment.detect() else [])],
         callbacks=[
             StepSeeding(seed), NaNGuard(), Heartbeat(run_dir),
             Metadata(cfg["family"], cfg, seed, data.vocab), *callbacks, best, last,
@@ -110,6 +111,7 @@ def _train(cfg: dict[str, Any], seed: int, run_dir: Path, callbacks: list[Any]) 
                                 consumed=lambda: trainer.global_step * trainer.accumulate_grad_batches)
     val_batches = data.valid_batches(int(tc.get("eval_batch_size", tc["batch_size"])))
     resume = ckpt_dir / "last.ckpt"
+    remove_temporaries(ckpt_dir)  # what a process killed mid-write left beside its checkpoints
     if resume.exists():  # a damaged or foreign checkpoint is one error line, not a traceback inside Lightning
         read_checkpoint(resume, cfg["family"])
     trainer.fit(module, train_dataloaders=train_batches, val_dataloaders=val_batches,

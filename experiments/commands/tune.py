@@ -119,6 +119,7 @@ def _run_slurm(spec, url: str, name: str, n_trials: int, root: Path, workers: in
     from experiments.experiment_runs import experiment_dir
     from experiments.launchers import slurm
     from experiments.launchers.manifest import Task
+    from experiments.runs import read_queued
     from experiments.submit import slurm_options
     from experiments.tune import worker_argv
 
@@ -133,9 +134,10 @@ def _run_slurm(spec, url: str, name: str, n_trials: int, root: Path, workers: in
         )
         for i in range(workers)
     ]
-    job = slurm.submit_array(tasks, f"{spec.name}-tune", exp, slurm_options(spec))
-    print(f"synbench: {workers} tune worker(s) submitted as SLURM array job {job} (study {name!r}, {url})")
-    ids = [f"{job}_{i}" for i in range(workers)]
+    jobs = slurm.submit_arrays(tasks, f"{spec.name}-tune", exp, slurm_options(spec))
+    print(f"synbench: {workers} tune worker(s) submitted as SLURM array job {':'.join(jobs)} (study {name!r}, "
+          f"{url})")
+    ids = [read_queued(Path(task.run_dir)).job_id for task in tasks]
     while wait:
         states = slurm.job_states(ids, poll_s=0)
         if len(states) == len(ids) and all(s in slurm.ENDED_STATES for s in states.values()):

@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -227,6 +227,32 @@ def submit_array(
     return job_id
 
 
+def max_array_size() -> int:
+    """The cluster's ``MaxArraySize`` (``scontrol show config``; SLURM's default 1001): an array's task indices
+    run from 0 to MaxArraySize - 1."""
+    match = re.search(r"^MaxArraySize\s*=\s*(\d+)", _run(["scontrol", "show", "config"], "scontrol show config"),
+                      re.MULTILINE)
+    return int(match.group(1)) if match else 1001
+
+
+def submit_arrays(
+    tasks: list[Task],
+    experiment: str,
+    exp_dir: Path,
+    options: SlurmOptions,
+    workdir: Path | None = None,
+    python: str = sys.executable,
+) -> list[str]:
+    """Submit the tasks as array jobs of at most ``MaxArraySize`` tasks each (one job when they fit; each
+    array's tasks indexed from 0 in its own manifest); returns the array job ids in order."""
+    size = max_array_size()
+    return [
+        submit_array([replace(task, index=i) for i, task in enumerate(tasks[start:start + size])], experiment,
+                     exp_dir, options, workdir, python)
+        for start in range(0, len(tasks), size)
+    ]
+
+
 def submit_after(
     argv: list[str],
     after: str,
@@ -236,8 +262,9 @@ def submit_after(
     workdir: Path | None = None,
     name: str = "aggregate",
 ) -> str:
-    """Submit ``argv`` (e.g. ``synbench aggregate EXP``) to start when job ``after`` has ended, whatever its
-    tasks' outcome (``--dependency=afterany``). Arguments go to sbatch as a list: no shell quoting issue."""
+    """Submit ``argv`` (e.g. ``synbench aggregate EXP``) to start when the jobs ``after`` (ids joined by ``:``)
+    have ended, whatever their tasks' outcome (``--dependency=afterany``). Arguments go to sbatch as a list: no
+    shell quoting issue."""
     log_dir = Path(exp_dir) / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
     args = [

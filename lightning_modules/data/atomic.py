@@ -38,3 +38,10 @@ def atomic_write_with(path: Path, write: Callable) -> None:
         except FileNotFoundError:
             pass
         raise
+
+
+def remove_temporaries(folder: Path) -> None:
+    """Delete the temporary files of atomic writes in ``folder`` that a killed process left behind (call it
+    only where no other process writes at the same time, e.g. a run's own folder when the run starts)."""
+    for tmp in Path(folder).glob(".*.tmp"):
+        tmp.unlink(missing_ok=True)

@@ -208,3 +208,43 @@ def test_tune_workers_run_as_a_slurm_array(slurm_cluster, postgres_url, tmp_path
                                 text=True, check=True).stdout.split()
     assert sorted(accounting) == [f"{job}_0|COMPLETED", f"{job}_1|COMPLETED"]
     assert (tmp_path / "best.yaml").exists()
+
+
+@pytest.fixture
+def max_array_size_3(slurm_cluster):
+    """The cluster's MaxArraySize lowered to 3 for one test (``scontrol reconfigure``), then restored."""
+    conf = Path("/etc/slurm/slurm.conf")
+    original = conf.read_text()
+    conf.write_text(original + "MaxArraySize=3\n")
+    subprocess.run(["scontrol", "reconfigure"], check=True, capture_output=True)
+    wait_for(lambda: slurm.max_array_size() == 3, 30, "MaxArraySize=3 in effect")
+    yield 3
+    conf.write_text(original)
+    subprocess.run(["scontrol", "reconfigure"], check=True, capture_output=True)
+    wait_for(lambda: slurm.max_array_size() == 1001, 30, "MaxArraySize restored")
+
+
+@pytest.mark.slurm
+def test_a_submission_larger_than_max_array_size_is_split(max_array_size_3, tmp_path, tiny_spec):
+    """7 runs on a cluster whose arrays hold at most 3 tasks: three array jobs (3 + 3 + 1), all waited for,
+    and one aggregation job after all of them."""
+    spec = tiny_spec(seeds="0-6", steps=4)
+    root = tmp_path / "runs"
+    runs = experiment_runs(load_spec(spec))
+    done = synbench("submit", str(spec), "--executor", "slurm", "--runs-dir", str(root), "--wait")
+    assert done.returncode == 0, done.stdout + done.stderr
+    jobs = re.search(r"slurm job ([\d:]+), aggregation job (\d+)", done.stdout)
+    arrays, aggregate_job = jobs.group(1).split(":"), jobs.group(2)
+    assert len(arrays) == 3
+    queued = [read_queued(folder_of(root, r)).job_id for r in runs]
+    assert queued == [f"{arrays[i // 3]}_{i % 3}" for i in range(7)]
+    code, rows = status(spec, root)
+    assert code == 0 and [r["state"] for r in rows] == ["DONE"] * 7
+    table = root / "exp" / "aggregate" / "metrics_long.parquet"
+    wait_for(table.exists, 120, "the aggregation job")
+    assert pd.read_parquet(table).query("metric == 'best_val_loss'").shape[0] == 7
+    dependency = subprocess.run(["sacct", "-j", aggregate_job, "-X", "-n", "-P", "-o", "State"],
+                                capture_output=True, text=True, check=True).stdout.split()
+    assert dependency == ["COMPLETED"]
+    manifests = sorted((root / "exp" / "submissions").glob("*/manifest.jsonl"))
+    assert [len(m.read_text().splitlines()) for m in manifests] == [3, 3, 1]

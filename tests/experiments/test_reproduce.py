@@ -1,7 +1,9 @@
 """``synbench reproduce``: papers and scales from the registry, the plan overview, and (slow) the whole pipeline
 on a tiny TG experiment and on the shipped Pushdown demo."""
 
+import hashlib
 import json
+from pathlib import Path
 
 import pytest
 import yaml
@@ -11,6 +13,16 @@ from experiments.cli import main
 from experiments.experiment_spec import load_spec
 from experiments.reproduce import overview, run_pipeline, spec_for
 from lightning_modules.errors import InputError
+
+
+def snapshot(experiment: Path) -> dict[str, tuple[int, str]]:
+    """(mtime in ns, SHA-256) of every file an experiment's runs produced: run folders (checkpoints, DONE,
+    evaluation results and caches, logs) and proposal sets; the aggregate, analysis and report are derived
+    and may be written again."""
+    derived = {"aggregate", "analysis", "logs", "report.md", "report.html"}
+    return {str(path.relative_to(experiment)): (path.stat().st_mtime_ns, hashlib.sha256(path.read_bytes()).hexdigest())
+            for top in experiment.iterdir() if top.name not in derived
+            for path in ([top] if top.is_file() else sorted(top.rglob("*"))) if path.is_file()}
 
 
 def test_scales_and_errors():
@@ -95,9 +107,11 @@ def test_tiny_pipeline_end_to_end(tmp_path, tiny_treebank, prepared_data_dir, mo
     assert "compose" in (analysis / "mdl.csv").read_text()
     text = outcome.report_md.read_text()
     assert "2 seeds per model (full protocol: 100)" in text
-    # resuming: nothing is trained or evaluated again
+    # resuming: nothing is trained, proposed or evaluated again (every file of every run left untouched)
+    before = snapshot(tmp_path / "runs" / spec.name)
+    assert sum(name.endswith("DONE") for name in before) == 11 and any("checkpoints/" in n for n in before)
     again = run_pipeline(spec, tmp_path / "runs", poll_s=0.5, write_report=write_report)
-    assert again.failed == {} and again.elapsed_s < outcome.elapsed_s
+    assert again.failed == {} and snapshot(tmp_path / "runs" / spec.name) == before
 
 
 @pytest.mark.slow
@@ -118,5 +132,7 @@ def test_pushdown_demo_end_to_end(tmp_path, prepared_data_dir, monkeypatch, caps
     assert "75.6 (Table 2, BLiMP, test)" in text and "95.3 (Table 4, PTB unlabeled F1, test)" in text
     out = capsys.readouterr().out
     assert out.startswith("| model |") and "report: " in out
+    before = snapshot(exp)
     assert main(argv) == 0
     assert "[train] 4/4 done" in capsys.readouterr().err
+    assert snapshot(exp) == before  # nothing trained, proposed or evaluated again
