@@ -111,7 +111,8 @@ def _train(cfg: dict[str, Any], seed: int, run_dir: Path, callbacks: list[Any]) 
                                 consumed=lambda: trainer.global_step * trainer.accumulate_grad_batches)
     val_batches = data.valid_batches(int(tc.get("eval_batch_size", tc["batch_size"])))
     resume = ckpt_dir / "last.ckpt"
-    remove_temporaries(ckpt_dir)  # what a process killed mid-write left beside its checkpoints
+    for folder in (run_dir, ckpt_dir):  # what an attempt killed mid-write left beside DONE or a checkpoint
+        remove_temporaries(folder)
     if resume.exists():  # a damaged or foreign checkpoint is one error line, not a traceback inside Lightning
         read_checkpoint(resume, cfg["family"])
     trainer.fit(module, train_dataloaders=train_batches, val_dataloaders=val_batches,
