@@ -141,7 +141,7 @@ def test_killed_at_chosen_points(config, uninterrupted, tmp_path):
 def test_killed_at_random_times(config, uninterrupted, tmp_path):
     run_dir = tmp_path / "run"
     rng = random.Random(13)
-    for _ in range(3):
+    for _ in range(2):
         attempt = run_attempt(config, run_dir)
         time.sleep(rng.uniform(3.0, 12.0))  # start-up takes a few seconds; training a few more
         attempt.send_signal(signal.SIGKILL)
