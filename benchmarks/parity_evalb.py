@@ -221,15 +221,19 @@ def build_evalb(official: Path, build_dir: Path) -> tuple[Path, dict[str, Path]]
     done = subprocess.run(["gcc", "-Wall", "-g", "-o", str(binary), str(source)], capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"gcc failed ({done.returncode}):\n{done.stderr[-3000:]}")
-    text = collins.read_text()
-    lines = text.splitlines(keepends=True)
+    unlabeled = build_dir / "unlabeled.prm"
+    unlabeled.write_text(unlabeled_prm(collins.read_text(), str(collins)))
+    return binary, {"collins": collins, "unlabeled": unlabeled}
+
+
+def unlabeled_prm(collins: str, source: str = "COLLINS.prm") -> str:
+    """COLLINS.prm with ``LABELED 0``: what ``synbench evalb --param unlabeled`` implements."""
+    lines = collins.splitlines(keepends=True)
     labeled = [i for i, line in enumerate(lines) if line.split()[:1] == ["LABELED"]]
     if len(labeled) != 1:
-        raise SystemExit(f"{collins}: expected one LABELED line")
+        raise SystemExit(f"{source}: expected one LABELED line")
     lines[labeled[0]] = "LABELED 0\n"
-    unlabeled = build_dir / "unlabeled.prm"
-    unlabeled.write_text("".join(lines))
-    return binary, {"collins": collins, "unlabeled": unlabeled}
+    return "".join(lines)
 
 
 def official_output(binary: Path, prm: Path, gold: Path, test: Path) -> str:
