@@ -9,9 +9,11 @@ import argparse
 import contextlib
 import io
 import json
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NoReturn
 
 from lightning_modules.data.tree import Tree
 
@@ -27,11 +29,21 @@ def parser(description: str, official_help: str) -> argparse.ArgumentParser:
     return p
 
 
+def fail(message: str) -> NoReturn:
+    """Stop on a setup problem (no checkout, no data, a failed build): one line, exit status 2."""
+    print(f"error: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
 def ptb_sample_trees(data_dir: str | Path | None) -> list[tuple[str, Tree]]:
     """All 3,914 raw PTB-sample trees (train, valid, test), as ``(FILE:LINE, tree)``."""
     from lightning_modules.data.corpora import load_corpus
+    from lightning_modules.errors import InputError
 
-    corpus = load_corpus("ptb-sample", data_dir)
+    try:
+        corpus = load_corpus("ptb-sample", data_dir)
+    except InputError as e:
+        fail(e.message)
     return [s for split in ("train", "valid", "test") for s in corpus.sentences(split)]  # type: ignore[misc]
 
 
@@ -43,7 +55,7 @@ def synbench_stdout(argv: Sequence[str]) -> str:
     with contextlib.redirect_stdout(out):
         code = main(list(argv))
     if code != 0:
-        raise SystemExit(f"synbench {' '.join(argv)} exited with {code}")
+        fail(f"synbench {' '.join(argv)} exited with {code}")
     return out.getvalue()
 
 

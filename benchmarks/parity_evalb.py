@@ -30,7 +30,7 @@ import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-from benchmarks.parity_common import Report, parser, ptb_sample_trees, synbench_stdout
+from benchmarks.parity_common import Report, fail, parser, ptb_sample_trees, synbench_stdout
 from experiments.evaluate.evalb import PARAMS, parse_line
 from lightning_modules.data.tree import Tree, clean, to_bracketed
 
@@ -215,12 +215,12 @@ def build_evalb(official: Path, build_dir: Path) -> tuple[Path, dict[str, Path]]
     """Compile ``evalb.c`` and write the two parameter files; returns (binary, {param name: file})."""
     source, collins = official / "evalb.c", official / "COLLINS.prm"
     if not (source.is_file() and collins.is_file()):
-        raise SystemExit(f"not an EVALB folder: {official} needs evalb.c and COLLINS.prm")
+        fail(f"not an EVALB folder: {official} needs evalb.c and COLLINS.prm")
     build_dir.mkdir(parents=True, exist_ok=True)
     binary = build_dir / "evalb"
     done = subprocess.run(["gcc", "-Wall", "-g", "-o", str(binary), str(source)], capture_output=True, text=True)
     if done.returncode != 0:
-        raise SystemExit(f"gcc failed ({done.returncode}):\n{done.stderr[-3000:]}")
+        fail(f"gcc failed ({done.returncode}):\n{done.stderr[-3000:]}")
     unlabeled = build_dir / "unlabeled.prm"
     unlabeled.write_text(unlabeled_prm(collins.read_text(), str(collins)))
     return binary, {"collins": collins, "unlabeled": unlabeled}
@@ -231,7 +231,7 @@ def unlabeled_prm(collins: str, source: str = "COLLINS.prm") -> str:
     lines = collins.splitlines(keepends=True)
     labeled = [i for i, line in enumerate(lines) if line.split()[:1] == ["LABELED"]]
     if len(labeled) != 1:
-        raise SystemExit(f"{source}: expected one LABELED line")
+        fail(f"{source}: expected one LABELED line")
     lines[labeled[0]] = "LABELED 0\n"
     return "".join(lines)
 
@@ -240,7 +240,7 @@ def official_output(binary: Path, prm: Path, gold: Path, test: Path) -> str:
     done = subprocess.run([str(binary), "-p", str(prm), "-e", str(10**9), str(gold), str(test)],
                           capture_output=True, text=True, errors="surrogateescape")
     if done.returncode != 0:
-        raise SystemExit(f"evalb exited with {done.returncode}: {done.stderr[-1000:]}")
+        fail(f"evalb exited with {done.returncode}: {done.stderr[-1000:]}")
     return done.stdout
 
 

@@ -25,7 +25,7 @@ import types
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from benchmarks.parity_common import Report, first_difference, parser, ptb_sample_trees, synbench_stdout
+from benchmarks.parity_common import Report, fail, first_difference, parser, ptb_sample_trees, synbench_stdout
 from lightning_modules.data.tree import clean, to_bracketed
 
 
@@ -46,7 +46,7 @@ class Official:
     def __init__(self, official: Path):
         helpers = official / "data_utils" / "text_helpers.py"
         if not helpers.is_file():
-            raise SystemExit(f"not a Pushdown-Layers checkout: {helpers} missing")
+            fail(f"not a Pushdown-Layers checkout: {helpers} missing")
         stubs = {"transformers": {"GPT2Tokenizer": WholeWordTokenizer}, "datasets": {"Dataset": object},
                  "sequence": {}}
         for name, attributes in stubs.items():
@@ -59,7 +59,7 @@ class Official:
             self.bllip = importlib.import_module("process_bllip")
             self.helpers = importlib.import_module("text_helpers")
         except ImportError as e:
-            raise SystemExit(f"the official preprocessing needs {e.name}: pip install {e.name}") from None
+            fail(f"the official preprocessing needs {e.name}: pip install {e.name}")
 
     def record(self, tree_text: str) -> dict:
         """``{"tokens", "attachment", "stack_tape"}`` as the official BLLIP pipeline computes them."""

@@ -32,7 +32,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from benchmarks.parity_common import Report, first_difference, parser, ptb_sample_trees, synbench_stdout
+from benchmarks.parity_common import Report, fail, first_difference, parser, ptb_sample_trees, synbench_stdout
 from lightning_modules.data.tree import clean, to_bracketed
 
 MASKING = Path("transformer_grammars/models/masking")
@@ -49,7 +49,7 @@ def build_library(official: Path, build_dir: Path) -> Path:
     sources = [src / "masking_rules.cc", src / "cpp_masking.cc"]
     missing = [str(s) for s in sources if not s.is_file()]
     if missing:
-        raise SystemExit(f"not a transformer_grammars checkout: {', '.join(missing)} missing")
+        fail(f"not a transformer_grammars checkout: {', '.join(missing)} missing")
     build_dir.mkdir(parents=True, exist_ok=True)
     target = build_dir / ("cpp_masking" + sysconfig.get_config_var("EXT_SUFFIX"))
     newest = max(p.stat().st_mtime for p in [*sources, src / "masking_rules.h"])
@@ -68,7 +68,7 @@ def build_library(official: Path, build_dir: Path) -> Path:
     print("building the official masking library:", " ".join(command), file=sys.stderr)
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
-        raise SystemExit(f"g++ failed ({done.returncode}):\n{done.stderr[-3000:]}")
+        fail(f"g++ failed ({done.returncode}):\n{done.stderr[-3000:]}")
     return build_dir
 
 
@@ -81,7 +81,7 @@ class Official:
             self.text_processing = importlib.import_module("transformer_grammars.data.text_processing")
             self.constants = importlib.import_module("transformer_grammars.data.constants")
         except ImportError as e:
-            raise SystemExit(f"the official converter needs {e.name}: pip install nltk absl-py") from None
+            fail(f"the official converter needs {e.name}: pip install nltk absl-py")
         self.cpp = importlib.import_module("cpp_masking")
 
     def sequence(self, tree_text: str) -> tuple[list[str], list[int]]:

@@ -60,11 +60,12 @@ def test_evalb_buffer_limits() -> None:
     assert not parity.readable("(S " + "(X " * 200 + "(NN w)" + ")" * 200 + ")")
 
 
-def test_unlabeled_parameter_file() -> None:
+def test_unlabeled_parameter_file(capsys) -> None:
     collins = "DEBUG 0\nLABELED 1                 \nDELETE_LABEL TOP\n"
     assert parity.unlabeled_prm(collins) == "DEBUG 0\nLABELED 0\nDELETE_LABEL TOP\n"
-    with pytest.raises(SystemExit, match="one LABELED line"):
+    with pytest.raises(SystemExit, match="^2$"):
         parity.unlabeled_prm("DEBUG 0\n")
+    assert capsys.readouterr().err == "error: COLLINS.prm: expected one LABELED line\n"
 
 
 def test_compare_reports_rows_and_summaries(capsys) -> None:

@@ -39,6 +39,7 @@ def test_whole_word_tokenizer_stands_in_for_gpt2() -> None:
     assert tokenizer.tokenize("hungry", add_prefix_space=True) == ["hungry"]
 
 
-def test_refuses_a_folder_that_is_not_a_checkout(tmp_path) -> None:
-    with pytest.raises(SystemExit, match="not a Pushdown-Layers checkout"):
+def test_refuses_a_folder_that_is_not_a_checkout(tmp_path, capsys) -> None:
+    with pytest.raises(SystemExit, match="^2$"):
         parity.Official(tmp_path)
+    assert "not a Pushdown-Layers checkout" in capsys.readouterr().err
