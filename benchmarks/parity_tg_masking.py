@@ -123,11 +123,13 @@ def official_record(official: Official, tree_text: str, family: str, length: int
     for c, chunk in enumerate(chunks):
         inputs, in_types, labels, _, mask, relpos, _, memory_mask, _, memory_pos, depth = chunk[:11]
         start = c * chunk_length
+        # relpos columns are [memory | chunk]; a memory column's key is its memory_position
+        keys = np.concatenate([memory_pos, start + np.arange(chunk_length)])
+        attended = np.concatenate([memory_mask, mask], axis=1).astype(bool)
         attend = []
         for i in np.flatnonzero(inputs):
-            pairs = [[int(memory_pos[m]), int(relpos[i, m])] for m in np.flatnonzero(memory_mask[i])]
-            pairs += [[start + int(j), int(relpos[i, chunk_length + j])] for j in np.flatnonzero(mask[i])]
-            attend.append(sorted(pairs))
+            row = attended[i]
+            attend.append(sorted([k, r] for k, r in zip(keys[row].tolist(), relpos[i][row].tolist())))
             record["tokens"].append(words[inputs[i]])
             record["types"].append(names.get(int(in_types[i]), f"type {int(in_types[i])}"))
             record["labels"].append(words[labels[i]] if labels[i] else None)
