@@ -43,3 +43,20 @@ def test_refuses_a_folder_that_is_not_a_checkout(tmp_path, capsys) -> None:
     with pytest.raises(SystemExit, match="^2$"):
         parity.Official(tmp_path)
     assert "not a Pushdown-Layers checkout" in capsys.readouterr().err
+
+
+def test_word_pieces_give_the_official_shape() -> None:
+    """Pieces form a right-factored constituent: ((abc d) (Ġefg h)) encodes as the official ((a b)(c d))."""
+    assert parity.PieceTokenizer().tokenize("abcdefg", add_prefix_space=True) == ["Ġabc", "def", "g"]
+    record = parity.pieces_record("(S (NP (NN abcd)) (VP (VBZ efgh)))")
+    assert record == {"tokens": ["<s>", "abc", "d", "Ġefg", "h", "<eos>"], "attachment": [0, 1, 1, 3, 2, 0],
+                      "stack_tape": [[0] * 6, [0] * 6, [0, 1, 1, 0, 0, 0], [0, 1, 1, 0, 0, 0],
+                                     [0, 2, 2, 2, 2, 0], [0, 2, 2, 2, 2, 0]]}
+
+
+def test_word_piece_check_is_counted_separately() -> None:
+    report = Report()
+    trees = [("dog:1", parse_tree(DOG)), ("cat:1", parse_tree(CAT))]
+    parity.compare(trees, OFFICIAL.__getitem__, report, lambda text: OFFICIAL[text])
+    assert report.identical == {"tokens": 2, "attachment": 2, "stack_tape": 2, "word pieces: tokens": 0,
+                                "word pieces: attachment": 0, "word pieces: stack_tape": 0}
