@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 import sys
 import tempfile
 import types
@@ -53,7 +54,10 @@ class PieceTokenizer(WholeWordTokenizer):
 
 
 def word_pieces(word: str, prefix_space: bool) -> list[str]:
-    pieces = [word[i : i + 3] for i in range(0, len(word), 3)]
+    """Pieces of 3 characters, a backslash escape (PTB's ``\\/``) counting as one: nltk, which the official
+    pipeline reads its trees back with, would take a piece ending in a backslash as escaping the ``)``."""
+    units = re.findall(r"\\.|.", word, flags=re.DOTALL)
+    pieces = ["".join(units[i : i + 3]) for i in range(0, len(units), 3)]
     return ["Ġ" + pieces[0], *pieces[1:]] if prefix_space else pieces
 
 

@@ -48,6 +48,8 @@ def test_refuses_a_folder_that_is_not_a_checkout(tmp_path, capsys) -> None:
 def test_word_pieces_give_the_official_shape() -> None:
     """Pieces form a right-factored constituent: ((abc d) (Ġefg h)) encodes as the official ((a b)(c d))."""
     assert parity.PieceTokenizer().tokenize("abcdefg", add_prefix_space=True) == ["Ġabc", "def", "g"]
+    assert parity.word_pieces(r"Bridgestone\/Firestone", False) == ["Bri", "dge", "sto", r"ne\/", "Fir", "est",
+                                                                     "one"]
     record = parity.pieces_record("(S (NP (NN abcd)) (VP (VBZ efgh)))")
     assert record == {"tokens": ["<s>", "abc", "d", "Ġefg", "h", "<eos>"], "attachment": [0, 1, 1, 3, 2, 0],
                       "stack_tape": [[0] * 6, [0] * 6, [0, 1, 1, 0, 0, 0], [0, 1, 1, 0, 0, 0],
