@@ -1,0 +1,79 @@
+"""Corpus -> training data for Syntactic Ordered Memory (``som``): UD sentences, Γ, padded batches.
+
+Sentences come from a dependency corpus (UD CoNLL-U: ``ud-ewt`` or a registered converted treebank); each
+gives Γ (Fig. 4, crossed arcs lifted) or, for Table 2's ablation ``model.tree_labels: left_branching``, the
+left-branching tree over its words. Words map to tokens with Berkeley unknown-word classes, as the paper's
+PTB preprocessing (§4.1), through the same vocabulary as the other word-level families.
+
+Ids: 0 ``<pad>``, 1 ``<s>``, 2 ``<eos>``, then the word tokens. A batch of sentences of n words (T = max n
++ 1, padded with 0):
+  ``inputs``        [B, T]      ``<s> w_1 .. w_n``
+  ``targets``       [B, T]      ``w_1 .. w_n <eos>`` (0 = padding, no loss)
+  ``first_sibling`` [B, T + 1]  Algorithm 1's first_sibling over ``<s> w_1 .. w_n <eos>`` (-1 first, 0 padding)
+  ``slots``         [B, T + 1]  the gold grid labels of the same tokens (``encodings.som``)
+  ``lengths``       [B]         n + 1, the valid input positions
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from lightning_modules.data.encodings import som
+from lightning_modules.data.pushdown_batch import TokenVocab
+from lightning_modules.errors import InputError
+
+TREE_LABELS = ("gold", "left_branching")
+
+
+@dataclass
+class SOMBatch:
+    """Padded tensors of a batch (module docstring); ``to(device)`` moves them all."""
+
+    inputs: Tensor
+    targets: Tensor
+    first_sibling: Tensor
+    slots: Tensor
+    lengths: Tensor
+
+    def to(self, device: torch.device | str) -> SOMBatch:
+        return SOMBatch(*(t.to(device) for t in (self.inputs, self.targets, self.first_sibling, self.slots,
+                                                   self.lengths)))
+
+
+def collate(rows: Sequence[som.SOMExample]) -> SOMBatch:
+    """Pad a list of encoded sentences into a ``SOMBatch``."""
+    length = max(len(r) for r in rows)
+    arrays = {name: np.zeros((len(rows), length + extra), dtype=np.int64)
+              for name, extra in (("inputs", 0), ("targets", 0), ("first_sibling", 1), ("slots", 1))}
+    for b, r in enumerate(rows):
+        for name, array in arrays.items():
+            value = getattr(r, name)
+            array[b, : len(value)] = value
+    lengths = np.array([len(r) for r in rows], dtype=np.int64)
+    return SOMBatch(**{k: torch.from_numpy(v) for k, v in arrays.items()}, lengths=torch.from_numpy(lengths))
+
+
+def sentence_shape(words: Sequence[str], tree: Any, tree_labels: str) -> som.Shape:
+    """The binary tree the model learns for a sentence: Γ of a dependency tree (or the binary shape of a
+    constituency tree), or the left-branching tree (Table 2)."""
+    if tree_labels == "left_branching":
+        return som.left_branching(len(words))
+    if tree_labels != "gold":
+        raise InputError(f"must be one of {', '.join(TREE_LABELS)}, not {tree_labels!r}", "model.tree_labels")
+    from lightning_modules.data.dependency import DepTree
+
+    return som.binary_shape(som.gamma(tree) if isinstance(tree, DepTree) else tree)
+
+
+def encode_sentence(words: Sequence[str], tree: Any, vocab: TokenVocab, unkify: Any, n_slots: int,
+                    tree_labels: str) -> som.SOMExample:
+    """One sentence's example: word ids through ``unkify`` and the vocabulary, and its structure."""
+    ids = [vocab.id(unkify(w)) for w in words]
+    return som.encode(ids, sentence_shape(words, tree, tree_labels), n_slots, vocab.id(som.SOS),
+                      vocab.id(som.EOS))
