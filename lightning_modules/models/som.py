@@ -436,3 +436,46 @@ class SOM(ScheduledClipping, pl.LightningModule):
 
 def _stack(steps: list[Tensor]) -> Tensor | None:
     return torch.stack(steps, dim=1) if steps else None
+
+
+def slot_by_slot(model: SOM, inputs: Tensor, gold_slots: Tensor, mode: str) -> Trace:
+    """Reference only (tests, ``benchmarks/som_recurrence.py``): the same network computed as the equations
+    read and as OM's official code loops, one slot at a time: the memory update slot by slot, the
+    composition chain over every slot, and the prediction RNN read from the top slot down to c for every
+    step (Eq. 7), without ``SOM.forward``'s cached RNN states. Deterministic modes (argmax, gold) only."""
+    x = model.drop(model.embed(inputs))
+    batch, steps, d = x.shape
+    n = model.config.n_slots
+    memory = [x.new_zeros(batch, d) for _ in range(n)]
+    candidates = [x.new_zeros(batch, d) for _ in range(n)]
+    theta = torch.full((batch,), n, dtype=torch.long, device=x.device)
+    outputs, parser_logp, zero_logp, decisions, choices = [], [], [], [], []
+    for t in range(steps):
+        logp = x.new_zeros(batch, n)
+        if t > 0:
+            logp = model.parser(model.parser_view(x[:, t]), model.parser_view(torch.stack(candidates, 1)),
+                                slot_mask(theta, n))
+            theta = SOM.decide(logp, mode, gold_slots[:, t])
+        for j in range(n):
+            memory[j] = torch.where((j <= theta)[:, None], candidates[j], memory[j])
+        h = x[:, t]
+        for j in range(n):
+            h = torch.where((j < theta)[:, None], x[:, t], model.cell(h, memory[j]))
+            candidates[j] = h
+        parser_logp.append(logp)
+        decisions.append(theta)
+        if model.zero_step is None:
+            outputs.append(candidates[-1])
+            continue
+        logp2 = model.zero_step(model.parser_view(torch.stack(candidates, 1)), slot_mask(theta, n))
+        c = SOM.decide(logp2, mode, gold_slots[:, t + 1])
+        h = x.new_zeros(batch, d)
+        for j in range(n - 1, -1, -1):
+            read = torch.where((j == c)[:, None], candidates[j], memory[j])
+            h = torch.where((j >= c)[:, None], model.rnn_cell(h, read), h)
+        outputs.append(h)
+        zero_logp.append(logp2)
+        choices.append(c)
+    h = torch.stack(outputs, dim=1)
+    logits = F.linear(model.drop_out(h), model.embedding.weight, model.output_bias)
+    return Trace(logits, _stack(parser_logp), _stack(zero_logp), _stack(decisions), _stack(choices))
