@@ -77,3 +77,47 @@ def encode_sentence(words: Sequence[str], tree: Any, vocab: TokenVocab, unkify: 
     ids = [vocab.id(unkify(w)) for w in words]
     return som.encode(ids, sentence_shape(words, tree, tree_labels), n_slots, vocab.id(som.SOS),
                       vocab.id(som.EOS))
+
+
+def build(cfg: dict[str, Any]) -> Any:
+    """Vocabulary from the training split (Berkeley unknown-word classes); training and validation sentences
+    encoded under ``model.tree_labels``. A dependency corpus gives Γ (Fig. 4); a constituency treebank its
+    cleaned trees binarized left (Appendix B.1's "original PTB trees" setting)."""
+    from lightning_modules.data.corpora import read_split
+    from lightning_modules.data.train_data import TrainData
+    from lightning_modules.data.vocab import WordVocab
+
+    data, model = cfg["data"], cfg["model"]
+    if data.get("level", "sentence") != "sentence":
+        raise InputError(f"SOM is trained on sentences (got {data['level']!r})", "data.level")
+    if data.get("terminals", "words") != "words":
+        raise InputError("SOM reads words (Berkeley unknown-word classes), not subword pieces", "data.terminals")
+    splits = {}
+    for key in ("train_split", "valid_split"):
+        try:
+            _, splits[key] = read_split(data["corpus"], data[key], data_dir=cfg["runtime"].get("data_dir"))
+        except InputError as e:
+            raise InputError(e.message, f"data.{key}" if e.location == "--split" else
+                             "data.corpus" if e.location == "--corpus" else e.location) from None
+    words = WordVocab.build([w for s in splits["train_split"] for w in s.words], int(data.get("min_count", 2)))
+    vocab = TokenVocab([words.token(i) for i in range(len(words))])
+    n_slots, labels = int(model.get("n_slots", 15)), model.get("tree_labels", "gold")
+
+    def encode_split(sentences: list[Any]) -> list[som.SOMExample]:
+        out = []
+        for s in sentences:
+            try:
+                out.append(encode_sentence(s.words, s.tree, vocab, words.unkify, n_slots, labels))
+            except InputError as e:
+                raise InputError(e.message, e.location or s.location) from None
+        return out
+
+    train, valid = encode_split(splits["train_split"]), encode_split(splits["valid_split"])
+    payload = {"terminals": "words", "words": words.to_dict(), "tokens": list(vocab.tokens)}
+    return TrainData(
+        train=train, valid=valid, collate=collate, vocab=payload, vocab_size=len(vocab),
+        valid_words=sum(len(e) - 1 for e in valid),
+        stats={"train_sequences": len(train), "valid_sequences": len(valid),
+               "train_tokens": int(sum(len(e) for e in train)), "vocab_size": len(vocab),
+               "train_lowest_slot": int(min(e.slots.min() for e in train))},
+    )

@@ -1,0 +1,100 @@
+"""The SOM family end to end at toy scale: presets, a few training steps on UD EWT, the exact greedy scorer
+(equal to the module's own NLL, independent of batching), parses, ``eval ppl`` and ``model-info``."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from experiments.checkpoints import read_checkpoint
+from experiments.cli import main
+from experiments.config import resolve_train_config
+from experiments.families import get_family
+from experiments.families.adapter import ScoringRequest
+from experiments.train import train
+from lightning_modules.data.dependency import read_conllu
+from lightning_modules.data.encodings import som
+
+TINY = ["model.d_sem=16", "model.d_syn=8", "model.n_slots=12", "model.warmup_steps=2", "model.total_steps=20",
+        "train.batch_size=8", "train.eval_batch_size=16", "train.log_every=1", "runtime.wandb=disabled",
+        "runtime.progress=false", "runtime.threads=1", "train.max_steps=3", "train.val_every=3",
+        "train.ckpt_every=3"]
+
+
+@pytest.fixture(scope="module")
+def small_ud(tmp_path_factory, shared_data: Path) -> Path:
+    """The first 60 sentences of UD EWT dev as a CoNLL-U file (split ``file``)."""
+    import gzip
+
+    text = gzip.open(shared_data / "ud" / "UD_English-EWT" / "en_ewt-ud-dev.conllu.gz", "rt").read()
+    path = tmp_path_factory.mktemp("ud") / "small.conllu"
+    path.write_text("\n\n".join(text.split("\n\n")[:60]) + "\n\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, small_ud: Path) -> tuple[Path, dict]:
+    cfg = resolve_train_config("som", "cpu-small", [*TINY, f"data.corpus={small_ud}", "data.train_split=file",
+                                                     "data.valid_split=file"])
+    run = tmp_path_factory.mktemp("run")
+    return run, train(cfg, seed=1, run_dir=run)
+
+
+def test_cpu_small_presets_train_on_ud_ewt() -> None:
+    cfg = resolve_train_config("som", "cpu-small")
+    assert cfg["data"]["corpus"] == "ud-ewt" and cfg["data"]["valid_split"] == "dev"
+    assert resolve_train_config("som", "cpu-small-esom")["model"]["disentangled"] is False
+    assert resolve_train_config("som", "ptb")["data"]["corpus"] == "ptb-sample"
+
+
+def test_three_steps_give_a_checkpoint_and_metrics(trained) -> None:
+    run, metrics = trained
+    assert metrics["global_step"] == 3 and metrics["family"] == "som"
+    assert json.loads((run / "DONE").read_text()) == metrics
+    assert 1 < metrics["val_token_ppl"] < metrics["vocab_size"] * 2
+    for key in ("val_p_accuracy", "val_p_prime_accuracy"):
+        assert 0.0 <= metrics[key] <= 1.0
+    assert 0.0 <= metrics["val_uf1"] <= 100.0 and metrics["train_sequences"] == 60
+    ckpt = read_checkpoint(run / "checkpoints" / "best.ckpt", "som")
+    assert ckpt["synbench"]["vocab"]["tokens"][:3] == ["<pad>", "<s>", "<eos>"]
+
+
+def test_exact_scorer_matches_the_module_and_is_batch_independent(trained, small_ud: Path) -> None:
+    run, metrics = trained
+    family = get_family("som")
+    ckpt = run / "checkpoints" / "best.ckpt"
+    scoring = family.scoring(ckpt, read_checkpoint(ckpt)["synbench"], ScoringRequest("exact", batch_size=7))
+    sentences = [list(dep.forms) for _, dep in read_conllu(small_ud)]
+    scores = scoring.scorer.score(sentences)
+    assert scoring.scorer.convention.method == "exact" and not scoring.scorer.convention.bound
+    words = sum(len(s) for s in sentences)
+    nll = -sum(s.total for s in scores)
+    # the scorer's exact log p(x) is the validation NLL the training run reported (same data, greedy structure)
+    assert math.exp(nll / words) == pytest.approx(metrics["val_word_ppl"], rel=1e-4)
+    for s in scores:
+        assert s.total == pytest.approx(sum(s.word_logprobs) + s.end_logprob)
+        parse = som.shape_to_tree(som.shape_from_slots(s.extra["decisions"]), list(s.words))
+        assert str(parse) == s.best_tree
+    one_by_one = [scoring.scorer.score([w])[0].total for w in sentences[:5]]
+    assert one_by_one == pytest.approx([s.total for s in scores[:5]], abs=1e-4)
+
+
+def test_eval_ppl_on_a_dependency_corpus(trained, small_ud: Path, tmp_path: Path, capsys) -> None:
+    run, metrics = trained
+    code = main(["eval", "ppl", str(run / "checkpoints" / "best.ckpt"), "--corpus", str(small_ud), "--split", "file",
+                 "--out", str(tmp_path / "ppl"), "--json"])
+    out = json.loads(capsys.readouterr().out)
+    convention = out["settings"]["scorer_convention"]
+    assert code == 0 and convention["method"] == "exact" and convention["bound"] is False
+    assert convention["incremental"].startswith("exact given greedy decisions")
+    assert out["metrics"]["word_ppl"] == pytest.approx(metrics["val_word_ppl"], rel=1e-4)
+
+
+def test_model_info(capsys) -> None:
+    assert main(["model-info", "som", "--preset", "ptb-esom", "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert abs(info["parameters"] / 17.7e6 - 1) < 0.01 and info["parts"]["prediction_rnn"] == 24 * 400 ** 2 + 8 * 400
