@@ -97,4 +97,4 @@ def test_eval_ppl_on_a_dependency_corpus(trained, small_ud: Path, tmp_path: Path
 def test_model_info(capsys) -> None:
     assert main(["model-info", "som", "--preset", "ptb-esom", "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
-    assert abs(info["parameters"] / 17.7e6 - 1) < 0.01 and info["parts"]["prediction_rnn"] == 24 * 400 ** 2 + 8 * 400
+    assert abs(info["parameters"] / 17.7e6 - 1) < 0.01 and info["parts"]["prediction_rnn"] == 24 * 400 ** 2 + 10 * 400
