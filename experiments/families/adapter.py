@@ -69,8 +69,8 @@ class Scoring:
 class ParseView:
     """How a family's parses are scored (``eval parse``): the tree lines EVALB compares, and the baseline.
 
-    ``gold(tree)`` is the EVALB line of a cleaned gold tree as the family's parses are shaped (e.g. binarized,
-    unlabelled), ``parsed(score, tags)`` the line of the scorer's best tree of a sentence with the gold POS
+    ``gold(tree)`` is the EVALB line of a cleaned gold tree (of ``gold_kind``) as the family's parses are
+    shaped (e.g. binarized, unlabelled), ``parsed(score, tags)`` the line of the scorer's best tree of a sentence with the gold POS
     tags, ``baseline(words, tags)`` a trivial parse scored beside (or None), ``evalb`` the parameter set name
     (``collins`` or ``unlabeled``).
     """
@@ -83,6 +83,7 @@ class ParseView:
     convention: str
     gold_name: str  # e.g. "binarized"
     excluded: Callable[[Any, Sequence[Sequence[str]], str], list[bool]] | None = None  # (model, words, unknown)
+    gold_kind: str = "constituency"  # the gold trees ``gold`` reads: constituency (Tree) or dependency (DepTree)
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ class SOMFamily(Family):
         return "string"
 
     def capabilities(self, config: dict[str, Any] | None = None) -> frozenset[str]:
-        return frozenset({"perplexity", "score", "surprisal"})
+        return frozenset({"perplexity", "score", "surprisal", "parse"})
 
     def methods(self, config: dict[str, Any] | None = None) -> tuple[str, ...]:
         return ("exact",)
@@ -132,6 +132,11 @@ class SOMFamily(Family):
             raise InputError("SOM decides its own structure: --proposals/--parser do not apply", str(checkpoint))
         scorer = ExactScorer(self.load(checkpoint, request.device), request.batch_size)
         return Scoring(scorer, {}, "exact, greedy structure (argmax p_t and p'_t)", 32)
+
+    def parse_view(self) -> Any:
+        from experiments.families.som.parsing import VIEW
+
+        return VIEW
 
     def model_info(self, config: dict[str, Any], prefix: str) -> dict[str, Any]:
         from dataclasses import asdict

@@ -5,7 +5,8 @@ network's slot c = argmax p'_t (which reads the memory after w_t), Eq. 13. With 
 p(w_{t+1} | w_≤t) is a deterministic function of the prefix, so the sentence probability Π_t p(w_{t+1} |
 w_≤t) (``<eos>`` included) is exact for that model and per-word values are true incremental surprisals:
 no marginalisation over trees and no bound. The parse is the tree the decisions θ build
-(``parsing.py``); ``best_logprob`` is the same exact log p(x).
+(``parsing.py``; ``best_tree`` holds it with brackets in words written -LRB-/-RRB-, ``extra["decisions"]``
+the decisions); ``best_logprob`` is the same exact log p(x).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import numpy as np
 import torch
 
 from experiments.evaluate.scorer import Convention, SentenceScore, check_sentences
+from experiments.families.som.parsing import bracket_safe
 from lightning_modules.data.encodings import som
 from lightning_modules.data.pushdown_batch import TokenVocab
 from lightning_modules.data.tree import to_bracketed
@@ -83,7 +85,7 @@ class ExactScorer:
             group = order[start: start + self.batch_size]
             for k, (logp, theta) in zip(group, self.model.run([sentences[k] for k in group])):
                 words = tuple(sentences[k])
-                tree = to_bracketed(som.shape_to_tree(som.shape_from_slots(theta), words))
+                tree = to_bracketed(som.shape_to_tree(som.shape_from_slots(theta), bracket_safe(words)))
                 total = float(logp.sum())
                 out[k] = SentenceScore(words, tuple(float(x) for x in logp[:-1]), total, float(logp[-1]),
                                        best_tree=tree, unknown_words=sum(map(self.model.is_unknown, words)),

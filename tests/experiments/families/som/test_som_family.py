@@ -15,6 +15,7 @@ from experiments.cli import main
 from experiments.config import resolve_train_config
 from experiments.families import get_family
 from experiments.families.adapter import ScoringRequest
+from experiments.families.som import parsing
 from experiments.train import train
 from lightning_modules.data.dependency import read_conllu
 from lightning_modules.data.encodings import som
@@ -77,7 +78,7 @@ def test_exact_scorer_matches_the_module_and_is_batch_independent(trained, small
     assert math.exp(nll / words) == pytest.approx(metrics["val_word_ppl"], rel=1e-4)
     for s in scores:
         assert s.total == pytest.approx(sum(s.word_logprobs) + s.end_logprob)
-        parse = som.shape_to_tree(som.shape_from_slots(s.extra["decisions"]), list(s.words))
+        parse = som.shape_to_tree(som.shape_from_slots(s.extra["decisions"]), parsing.bracket_safe(s.words))
         assert str(parse) == s.best_tree
     one_by_one = [scoring.scorer.score([w])[0].total for w in sentences[:5]]
     assert one_by_one == pytest.approx([s.total for s in scores[:5]], abs=1e-4)
@@ -98,3 +99,32 @@ def test_model_info(capsys) -> None:
     assert main(["model-info", "som", "--preset", "ptb-esom", "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
     assert abs(info["parameters"] / 17.7e6 - 1) < 0.01 and info["parts"]["prediction_rnn"] == 24 * 400 ** 2 + 10 * 400
+
+
+def test_eval_parse_against_gamma_on_a_ud_file(trained, small_ud: Path, tmp_path: Path, capsys) -> None:
+    run, metrics = trained
+    code = main(["eval", "parse", str(run / "checkpoints" / "best.ckpt"), "--gold", str(small_ud),
+                 "--out", str(tmp_path / "parse"), "--json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    out = json.loads(captured.out)
+    assert code == 0 and out["settings"]["sentences"] == 60
+    parsed, baseline = out["metrics"]["parsed"]["all"], out["metrics"]["right_branching"]["all"]
+    assert parsed["sentences"] == baseline["sentences"] == 60 and parsed["valid_sentences"] == 60
+    assert "Γ" in out["headline"] and 0.0 <= parsed["bracket_f1"] <= 100.0
+    gold = (tmp_path / "parse" / "gold.txt").read_text().splitlines()
+    deps = [dep for _, dep in read_conllu(small_ud)]
+    assert gold[0] == parsing.gold_line(deps[0]) and gold[0].startswith("(TOP ")
+    # every parse is the tree of the scorer's greedy decisions, in EVALB form with the gold tags
+    assert len((tmp_path / "parse" / "parsed.txt").read_text().splitlines()) == 60
+
+
+def test_gold_lines_score_100_against_themselves(small_ud: Path) -> None:
+    deps = [dep for _, dep in read_conllu(small_ud)]
+    lines = [parsing.gold_line(d) for d in deps]
+    assert parsing.unlabeled_f1(lines, lines)["bracket_f1"] == 100.0
+    # a one-word sentence has no bracket left once the sentence span is deleted
+    one = parsing.evalb_line(0, ["Hi"], ["UH"])
+    assert one == "(TOP (UH Hi))"
+    assert parsing.bracket_safe(["(", ":)", "a b"]) == ["-LRB-", ":-RRB-", "a_b"]
+    assert parsing.evalb_line(((0, 1), 2), ["a", "b", "."], ["DT", "NN", "PUNCT"]) == "(TOP (X (DT a) (NN b)) (. .))"
