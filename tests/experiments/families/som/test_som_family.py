@@ -128,3 +128,16 @@ def test_gold_lines_score_100_against_themselves(small_ud: Path) -> None:
     assert one == "(TOP (UH Hi))"
     assert parsing.bracket_safe(["(", ":)", "a b"]) == ["-LRB-", ":-RRB-", "a_b"]
     assert parsing.evalb_line(((0, 1), 2), ["a", "b", "."], ["DT", "NN", "PUNCT"]) == "(TOP (X (DT a) (NN b)) (. .))"
+
+
+@pytest.mark.slow
+def test_cpu_small_preset_on_ud_ewt(prepared_data_dir: Path, tmp_path: Path) -> None:
+    """The cpu-small preset as shipped (UD EWT train/dev from the data directory), two tiny steps (two minutes
+    on a loaded 2-core machine: all 12,544 + 2,001 sentences are converted and the dev set is scored twice)."""
+    cfg = resolve_train_config("som", "cpu-small", [*TINY, "train.max_steps=2", "train.val_every=2",
+                                                     "train.ckpt_every=2",
+                                                     f"runtime.data_dir={prepared_data_dir}"])
+    metrics = train(cfg, seed=0, run_dir=tmp_path / "run")
+    assert metrics["train_sequences"] == 12544 and metrics["valid_sequences"] == 2001
+    assert metrics["val_words"] == 25147 and metrics["train_lowest_slot"] >= 0
+    assert metrics["val_token_ppl"] < 2 * metrics["vocab_size"]
