@@ -41,8 +41,8 @@ def batches(n_slots: int, batch: int, count: int) -> list:
     """``count`` batches of ``batch`` EWT dev sentences of similar length (ids hashed into 10k types)."""
     deps = [dep for _, dep in read_conllu(EWT_DEV)]
     deps = sorted(deps[: batch * count * 4], key=len)[batch * count: batch * count * 2]
-    rows = [enc.encode([3 + zlib.crc32(w.encode()) % 9997 for w in d.forms], enc.binary_shape(enc.gamma(d)), n_slots, 1, 2)
-            for d in deps]
+    rows = [enc.encode([3 + zlib.crc32(w.encode()) % 9997 for w in d.forms], enc.binary_shape(enc.gamma(d)),
+                       n_slots, 1, 2) for d in deps]
     return [collate(rows[i: i + batch]) for i in range(0, len(rows), batch)]
 
 
@@ -50,6 +50,19 @@ def timed(run: Callable[[], None]) -> float:
     start = time.perf_counter()
     run()
     return time.perf_counter() - start
+
+
+def saved_bytes(module: som.SOM, batch) -> int:
+    """Bytes of the distinct storages autograd saves for the backward pass of a gold-decision forward."""
+    storages: dict[int, int] = {}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        module(batch.inputs, batch.slots, "gold")
+    return sum(storages.values())
 
 
 def main() -> None:
@@ -105,16 +118,7 @@ def main() -> None:
     for n in args.slots:
         torch.manual_seed(0)
         sized = som.build({**config, "n_slots": n}).eval()
-        b = batches(n, args.batch, 1)[0]
-        storages: dict[int, int] = {}
-
-        def pack(t: torch.Tensor) -> torch.Tensor:
-            storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
-            return t
-
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-            sized(b.inputs, b.slots, "gold")
-        print(f"  N = {n:2d}: {sum(storages.values()) / 2**20:8.1f} MiB")
+        print(f"  N = {n:2d}: {saved_bytes(sized, batches(n, args.batch, 1)[0]) / 2**20:8.1f} MiB")
 
 
 if __name__ == "__main__":

@@ -28,8 +28,6 @@ from lightning_modules.data.encodings import som
 from lightning_modules.data.pushdown_batch import TokenVocab
 from lightning_modules.errors import InputError
 
-TREE_LABELS = ("gold", "left_branching")
-
 
 @dataclass
 class SOMBatch:
@@ -65,7 +63,7 @@ def sentence_shape(words: Sequence[str], tree: Any, tree_labels: str) -> som.Sha
     if tree_labels == "left_branching":
         return som.left_branching(len(words))
     if tree_labels != "gold":
-        raise InputError(f"must be one of {', '.join(TREE_LABELS)}, not {tree_labels!r}", "model.tree_labels")
+        raise InputError(f"must be one of {', '.join(som.TREE_LABELS)}, not {tree_labels!r}", "model.tree_labels")
     from lightning_modules.data.dependency import DepTree
 
     return som.binary_shape(som.gamma(tree) if isinstance(tree, DepTree) else tree)

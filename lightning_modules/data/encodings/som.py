@@ -45,6 +45,7 @@ from lightning_modules.data.tree import Tree
 Shape = int | tuple["Shape", "Shape"]
 SOS, EOS = "<s>", "<eos>"
 UNLABELLED = "X"
+TREE_LABELS = ("gold", "left_branching")  # the tree a model learns: Γ, or Table 2's left-branching ablation
 
 
 # -- Γ ------------------------------------------------------------------------------------------------

@@ -8,7 +8,6 @@ import math
 from pathlib import Path
 
 import pytest
-import torch
 
 from experiments.checkpoints import read_checkpoint
 from experiments.cli import main
