@@ -95,8 +95,8 @@ def build(cfg: dict[str, Any]) -> Any:
         try:
             _, splits[key] = read_split(data["corpus"], data[key], data_dir=cfg["runtime"].get("data_dir"))
         except InputError as e:
-            raise InputError(e.message, f"data.{key}" if e.location == "--split" else
-                             "data.corpus" if e.location == "--corpus" else e.location) from None
+            where = {"--split": f"data.{key}", "--corpus": "data.corpus", None: "data.corpus"}
+            raise InputError(e.message, where.get(e.location, e.location)) from None
     words = WordVocab.build([w for s in splits["train_split"] for w in s.words], int(data.get("min_count", 2)))
     vocab = TokenVocab([words.token(i) for i in range(len(words))])
     n_slots, labels = int(model.get("n_slots", 15)), model.get("tree_labels", "gold")

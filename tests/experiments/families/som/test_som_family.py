@@ -140,3 +140,19 @@ def test_cpu_small_preset_on_ud_ewt(prepared_data_dir: Path, tmp_path: Path) -> 
     assert metrics["train_sequences"] == 12544 and metrics["valid_sequences"] == 2001
     assert metrics["val_words"] == 25147 and metrics["train_lowest_slot"] >= 0
     assert metrics["val_token_ppl"] < 2 * metrics["vocab_size"]
+
+
+@pytest.mark.parametrize(("override", "message"), [
+    ("data.corpus=nope", "data.corpus: unknown corpus 'nope'"),
+    ("model.tree_labels=right", "model.tree_labels: must be one of gold, left_branching"),
+    ("data.terminals=sentencepiece", "data.terminals: SOM reads words"),
+    ("model.structure=beam", "model.structure: must be one of adaptive, teacher_forcing"),
+])
+def test_bad_training_config_is_one_error_line(small_ud: Path, tmp_path: Path, capsys, override: str,
+                                               message: str) -> None:
+    argv = ["train", "som", override, "runtime.wandb=disabled", "--run-dir", str(tmp_path / "run")]
+    if not override.startswith("data.corpus"):
+        argv[3:3] = [f"data.corpus={small_ud}", "data.train_split=file", "data.valid_split=file"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"synbench: error: {message}") and err.count("\n") == 1
