@@ -64,11 +64,11 @@ def read_sentences(corpus: str, split: str, limit: int | None = None, data_dir: 
                    trees: bool = False, tree_kind: str = "constituency") -> Sentences:
     """The first ``limit`` (default all) sentences of a corpus split: a treebank, or a dependency corpus (its
     words; no gold constituency trees) unless ``trees`` requires trees of ``tree_kind`` (constituency trees,
-    or the dependency trees themselves)."""
+    the dependency trees themselves, or None: whichever the corpus has)."""
     from lightning_modules.data.corpora import read_split
 
     loaded, read = read_split(corpus, split, limit, data_dir, tree_kind if trees else None)
-    keep = loaded.kind == "constituency" or (trees and loaded.kind == tree_kind)
+    keep = loaded.kind == "constituency" or (trees and tree_kind in (None, loaded.kind))
     return Sentences(f"{loaded.name}/{split}", [s.words for s in read],
                      [s.tree for s in read] if keep else None,  # type: ignore[misc]
                      [s.location for s in read], [s.document for s in read], [s.tags for s in read])

@@ -41,7 +41,8 @@ CONVENTION = ("model parse = the proposal with the highest log p(x, y) among the
               "oracle = per-sentence best bracket F1 among the same proposals")
 
 
-def read_gold(spec: str, limit: int | None, data_dir: str | None = None, kind: str = "constituency") -> Sentences:
+def read_gold(spec: str, limit: int | None, data_dir: str | None = None, kind: str | None = "constituency"
+              ) -> Sentences:
     """``--gold``: a treebank file, or ``CORPUS/SPLIT`` of the corpus registry, with trees of ``kind``."""
     from experiments.evaluate.ppl import read_sentences
 

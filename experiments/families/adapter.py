@@ -83,7 +83,8 @@ class ParseView:
     convention: str
     gold_name: str  # e.g. "binarized"
     excluded: Callable[[Any, Sequence[Sequence[str]], str], list[bool]] | None = None  # (model, words, unknown)
-    gold_kind: str = "constituency"  # the gold trees ``gold`` reads: constituency (Tree) or dependency (DepTree)
+    gold_kind: str | None = "constituency"  # the gold ``gold`` reads: constituency (Tree), dependency (DepTree)
+    # or None (either, as the corpus has them)
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,14 @@
 """SOM's incremental parses and their unlabeled F1 (§4.3, Table 2; Appendix B.1, Table 8).
 
 A parse is the tree the greedy decisions θ_t build (``encodings.som.shape_from_slots``), binary and
-unlabelled over words. It is scored with EVALB's unlabeled setting (COLLINS.prm, LABELED 0): punctuation is
-deleted by tag and the root is labelled ``TOP`` so that the sentence span is deleted too, which with
-binary trees (no unary brackets) discards exactly the trivial spans, as Kim et al. (2019) and the paper's
-Appendix B.1 describe. Tags are those ``eval`` reads (XPOS, else UPOS: PTB tags for EWT, whose punctuation
-tags EVALB deletes); UD's UPOS ``PUNCT`` becomes ``.`` (deleted). ``eval parse CKPT --gold CORPUS/SPLIT``
-reads UD corpora (``VIEW``): the parse of every sentence against its Γ, the right-branching tree beside.
+unlabelled over words. Parses and gold trees are scored as the paper describes (Appendix B.1, after Kim et al.
+2019: EVALB, punctuation ignored, trivial spans discarded): each EVALB line drops its punctuation words
+(COLLINS.prm's deleted tags ``, : `` '' .`` and UD's UPOS ``PUNCT``), then every bracket left over a single
+word or over the same span as its only child, and labels its root ``TOP`` (the sentence span, deleted by
+EVALB). What remains is scored with EVALB's unlabeled setting. Tags are those ``eval`` reads (XPOS, else UPOS).
+``eval parse CKPT --gold CORPUS/SPLIT`` reads UD corpora (``VIEW``): the parse of every sentence against its Γ,
+the right-branching tree beside; or a constituency treebank: the parse against the original, n-ary tree
+(Table 8; a binary parse cannot reach 100 there: ``oracle_binary_f1`` gives the ceiling).
 """
 
 from __future__ import annotations
@@ -20,18 +22,14 @@ from experiments.families.adapter import ParseView
 from experiments.families.parser.proposals import with_tags
 from lightning_modules.data.dependency import DepTree
 from lightning_modules.data.encodings import som
-from lightning_modules.data.tree import Tree, to_bracketed
+from lightning_modules.data.tree import Tree, drop_pos_tags, to_bracketed
 from lightning_modules.errors import InputError
 
 CONVENTION = ("model parse = the tree of the greedy decisions argmax p_t (incremental, one-step look-ahead); "
-              "EVALB unlabeled (COLLINS.prm with LABELED 0: punctuation deleted by tag) with the root "
-              "labelled TOP (sentence span deleted), against Γ (UD tree converted as Fig. 4) or the given "
-              "constituency tree")
-
-
-def evalb_tags(tags: Sequence[str]) -> list[str]:
-    """Tags as EVALB reads them: UD's ``PUNCT`` is punctuation (``.``)."""
-    return ["." if t == "PUNCT" else t for t in tags]
+              "EVALB unlabeled after removing punctuation (tags , : `` '' . and UPOS PUNCT) and trivial spans "
+              "(single words, the sentence), against Γ (UD tree converted as Fig. 4) or the given constituency "
+              "tree")
+PUNCTUATION = frozenset({",", ":", "``", "''", ".", "PUNCT"})
 
 
 def bracket_safe(words: Sequence[str]) -> list[str]:
@@ -40,9 +38,23 @@ def bracket_safe(words: Sequence[str]) -> list[str]:
 
 
 def evalb_line(tree: som.Shape | Tree, words: Sequence[str], tags: Sequence[str]) -> str:
-    """The EVALB line of a shape (or an unlabelled-or-labelled tree over ``words``) with its root as TOP."""
+    """The EVALB line of a shape (or a POS-free tree over ``words``): tagged, punctuation and trivial spans
+    removed, root ``TOP`` (module docstring). A sentence of punctuation only keeps its words, flat."""
     node = som.shape_to_tree(tree, bracket_safe(words)) if not isinstance(tree, Tree) else tree
-    return to_bracketed(with_tags(Tree("TOP", node.children), evalb_tags(tags)))
+    tagged = with_tags(node, tags)
+    pruned = _prune(tagged)
+    if pruned is None:
+        return to_bracketed(Tree("TOP", tuple(Tree(t, (w,)) for w, t in tagged.pos())))
+    return to_bracketed(Tree("TOP", (pruned,) if pruned.is_preterminal else pruned.children))
+
+
+def _prune(node: Tree) -> Tree | None:
+    if node.is_preterminal:
+        return None if node.label in PUNCTUATION else node
+    kids = [k for k in (_prune(c) for c in node.children if isinstance(c, Tree)) if k is not None]
+    if not kids:
+        return None
+    return kids[0] if len(kids) == 1 else Tree(node.label, tuple(kids))
 
 
 def unlabeled_f1(gold: Sequence[str], parsed: Sequence[str]) -> dict[str, Any]:
@@ -55,9 +67,12 @@ def corpus_tags(dep: DepTree) -> list[str]:
     return list(dep.xpos if any(x != "_" for x in dep.xpos) else dep.upos)
 
 
-def gold_line(dep: DepTree) -> str:
-    """Γ of a gold UD tree as an EVALB line (the same tags as the parse)."""
-    return evalb_line(som.binary_shape(som.gamma(dep)), dep.forms, corpus_tags(dep))
+def gold_line(gold: DepTree | Tree) -> str:
+    """The EVALB line of a gold tree (the same tags as the parse): Γ of a UD tree, or a (cleaned) constituency
+    tree as it is, n-ary (Appendix B.1, Table 8: against the original PTB trees)."""
+    if isinstance(gold, DepTree):
+        return evalb_line(som.binary_shape(som.gamma(gold)), gold.forms, corpus_tags(gold))
+    return evalb_line(drop_pos_tags(gold), gold.leaves(), [t for _, t in gold.pos()])
 
 
 def parsed_line(score: Any, tags: Sequence[str]) -> str:
@@ -80,5 +95,13 @@ def excluded(model: Any, sentences: Sequence[Sequence[str]], unknown: str) -> li
 
 
 VIEW = ParseView(gold=gold_line, parsed=parsed_line, baseline=right_branching_line, baseline_name="right_branching",
-                 evalb="unlabeled", convention=CONVENTION, gold_name="Γ (Fig. 4)", excluded=excluded,
-                 gold_kind="dependency")
+                 evalb="unlabeled", convention=CONVENTION, gold_name="Γ (Fig. 4) of UD trees, or constituency trees",
+                 excluded=excluded, gold_kind=None)
+
+
+def oracle_binary_f1(trees: Sequence[Tree]) -> float:
+    """Table 8's "Oracle Binary Trees": the F1 of the gold trees binarized (left bias, as Γ) against themselves,
+    the ceiling of a binary parser against n-ary gold."""
+    gold = [gold_line(t) for t in trees]
+    binary = [evalb_line(som.binary_shape(t), t.leaves(), [tag for _, tag in t.pos()]) for t in trees]
+    return unlabeled_f1(gold, binary)["bracket_f1"]

@@ -126,7 +126,10 @@ def test_gold_lines_score_100_against_themselves(small_ud: Path) -> None:
     one = parsing.evalb_line(0, ["Hi"], ["UH"])
     assert one == "(TOP (UH Hi))"
     assert parsing.bracket_safe(["(", ":)", "a b"]) == ["-LRB-", ":-RRB-", "a_b"]
-    assert parsing.evalb_line(((0, 1), 2), ["a", "b", "."], ["DT", "NN", "PUNCT"]) == "(TOP (X (DT a) (NN b)) (. .))"
+    # punctuation and trivial spans removed: the sentence span (a b) becomes TOP, deleted by EVALB
+    assert parsing.evalb_line(((0, 1), 2), ["a", "b", "."], ["DT", "NN", "PUNCT"]) == "(TOP (DT a) (NN b))"
+    assert parsing.evalb_line((0, (1, 2)), ["a", "b", "c"], ["DT", "NN", "VB"]) == "(TOP (DT a) (X (NN b) (VB c)))"
+    assert parsing.evalb_line((0, 1), [".", ","], [".", ","]) == "(TOP (. .) (, ,))"
 
 
 @pytest.mark.slow
@@ -156,3 +159,28 @@ def test_bad_training_config_is_one_error_line(small_ud: Path, tmp_path: Path, c
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"synbench: error: {message}") and err.count("\n") == 1
+
+
+def test_constituency_gold_lines_and_the_oracle_binary_ceiling(shared_data: Path) -> None:
+    from lightning_modules.data.tree import clean, parse_tree, read_bracketed
+
+    tree = clean(parse_tree("(S (NP (DT the) (JJ old) (NN man)) (VP (VBD left)) (. .))"))
+    # n-ary and as given; punctuation, the sentence span (TOP) and the one-word VP removed
+    assert parsing.gold_line(tree) == "(TOP (NP (DT the) (JJ old) (NN man)) (VBD left))"
+    trees = [clean(t) for _, t in read_bracketed(shared_data / "ptb_nltk_sample" / "combined" / "wsj_0003.mrg")]
+    ceiling = parsing.oracle_binary_f1(trees)
+    assert 60.0 < ceiling < 100.0  # Table 8 reports 82.5 on the PTB test set
+    assert parsing.oracle_binary_f1([tree]) == 66.67  # recall 1, precision 1/2 (EVALB prints 2 decimals)
+
+
+def test_eval_parse_against_original_constituency_trees(trained, shared_data: Path, tmp_path: Path, capsys) -> None:
+    run, _ = trained
+    gold = shared_data / "ptb_nltk_sample" / "combined" / "wsj_0003.mrg"
+    code = main(["eval", "parse", str(run / "checkpoints" / "best.ckpt"), "--gold", str(gold), "--out",
+                 str(tmp_path / "parse"), "--json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    out = json.loads(captured.out)
+    parsed = out["metrics"]["parsed"]["all"]
+    assert parsed["sentences"] == parsed["valid_sentences"] == 30  # n-ary gold, same words once pruned
+    assert (tmp_path / "parse" / "gold.txt").read_text().startswith("(TOP ")
