@@ -70,9 +70,9 @@ class ParseView:
     """How a family's parses are scored (``eval parse``): the tree lines EVALB compares, and the baseline.
 
     ``gold(tree)`` is the EVALB line of a cleaned gold tree (of ``gold_kind``) as the family's parses are
-    shaped (e.g. binarized, unlabelled), ``parsed(score, tags)`` the line of the scorer's best tree of a sentence with the gold POS
-    tags, ``baseline(words, tags)`` a trivial parse scored beside (or None), ``evalb`` the parameter set name
-    (``collins`` or ``unlabeled``).
+    shaped (e.g. binarized, unlabelled), ``parsed(score, tags)`` the line of the scorer's best tree of a
+    sentence with the gold POS tags, ``baseline(words, tags)`` a trivial parse scored beside (or None),
+    ``evalb`` the parameter set name (``collins`` or ``unlabeled``).
     """
 
     gold: Callable[[Any], str]
