@@ -70,11 +70,11 @@ def sentence_shape(words: Sequence[str], tree: Any, tree_labels: str) -> som.Sha
 
 
 def encode_sentence(words: Sequence[str], tree: Any, vocab: TokenVocab, unkify: Any, n_slots: int,
-                    tree_labels: str) -> som.SOMExample:
+                    tree_labels: str, tags: Sequence[str] = ()) -> som.SOMExample:
     """One sentence's example: word ids through ``unkify`` and the vocabulary, and its structure."""
     ids = [vocab.id(unkify(w)) for w in words]
     return som.encode(ids, sentence_shape(words, tree, tree_labels), n_slots, vocab.id(som.SOS),
-                      vocab.id(som.EOS))
+                      vocab.id(som.EOS), tags)
 
 
 def build(cfg: dict[str, Any]) -> Any:
@@ -105,7 +105,7 @@ def build(cfg: dict[str, Any]) -> Any:
         out = []
         for s in sentences:
             try:
-                out.append(encode_sentence(s.words, s.tree, vocab, words.unkify, n_slots, labels))
+                out.append(encode_sentence(s.words, s.tree, vocab, words.unkify, n_slots, labels, s.tags))
             except InputError as e:
                 raise InputError(e.message, e.location or s.location) from None
         return out

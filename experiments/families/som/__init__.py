@@ -76,8 +76,8 @@ class SOMFamily(Family):
     def final_metrics(self, module: Any, data: Any, best_path: str) -> dict[str, Any]:
         """Validation metrics of the best checkpoint with greedy decisions: exact perplexity (per token and
         per word, ``<eos>`` predicted), p / p' accuracy against Algorithm 1's labels (Table 2), and the
-        unlabeled F1 of the parses against the training trees (punctuation kept: the validation examples
-        carry no tags; ``eval`` reports the paper's convention)."""
+        unlabeled F1 of the parses against the trees the model is trained on (Γ, or the binarized
+        constituency trees), with ``eval parse``'s convention (``parsing.py``)."""
         import torch
 
         from experiments.families.som import parsing
@@ -98,8 +98,8 @@ class SOMFamily(Family):
                 for b, row in enumerate(rows):
                     n = len(row) - 1
                     words = [str(i) for i in range(n)]
-                    gold.append(parsing.evalb_line(som.shape_from_slots(row.slots[1: n + 1]), words, ["X"] * n))
-                    parsed.append(parsing.evalb_line(som.shape_from_slots(theta[b, 1: n + 1]), words, ["X"] * n))
+                    gold.append(parsing.evalb_line(som.shape_from_slots(row.slots[1: n + 1]), words, row.tags))
+                    parsed.append(parsing.evalb_line(som.shape_from_slots(theta[b, 1: n + 1]), words, row.tags))
         tokens, words = max(sums["lm_count"], 1), max(data.valid_words, 1)
         out = {
             "val_tokens": int(sums["lm_count"]),
@@ -109,7 +109,7 @@ class SOMFamily(Family):
             "val_word_ppl_convention": "exact with greedy decisions, <eos> predicted, denominator = words",
             "val_p_accuracy": sums["parser_correct"] / max(sums["parser_count"], 1),
             "val_uf1": parsing.unlabeled_f1(gold, parsed)["bracket_f1"],
-            "val_uf1_convention": "EVALB unlabeled vs the training trees, sentence span deleted, punctuation kept",
+            "val_uf1_convention": "EVALB unlabeled vs the training trees, punctuation and trivial spans removed",
         }
         if "zero_step_count" in sums:
             out["val_p_prime_accuracy"] = sums["zero_step_correct"] / max(sums["zero_step_count"], 1)

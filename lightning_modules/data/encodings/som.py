@@ -216,6 +216,7 @@ class SOMExample:
     targets: np.ndarray  # int64[n+1]: the words, <eos>
     first_sibling: np.ndarray  # int64[n+2], over <s> w_1..w_n <eos>
     slots: np.ndarray  # int64[n+2]: the gold grid labels of the same tokens
+    tags: tuple[str, ...] = ()  # the words' POS tags, for scoring parses (not read by the model)
 
     def __len__(self) -> int:
         return len(self.inputs)
@@ -229,10 +230,11 @@ def sentence_shape(shape: Shape) -> Shape:
     return ((0, shift(shape)), size(shape) + 1)
 
 
-def encode(ids: Sequence[int], shape: Shape, n_slots: int, sos: int, eos: int) -> SOMExample:
+def encode(ids: Sequence[int], shape: Shape, n_slots: int, sos: int, eos: int, tags: Sequence[str] = ()
+           ) -> SOMExample:
     """Encode a sentence of word ids with its binary shape (Γ, or a left-branching tree)."""
     if len(ids) != size(shape):
         raise ValueError(f"{len(ids)} words but a tree over {size(shape)}")
     full = sentence_shape(shape)
     return SOMExample(np.array([sos, *ids], dtype=np.int64), np.array([*ids, eos], dtype=np.int64),
-                      first_siblings(full), token_slots(full, n_slots))
+                      first_siblings(full), token_slots(full, n_slots), tuple(tags))

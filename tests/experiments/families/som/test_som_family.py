@@ -111,6 +111,7 @@ def test_eval_parse_against_gamma_on_a_ud_file(trained, small_ud: Path, tmp_path
     parsed, baseline = out["metrics"]["parsed"]["all"], out["metrics"]["right_branching"]["all"]
     assert parsed["sentences"] == baseline["sentences"] == 60 and parsed["valid_sentences"] == 60
     assert "Γ" in out["headline"] and 0.0 <= parsed["bracket_f1"] <= 100.0
+    assert parsed["bracket_f1"] == metrics["val_uf1"]  # the training run's validation UF1: same parses, convention
     gold = (tmp_path / "parse" / "gold.txt").read_text().splitlines()
     deps = [dep for _, dep in read_conllu(small_ud)]
     assert gold[0] == parsing.gold_line(deps[0]) and gold[0].startswith("(TOP ")
