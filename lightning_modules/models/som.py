@@ -1,7 +1,9 @@
 """Syntactic Ordered Memory (Shen et al. 2021, §3) as one LightningModule: eSOM, dSOM and Table 2's ablations.
 
-The network, read top to bottom. Slots are tensor indices 0..N-1 (the paper's slots 1..N); a decision θ_t
-is the slot x_t is written into, which is also the 0-based index of p_t's split point
+The network, read top to bottom. Memory slots are tensor indices 0..N-1 (the paper's slots 1..N). A decision
+θ_t is the paper's slot that x_t is written into (tensor index θ_t − 1; 0 is the virtual slot below slot 1),
+which is also the 0-based index of p_t's split point i = θ_t + 1: the candidates at tensor indices ≤ θ_t
+are committed and x_t composes with the memory from tensor index θ_t up
 (``lightning_modules.data.encodings.som``). Per sentence ``<s> w_1 … w_n``, with x_t = LN(E[w_t]):
 
 1. **One-step look-ahead parser** p_t (t ≥ 2; OM's attention, §3.1): q = LN(W_q x_t), k_j = LN(W_k M̂_{t−1}^j),
@@ -48,6 +50,10 @@ Decisions the paper leaves open, each recorded here:
     ``embedded_dropout``, used throughout Shen et al.'s code).
   * The RNN of the prediction network starts from zeros; the optimiser (Adam, warm-up then cosine, clip
     ``grad_clip_norm``) is not given in the paper.
+  * Sentences are read as ``<s> w_1 … w_n`` under ((<s> Γ) <eos>), Algorithm 1's labels are kept inside the
+    mask, and trees deeper than the memory are clamped at slot 0 (``encodings.som``).
+  * p and p' accuracies leave out the steps the mask forces (the first word's slot, and its prediction at
+    ``<s>``).
 """
 
 from __future__ import annotations
