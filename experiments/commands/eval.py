@@ -229,8 +229,9 @@ def run_parse(args: argparse.Namespace) -> int:
     from experiments.evaluate import parse, rerank
     from experiments.evaluate.scorer_choice import choose
 
-    gold = rerank.read_gold(args.gold, args.limit, args.data_dir)
     chosen = choose(args)
+    kind = chosen.adapter.parse_view().gold_kind if "parse" in chosen.capabilities else "constituency"
+    gold = rerank.read_gold(args.gold, args.limit, args.data_dir, kind)
     result, computed = parse.evaluate(chosen, args.checkpoint, gold, args.unknown, args.limit, args.out)
 
     def report(r: dict) -> str:

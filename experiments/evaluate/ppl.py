@@ -41,9 +41,10 @@ class Sentences:
 
     name: str  # "CORPUS/SPLIT"
     words: list[list[str]]
-    trees: list[Tree] | None  # gold constituency trees (None for a dependency corpus)
+    trees: list[Tree] | None  # gold constituency trees (None for a dependency corpus unless asked for)
     locations: list[str]
     documents: list[int]  # document index of each sentence (documents of the split, in order)
+    tags: list[list[str]] | None = None  # POS tags (constituency: preterminals; dependency: XPOS, else UPOS)
 
     def checksum(self) -> str:
         text = "\n".join(" ".join(w) for w in self.words)
@@ -60,15 +61,17 @@ class Sentences:
 
 
 def read_sentences(corpus: str, split: str, limit: int | None = None, data_dir: str | None = None,
-                   trees: bool = False) -> Sentences:
+                   trees: bool = False, tree_kind: str = "constituency") -> Sentences:
     """The first ``limit`` (default all) sentences of a corpus split: a treebank, or a dependency corpus (its
-    words; no gold constituency trees) unless ``trees`` requires constituency trees."""
+    words; no gold constituency trees) unless ``trees`` requires trees of ``tree_kind`` (constituency trees,
+    the dependency trees themselves, or None: whichever the corpus has)."""
     from lightning_modules.data.corpora import read_split
 
-    loaded, read = read_split(corpus, split, limit, data_dir, "constituency" if trees else None)
+    loaded, read = read_split(corpus, split, limit, data_dir, tree_kind if trees else None)
+    keep = loaded.kind == "constituency" or (trees and tree_kind in (None, loaded.kind))
     return Sentences(f"{loaded.name}/{split}", [s.words for s in read],
-                     [s.tree for s in read] if loaded.kind == "constituency" else None,  # type: ignore[misc]
-                     [s.location for s in read], [s.document for s in read])
+                     [s.tree for s in read] if keep else None,  # type: ignore[misc]
+                     [s.location for s in read], [s.document for s in read], [s.tags for s in read])
 
 
 def evaluate(chosen: ChosenScorer, model_path: str | Path, sentences: Sentences, limit: int | None,

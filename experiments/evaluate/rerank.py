@@ -41,16 +41,17 @@ CONVENTION = ("model parse = the proposal with the highest log p(x, y) among the
               "oracle = per-sentence best bracket F1 among the same proposals")
 
 
-def read_gold(spec: str, limit: int | None, data_dir: str | None = None) -> Sentences:
-    """``--gold``: a treebank file, or ``CORPUS/SPLIT`` of the corpus registry."""
+def read_gold(spec: str, limit: int | None, data_dir: str | None = None, kind: str | None = "constituency"
+              ) -> Sentences:
+    """``--gold``: a treebank file, or ``CORPUS/SPLIT`` of the corpus registry, with trees of ``kind``."""
     from experiments.evaluate.ppl import read_sentences
 
     if Path(spec).is_file():
-        return read_sentences(spec, "file", limit, data_dir, trees=True)
+        return read_sentences(spec, "file", limit, data_dir, trees=True, tree_kind=kind)
     corpus, slash, split = spec.rpartition("/")
     if not slash or not corpus:
         raise InputError("expected a treebank file or CORPUS/SPLIT (e.g. ptb-sample/test)", "--gold")
-    return read_sentences(corpus, split, limit, data_dir, trees=True)
+    return read_sentences(corpus, split, limit, data_dir, trees=True, tree_kind=kind)
 
 
 def distinct(trees: Sequence[Tree], n: int) -> list[Tree]:

@@ -71,10 +71,10 @@ class Scoring:
 class ParseView:
     """How a family's parses are scored (``eval parse``): the tree lines EVALB compares, and the baseline.
 
-    ``gold(tree)`` is the EVALB line of a cleaned gold tree as the family's parses are shaped (e.g. binarized,
-    unlabelled), ``parsed(score, tags)`` the line of the scorer's best tree of a sentence with the gold POS
-    tags, ``baseline(words, tags)`` a trivial parse scored beside (or None), ``evalb`` the parameter set name
-    (``collins`` or ``unlabeled``).
+    ``gold(tree)`` is the EVALB line of a cleaned gold tree (of ``gold_kind``) as the family's parses are
+    shaped (e.g. binarized, unlabelled), ``parsed(score, tags)`` the line of the scorer's best tree of a
+    sentence with the gold POS tags, ``baseline(words, tags)`` a trivial parse scored beside (or None),
+    ``evalb`` the parameter set name (``collins`` or ``unlabeled``).
     """
 
     gold: Callable[[Any], str]
@@ -85,6 +85,8 @@ class ParseView:
     convention: str
     gold_name: str  # e.g. "binarized"
     excluded: Callable[[Any, Sequence[Sequence[str]], str], list[bool]] | None = None  # (model, words, unknown)
+    gold_kind: str | None = "constituency"  # the gold ``gold`` reads: constituency (Tree), dependency (DepTree)
+    # or None (either, as the corpus has them)
 
 
 @dataclass(frozen=True)

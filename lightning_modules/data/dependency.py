@@ -8,7 +8,7 @@ reproduces the file, as UD defines them: neither is a syntactic word, neither ta
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from lightning_modules.errors import InputError
@@ -83,6 +83,26 @@ def require_projective(tree: DepTree, location: str | None = None) -> None:
             "this transition system needs projective trees",
             location,
         )
+
+
+def projectivize(tree: DepTree) -> DepTree:
+    """The tree with crossed arcs lifted until none is left (Nivre & Nilsson 2005, without label encoding).
+
+    While an arc is crossed, the shortest crossed arc whose head has a head of its own (the leftmost
+    dependent on ties) has its dependent reattached to its head's head; every lift moves a word closer to
+    the root, so this ends. Arcs from the root (or the root word) are never lifted: an arc crossing one is
+    itself crossed and is lifted instead. A projective tree is returned unchanged. Relations are kept:
+    only ``heads`` changes.
+    """
+    heads = list(tree.heads)
+    while True:
+        bad = [(h, d) for h, d in non_projective_arcs(replace(tree, heads=tuple(heads)))
+               if h != 0 and heads[h - 1] != 0]
+        if not bad:
+            break
+        h, d = min(bad, key=lambda arc: (abs(arc[0] - arc[1]), arc[1]))
+        heads[d - 1] = heads[h - 1]
+    return tree if tuple(heads) == tree.heads else replace(tree, heads=tuple(heads))
 
 
 # -- reading ----------------------------------------------------------------------------------------

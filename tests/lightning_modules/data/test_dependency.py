@@ -11,6 +11,7 @@ from lightning_modules.data.dependency import (
     DepTree,
     non_projective_arcs,
     parse_conllu,
+    projectivize,
     read_conllu,
     require_projective,
     to_conllu,
@@ -264,3 +265,25 @@ def test_non_projective_count_in_ewt_dev_agrees_three_ways(shared_data: Path) ->
     by_yields = [i for i, t in enumerate(trees) if not _projective_by_yields(t)]
     assert by_crossing == by_dominance == by_yields
     assert len(by_crossing) == 31
+
+
+def test_projectivize_lifts_the_shortest_crossed_arc() -> None:
+    forms = ("A", "hearing", "is", "scheduled", "on", "the", "issue", "today")
+    tree = DepTree(forms=forms, heads=(2, 3, 0, 3, 7, 7, 2, 4), deprels=tuple("det nsubj root xcomp case det nmod "
+                                                                             "obl".split()))
+    lifted = projectivize(tree)
+    # 4 -> 8 (length 4) is lifted to 3 -> 8 first, then 2 -> 7 (length 5) to 3 -> 7
+    assert lifted.heads == (2, 3, 0, 3, 7, 7, 3, 3)
+    assert lifted.is_projective() and lifted.deprels == tree.deprels and lifted.forms == forms
+    assert projectivize(_tree([3, 0, 2])).heads == (2, 0, 2)  # an arc crossing the root arc is lifted
+    projective = _tree([2, 0, 2])
+    assert projectivize(projective) is projective
+
+
+def test_projectivize_on_ewt_dev(shared_data: Path) -> None:
+    lifted = 0
+    for _, dep in read_conllu(shared_data / "ud" / "UD_English-EWT" / "en_ewt-ud-dev.conllu.gz"):
+        out = projectivize(dep)
+        assert out.is_projective() and _projective_by_dominance(out)
+        lifted += out is not dep
+    assert lifted == 31

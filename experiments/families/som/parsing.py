@@ -1,0 +1,107 @@
+"""SOM's incremental parses and their unlabeled F1 (§4.3, Table 2; Appendix B.1, Table 8).
+
+A parse is the tree the greedy decisions θ_t build (``encodings.som.shape_from_slots``), binary and
+unlabelled over words. Parses and gold trees are scored as the paper describes (Appendix B.1, after Kim et al.
+2019: EVALB, punctuation ignored, trivial spans discarded): each EVALB line drops its punctuation words
+(COLLINS.prm's deleted tags ``, : `` '' .`` and UD's UPOS ``PUNCT``), then every bracket left over a single
+word or over the same span as its only child, and labels its root ``TOP`` (the sentence span, deleted by
+EVALB). What remains is scored with EVALB's unlabeled setting. Tags are those ``eval`` reads (XPOS, else UPOS).
+``eval parse CKPT --gold CORPUS/SPLIT`` reads UD corpora (``VIEW``): the parse of every sentence against its Γ,
+the right-branching tree beside; or a constituency treebank: the parse against the original, n-ary tree
+(Table 8; a binary parse cannot reach 100 there: ``oracle_binary_f1`` gives the ceiling).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from experiments.evaluate.evalb import UNLABELED, evaluate_lines
+from experiments.evaluate.parse import UNKNOWN
+from experiments.families.adapter import ParseView
+from experiments.families.parser.proposals import with_tags
+from lightning_modules.data.dependency import DepTree
+from lightning_modules.data.encodings import som
+from lightning_modules.data.tree import Tree, drop_pos_tags, to_bracketed
+from lightning_modules.errors import InputError
+
+CONVENTION = ("model parse = the tree of the greedy decisions argmax p_t (incremental, one-step look-ahead); "
+              "EVALB unlabeled after removing punctuation (tags , : `` '' . and UPOS PUNCT) and trivial spans "
+              "(single words, the sentence), against Γ (UD tree converted as Fig. 4) or the given constituency "
+              "tree")
+PUNCTUATION = frozenset({",", ":", "``", "''", ".", "PUNCT"})
+
+
+def bracket_safe(words: Sequence[str]) -> list[str]:
+    """Words as a bracketed line can hold them: ``(``/``)`` as PTB's ``-LRB-``/``-RRB-``, spaces as ``_``."""
+    return [w.replace("(", "-LRB-").replace(")", "-RRB-").replace(" ", "_") for w in words]
+
+
+def evalb_line(tree: som.Shape | Tree, words: Sequence[str], tags: Sequence[str]) -> str:
+    """The EVALB line of a shape (or a POS-free tree over ``words``): tagged, punctuation and trivial spans
+    removed, root ``TOP`` (module docstring). A sentence of punctuation only keeps its words, flat."""
+    node = som.shape_to_tree(tree, bracket_safe(words)) if not isinstance(tree, Tree) else tree
+    tagged = with_tags(node, tags)
+    pruned = _prune(tagged)
+    if pruned is None:
+        return to_bracketed(Tree("TOP", tuple(Tree(t, (w,)) for w, t in tagged.pos())))
+    return to_bracketed(Tree("TOP", (pruned,) if pruned.is_preterminal else pruned.children))
+
+
+def _prune(node: Tree) -> Tree | None:
+    if node.is_preterminal:
+        return None if node.label in PUNCTUATION else node
+    kids = [k for k in (_prune(c) for c in node.children if isinstance(c, Tree)) if k is not None]
+    if not kids:
+        return None
+    return kids[0] if len(kids) == 1 else Tree(node.label, tuple(kids))
+
+
+def unlabeled_f1(gold: Sequence[str], parsed: Sequence[str]) -> dict[str, Any]:
+    """EVALB's summary (all sentences) of parsed vs gold lines, unlabeled parameters."""
+    return evaluate_lines(gold, parsed, UNLABELED).as_dict()["all"]
+
+
+def corpus_tags(dep: DepTree) -> list[str]:
+    """The tags ``eval`` reads for a UD sentence (``corpora.read_split``): XPOS, else UPOS."""
+    return list(dep.xpos if any(x != "_" for x in dep.xpos) else dep.upos)
+
+
+def gold_line(gold: DepTree | Tree) -> str:
+    """The EVALB line of a gold tree (the same tags as the parse): Γ of a UD tree, or a (cleaned) constituency
+    tree as it is, n-ary (Appendix B.1, Table 8: against the original PTB trees)."""
+    if isinstance(gold, DepTree):
+        return evalb_line(som.binary_shape(som.gamma(gold)), gold.forms, corpus_tags(gold))
+    return evalb_line(drop_pos_tags(gold), gold.leaves(), [t for _, t in gold.pos()])
+
+
+def parsed_line(score: Any, tags: Sequence[str]) -> str:
+    """The scorer's parse (the tree of its decisions θ) as an EVALB line."""
+    return evalb_line(som.shape_from_slots(score.extra["decisions"]), score.words, tags)
+
+
+def right_branching_line(words: Sequence[str], tags: Sequence[str]) -> str:
+    shape: som.Shape = len(words) - 1
+    for i in range(len(words) - 2, -1, -1):
+        shape = (i, shape)
+    return evalb_line(shape, words, tags)
+
+
+def excluded(model: Any, sentences: Sequence[Sequence[str]], unknown: str) -> list[bool]:
+    """Sentences left out for unknown words: none by default (unknown words have their classes)."""
+    if unknown not in UNKNOWN:
+        raise InputError(f"expected one of {', '.join(UNKNOWN)}, not {unknown!r}", "--unknown")
+    return [unknown == "exclude" and any(model.is_unknown(w) for w in words) for words in sentences]
+
+
+VIEW = ParseView(gold=gold_line, parsed=parsed_line, baseline=right_branching_line, baseline_name="right_branching",
+                 evalb="unlabeled", convention=CONVENTION, gold_name="Γ (Fig. 4) of UD trees, or constituency trees",
+                 excluded=excluded, gold_kind=None)
+
+
+def oracle_binary_f1(trees: Sequence[Tree]) -> float:
+    """Table 8's "Oracle Binary Trees": the F1 of the gold trees binarized (left bias, as Γ) against themselves,
+    the ceiling of a binary parser against n-ary gold."""
+    gold = [gold_line(t) for t in trees]
+    binary = [evalb_line(som.binary_shape(t), t.leaves(), [tag for _, tag in t.pos()]) for t in trees]
+    return unlabeled_f1(gold, binary)["bracket_f1"]

@@ -1,0 +1,93 @@
+"""The Scorer of SOM checkpoints: exact log-probabilities with greedy structure.
+
+SOM decides its structure from the prefix only: θ_t = argmax p_t (which reads w_≤t) and the prediction
+network's slot c = argmax p'_t (which reads the memory after w_t), Eq. 13. With these greedy decisions
+p(w_{t+1} | w_≤t) is a deterministic function of the prefix, so the sentence probability Π_t p(w_{t+1} |
+w_≤t) (``<eos>`` included) is exact for that model and per-word values are true incremental surprisals:
+no marginalisation over trees and no bound. The parse is the tree the decisions θ build
+(``parsing.py``; ``best_tree`` holds it with brackets in words written -LRB-/-RRB-, ``extra["decisions"]``
+the decisions); ``best_logprob`` is the same exact log p(x).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from experiments.evaluate.scorer import Convention, SentenceScore, check_sentences
+from experiments.families.som.parsing import bracket_safe
+from lightning_modules.data.encodings import som
+from lightning_modules.data.pushdown_batch import TokenVocab
+from lightning_modules.data.tree import to_bracketed
+from lightning_modules.data.vocab import WordVocab
+from lightning_modules.models.som import SOM, build
+
+INCREMENTAL = "exact given greedy decisions: theta_t = argmax p_t, prediction slot = argmax p'_t (Eq. 13)"
+
+
+class SOMModel:
+    """A SOM network with its vocabulary: words -> ids -> log-probabilities, decisions and parses."""
+
+    def __init__(self, module: SOM, meta: dict[str, Any], device: str = "cpu"):
+        self.module = module.to(device).eval()
+        self.device = torch.device(device)
+        self.config: dict[str, Any] = meta.get("config", {})
+        self.words = WordVocab.from_dict(meta["vocab"]["words"], "checkpoint vocabulary")
+        self.vocab = TokenVocab(meta["vocab"]["tokens"][3:])
+        self.vocab_kind = "words"
+
+    @classmethod
+    def load(cls, checkpoint: str, device: str = "cpu") -> SOMModel:
+        from experiments.checkpoints import read_checkpoint
+
+        ckpt = read_checkpoint(checkpoint, "som")
+        meta = ckpt["synbench"]
+        module = build({**meta["config"]["model"], "vocab_size": len(meta["vocab"]["tokens"])})
+        module.load_state_dict(ckpt["state_dict"])
+        return cls(module, meta, device)
+
+    def is_unknown(self, word: str) -> bool:
+        return word not in self.words.known
+
+    @torch.no_grad()
+    def run(self, sentences: Sequence[Sequence[str]]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per sentence: log p of ``w_1 … w_n <eos>`` (float64[n + 1]) and the decisions θ of the words."""
+        ids = [[self.vocab.id(self.words.unkify(w)) for w in words] for words in sentences]
+        n = max(len(x) for x in ids) + 1
+        inputs = torch.zeros(len(ids), n, dtype=torch.long)
+        targets = torch.zeros(len(ids), n, dtype=torch.long)
+        for b, x in enumerate(ids):
+            inputs[b, : len(x) + 1] = torch.tensor([self.vocab.id(som.SOS), *x])
+            targets[b, : len(x) + 1] = torch.tensor([*x, self.vocab.id(som.EOS)])
+        no_gold = torch.zeros(len(ids), n + 1, dtype=torch.long, device=self.device)
+        trace = self.module(inputs.to(self.device), no_gold, "argmax")
+        logp = trace.logits.double().log_softmax(-1).gather(2, targets.to(self.device)[..., None])[..., 0]
+        logp, theta = logp.cpu().numpy(), trace.decisions.cpu().numpy()
+        return [(logp[b, : len(x) + 1], theta[b, 1: len(x) + 1]) for b, x in enumerate(ids)]
+
+
+class ExactScorer:
+    """Exact per-word log-probabilities with greedy structure (module docstring), batched by length."""
+
+    def __init__(self, model: SOMModel, batch_size: int = 32):
+        self.model, self.batch_size = model, batch_size
+        self.name = "som"
+        self.convention = Convention("exact", bound=False, incremental=INCREMENTAL)
+
+    def score(self, sentences: Sequence[Sequence[str]]) -> list[SentenceScore]:
+        check_sentences(sentences)
+        order = sorted(range(len(sentences)), key=lambda k: len(sentences[k]))
+        out: list[SentenceScore | None] = [None] * len(sentences)
+        for start in range(0, len(order), self.batch_size):
+            group = order[start: start + self.batch_size]
+            for k, (logp, theta) in zip(group, self.model.run([sentences[k] for k in group])):
+                words = tuple(sentences[k])
+                tree = to_bracketed(som.shape_to_tree(som.shape_from_slots(theta), bracket_safe(words)))
+                total = float(logp.sum())
+                out[k] = SentenceScore(words, tuple(float(x) for x in logp[:-1]), total, float(logp[-1]),
+                                       best_tree=tree, unknown_words=sum(map(self.model.is_unknown, words)),
+                                       extra={"best_logprob": total, "decisions": theta.tolist()})
+        return out  # type: ignore[return-value]

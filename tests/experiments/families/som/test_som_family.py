@@ -1,0 +1,187 @@
+"""The SOM family end to end at toy scale: presets, a few training steps on UD EWT, the exact greedy scorer
+(equal to the module's own NLL, independent of batching), parses, ``eval ppl`` and ``model-info``."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from experiments.checkpoints import read_checkpoint
+from experiments.cli import main
+from experiments.config import resolve_train_config
+from experiments.families import get_family
+from experiments.families.adapter import ScoringRequest
+from experiments.families.som import parsing
+from experiments.train import train
+from lightning_modules.data.dependency import read_conllu
+from lightning_modules.data.encodings import som
+
+TINY = ["model.d_sem=16", "model.d_syn=8", "model.n_slots=12", "model.warmup_steps=2", "model.total_steps=20",
+        "train.batch_size=8", "train.eval_batch_size=16", "train.log_every=1", "runtime.wandb=disabled",
+        "runtime.progress=false", "runtime.threads=1", "train.max_steps=3", "train.val_every=3",
+        "train.ckpt_every=3"]
+
+
+@pytest.fixture(scope="module")
+def small_ud(tmp_path_factory, shared_data: Path) -> Path:
+    """The first 60 sentences of UD EWT dev as a CoNLL-U file (split ``file``)."""
+    import gzip
+
+    text = gzip.open(shared_data / "ud" / "UD_English-EWT" / "en_ewt-ud-dev.conllu.gz", "rt").read()
+    path = tmp_path_factory.mktemp("ud") / "small.conllu"
+    path.write_text("\n\n".join(text.split("\n\n")[:60]) + "\n\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, small_ud: Path) -> tuple[Path, dict]:
+    cfg = resolve_train_config("som", "cpu-small", [*TINY, f"data.corpus={small_ud}", "data.train_split=file",
+                                                     "data.valid_split=file"])
+    run = tmp_path_factory.mktemp("run")
+    return run, train(cfg, seed=1, run_dir=run)
+
+
+def test_cpu_small_presets_train_on_ud_ewt() -> None:
+    cfg = resolve_train_config("som", "cpu-small")
+    assert cfg["data"]["corpus"] == "ud-ewt" and cfg["data"]["valid_split"] == "dev"
+    assert resolve_train_config("som", "cpu-small-esom")["model"]["disentangled"] is False
+    assert resolve_train_config("som", "ptb")["data"]["corpus"] == "ptb-sample"
+
+
+def test_three_steps_give_a_checkpoint_and_metrics(trained) -> None:
+    run, metrics = trained
+    assert metrics["global_step"] == 3 and metrics["family"] == "som"
+    assert json.loads((run / "DONE").read_text()) == metrics
+    assert 1 < metrics["val_token_ppl"] < metrics["vocab_size"] * 2
+    for key in ("val_p_accuracy", "val_p_prime_accuracy"):
+        assert 0.0 <= metrics[key] <= 1.0
+    assert 0.0 <= metrics["val_uf1"] <= 100.0 and metrics["train_sequences"] == 60
+    ckpt = read_checkpoint(run / "checkpoints" / "best.ckpt", "som")
+    assert ckpt["synbench"]["vocab"]["tokens"][:3] == ["<pad>", "<s>", "<eos>"]
+
+
+def test_exact_scorer_matches_the_module_and_is_batch_independent(trained, small_ud: Path) -> None:
+    run, metrics = trained
+    family = get_family("som")
+    ckpt = run / "checkpoints" / "best.ckpt"
+    scoring = family.scoring(ckpt, read_checkpoint(ckpt)["synbench"], ScoringRequest("exact", batch_size=7))
+    sentences = [list(dep.forms) for _, dep in read_conllu(small_ud)]
+    scores = scoring.scorer.score(sentences)
+    assert scoring.scorer.convention.method == "exact" and not scoring.scorer.convention.bound
+    words = sum(len(s) for s in sentences)
+    nll = -sum(s.total for s in scores)
+    # the scorer's exact log p(x) is the validation NLL the training run reported (same data, greedy structure)
+    assert math.exp(nll / words) == pytest.approx(metrics["val_word_ppl"], rel=1e-4)
+    for s in scores:
+        assert s.total == pytest.approx(sum(s.word_logprobs) + s.end_logprob)
+        parse = som.shape_to_tree(som.shape_from_slots(s.extra["decisions"]), parsing.bracket_safe(s.words))
+        assert str(parse) == s.best_tree
+    one_by_one = [scoring.scorer.score([w])[0].total for w in sentences[:5]]
+    assert one_by_one == pytest.approx([s.total for s in scores[:5]], abs=1e-4)
+
+
+def test_eval_ppl_on_a_dependency_corpus(trained, small_ud: Path, tmp_path: Path, capsys) -> None:
+    run, metrics = trained
+    code = main(["eval", "ppl", str(run / "checkpoints" / "best.ckpt"), "--corpus", str(small_ud), "--split", "file",
+                 "--out", str(tmp_path / "ppl"), "--json"])
+    out = json.loads(capsys.readouterr().out)
+    convention = out["settings"]["scorer_convention"]
+    assert code == 0 and convention["method"] == "exact" and convention["bound"] is False
+    assert convention["incremental"].startswith("exact given greedy decisions")
+    assert out["metrics"]["word_ppl"] == pytest.approx(metrics["val_word_ppl"], rel=1e-4)
+
+
+def test_model_info(capsys) -> None:
+    assert main(["model-info", "som", "--preset", "ptb-esom", "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert abs(info["parameters"] / 17.7e6 - 1) < 0.01 and info["parts"]["prediction_rnn"] == 24 * 400 ** 2 + 10 * 400
+
+
+def test_eval_parse_against_gamma_on_a_ud_file(trained, small_ud: Path, tmp_path: Path, capsys) -> None:
+    run, metrics = trained
+    code = main(["eval", "parse", str(run / "checkpoints" / "best.ckpt"), "--gold", str(small_ud),
+                 "--out", str(tmp_path / "parse"), "--json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    out = json.loads(captured.out)
+    assert code == 0 and out["settings"]["sentences"] == 60
+    parsed, baseline = out["metrics"]["parsed"]["all"], out["metrics"]["right_branching"]["all"]
+    assert parsed["sentences"] == baseline["sentences"] == 60 and parsed["valid_sentences"] == 60
+    assert "Γ" in out["headline"] and 0.0 <= parsed["bracket_f1"] <= 100.0
+    assert parsed["bracket_f1"] == metrics["val_uf1"]  # the training run's validation UF1: same parses, convention
+    gold = (tmp_path / "parse" / "gold.txt").read_text().splitlines()
+    deps = [dep for _, dep in read_conllu(small_ud)]
+    assert gold[0] == parsing.gold_line(deps[0]) and gold[0].startswith("(TOP ")
+    # every parse is the tree of the scorer's greedy decisions, in EVALB form with the gold tags
+    assert len((tmp_path / "parse" / "parsed.txt").read_text().splitlines()) == 60
+
+
+def test_gold_lines_score_100_against_themselves(small_ud: Path) -> None:
+    deps = [dep for _, dep in read_conllu(small_ud)]
+    lines = [parsing.gold_line(d) for d in deps]
+    assert parsing.unlabeled_f1(lines, lines)["bracket_f1"] == 100.0
+    # a one-word sentence has no bracket left once the sentence span is deleted
+    one = parsing.evalb_line(0, ["Hi"], ["UH"])
+    assert one == "(TOP (UH Hi))"
+    assert parsing.bracket_safe(["(", ":)", "a b"]) == ["-LRB-", ":-RRB-", "a_b"]
+    # punctuation and trivial spans removed: the sentence span (a b) becomes TOP, deleted by EVALB
+    assert parsing.evalb_line(((0, 1), 2), ["a", "b", "."], ["DT", "NN", "PUNCT"]) == "(TOP (DT a) (NN b))"
+    assert parsing.evalb_line((0, (1, 2)), ["a", "b", "c"], ["DT", "NN", "VB"]) == "(TOP (DT a) (X (NN b) (VB c)))"
+    assert parsing.evalb_line((0, 1), [".", ","], [".", ","]) == "(TOP (. .) (, ,))"
+
+
+@pytest.mark.slow
+def test_cpu_small_preset_on_ud_ewt(prepared_data_dir: Path, tmp_path: Path) -> None:
+    """The cpu-small preset as shipped (UD EWT train/dev from the data directory), two tiny steps (two minutes
+    on a loaded 2-core machine: all 12,544 + 2,001 sentences are converted and the dev set is scored twice)."""
+    cfg = resolve_train_config("som", "cpu-small", [*TINY, "train.max_steps=2", "train.val_every=2",
+                                                     "train.ckpt_every=2",
+                                                     f"runtime.data_dir={prepared_data_dir}"])
+    metrics = train(cfg, seed=0, run_dir=tmp_path / "run")
+    assert metrics["train_sequences"] == 12544 and metrics["valid_sequences"] == 2001
+    assert metrics["val_words"] == 25147 and metrics["train_lowest_slot"] >= 0
+    assert metrics["val_token_ppl"] < 2 * metrics["vocab_size"]
+
+
+@pytest.mark.parametrize(("override", "message"), [
+    ("data.corpus=nope", "data.corpus: unknown corpus 'nope'"),
+    ("model.tree_labels=right", "model.tree_labels: must be one of gold, left_branching"),
+    ("data.terminals=sentencepiece", "data.terminals: SOM reads words"),
+    ("model.structure=beam", "model.structure: must be one of adaptive, teacher_forcing"),
+])
+def test_bad_training_config_is_one_error_line(small_ud: Path, tmp_path: Path, capsys, override: str,
+                                               message: str) -> None:
+    argv = ["train", "som", override, "runtime.wandb=disabled", "--run-dir", str(tmp_path / "run")]
+    if not override.startswith("data.corpus"):
+        argv[3:3] = [f"data.corpus={small_ud}", "data.train_split=file", "data.valid_split=file"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"synbench: error: {message}") and err.count("\n") == 1
+
+
+def test_constituency_gold_lines_and_the_oracle_binary_ceiling(shared_data: Path) -> None:
+    from lightning_modules.data.tree import clean, parse_tree, read_bracketed
+
+    tree = clean(parse_tree("(S (NP (DT the) (JJ old) (NN man)) (VP (VBD left)) (. .))"))
+    # n-ary and as given; punctuation, the sentence span (TOP) and the one-word VP removed
+    assert parsing.gold_line(tree) == "(TOP (NP (DT the) (JJ old) (NN man)) (VBD left))"
+    trees = [clean(t) for _, t in read_bracketed(shared_data / "ptb_nltk_sample" / "combined" / "wsj_0003.mrg")]
+    ceiling = parsing.oracle_binary_f1(trees)
+    assert 60.0 < ceiling < 100.0  # Table 8 reports 82.5 on the PTB test set
+    assert parsing.oracle_binary_f1([tree]) == 66.67  # recall 1, precision 1/2 (EVALB prints 2 decimals)
+
+
+def test_eval_parse_against_original_constituency_trees(trained, shared_data: Path, tmp_path: Path, capsys) -> None:
+    run, _ = trained
+    gold = shared_data / "ptb_nltk_sample" / "combined" / "wsj_0003.mrg"
+    code = main(["eval", "parse", str(run / "checkpoints" / "best.ckpt"), "--gold", str(gold), "--out",
+                 str(tmp_path / "parse"), "--json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    out = json.loads(captured.out)
+    parsed = out["metrics"]["parsed"]["all"]
+    assert parsed["sentences"] == parsed["valid_sentences"] == 30  # n-ary gold, same words once pruned
+    assert (tmp_path / "parse" / "gold.txt").read_text().startswith("(TOP ")
