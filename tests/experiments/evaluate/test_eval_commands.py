@@ -284,7 +284,7 @@ def test_bad_input_is_one_error_line(capsys, checkpoints, treebank, tmp_path, pr
         (["ppl", checkpoints["tg"], "--method", "exact", "--corpus", treebank, "--split", "file"], "joint model"),
         (["sg", checkpoints["txl-terminals"], "--suites", "nope", "--data-dir", prepared_data_dir], "unknown suite"),
         (["blimp", checkpoints["txl-terminals"], "--pairs-per-paradigm", 0, "--data-dir", prepared_data_dir],
-         "pairs per paradigm"),
+         "argument --pairs-per-paradigm: expected an integer >= 1, got '0'"),
         (["sg"], "either a CHECKPOINT or --surprisals"),
     ]
     bad_proposals = tmp_path / "p.jsonl"

@@ -88,8 +88,9 @@ def test_a_perfect_predictor_scores_one_through_the_cache(capsys, checkpoints, t
     assert first["metrics"]["prefixes"] == result["metrics"]["prefixes"]
 
 
-@pytest.mark.parametrize(("extra", "location"), [(["--set", "long-7"], "--set"), (["--size", "0"], "--size"),
-                                                 (["--beam", "0"], "--beam"), (["--seed", "-1"], "--seed")])
+@pytest.mark.parametrize(("extra", "location"), [(["--set", "long-7"], "--set"), (["--size", "0"], "argument --size"),
+                                                 (["--beam", "0"], "argument --beam"),
+                                                 (["--seed", "-1"], "argument --seed")])
 def test_bad_options_are_one_error_line(capsys, checkpoints, tmp_path, extra, location):
     assert main(["eval", "dyck", str(checkpoints["pushdown"]), *extra, "--out", str(tmp_path / "x")]) == 2
     err = capsys.readouterr().err
