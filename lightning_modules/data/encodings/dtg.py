@@ -404,26 +404,31 @@ def encode(tree: DepTree, system: str = "standard", location: str | None = None)
     return encode_transitions(tree.forms, transitions_of(tree, system, location), system)
 
 
+def items(words: Sequence[str], transitions: Sequence[Transition]) -> list[str]:
+    """The undoubled sequence: each transition's word (GEN, in order) or token (what TXL (trans) reads)."""
+    it = iter(words)
+    out = [next(it, None) if t.action == "gen" else t.token() for t in transitions]
+    if None in out or next(it, None) is not None:
+        raise ValueError(f"the transitions do not generate the {len(words)} words")
+    return out  # type: ignore[return-value]
+
+
 def encode_transitions(words: Sequence[str], transitions: Sequence[Transition],
                        system: str = "standard") -> DTGSequence:
     """Encode a transition sequence over ``words`` (e.g. a proposal tree's); it must be complete."""
+    undoubled = items(words, transitions)
     state = DTGState(system)
-    tokens, items, word_index = [BOS], [], [-1]
+    tokens, word_index = [BOS], [-1]
     made = [state.start()]
-    for t in transitions:
+    for t, item in zip(transitions, undoubled):
         new = state.apply(t)
-        w = state.words - 1 if t.action == "gen" else -1
-        if w >= len(words):
-            raise ValueError(f"more GEN transitions than the {len(words)} words")
-        item = words[w] if w >= 0 else t.token()
-        items.append(item)
         tokens.extend([item] * len(new))
-        word_index.extend([w] + [-1] * (len(new) - 1))
+        word_index.extend([state.words - 1 if t.action == "gen" else -1] + [-1] * (len(new) - 1))
         made.extend(new)
-    if state.words != len(words) or not state.can_end():
+    if not state.can_end():
         raise ValueError("the transitions do not generate the sentence as one complete tree")
     # every transition adds one predicting token (all but the COMPOSE copies LA/RA); each predicts the next item
-    nexts = iter([*items, EOS])
+    nexts = iter([*undoubled, EOS])
     labels = [None if tok.type in (DTGType.LA, DTGType.RA) else next(nexts) for tok in made]
     counts = [len(tok.keys) for tok in made]
     ptr = np.zeros(len(made) + 1, dtype=np.int64)

@@ -204,7 +204,7 @@ def test_constraints_of_each_system() -> None:
 def test_decode_refuses_incomplete_sequences() -> None:
     with pytest.raises(ValueError, match="does not end in a complete tree"):
         decode([GEN, GEN, Transition("left_arc")])
-    with pytest.raises(ValueError, match="do not generate the sentence"):
+    with pytest.raises(ValueError, match="do not generate the 3 words"):
         encode_transitions(("a", "b", "c"), [GEN, GEN, Transition("left_arc"), Transition("pop_root")])
 
 
