@@ -38,19 +38,32 @@ def test_cpu_small_trains_on_ud_ewt(tmp_path: Path, prepared_data_dir: Path, fam
     assert ckpt["synbench"]["vocab"]["system"] == "standard"
 
 
-@pytest.mark.parametrize("system", ["eager", "swift"])
-def test_other_systems_train_through_the_config(tmp_path: Path, system: str) -> None:
+def small_corpus(tmp_path: Path) -> Path:
     row = "{i}\t{w}\t_\t_\t_\t_\t{h}\t_\t_\t_\n"
     sentences = [("There is a difference .", (2, 0, 4, 2, 2)), ("the cat sat on the mat .", (2, 3, 0, 6, 6, 3, 3))]
     path = tmp_path / "small.conllu"
     path.write_text("".join("".join(row.format(i=i, w=w, h=h) for i, (w, h) in enumerate(zip(s.split(), hs), 1))
                             + "\n" for s, hs in sentences * 4))
-    cfg = resolve_train_config("dtg", "cpu-small", [*TINY, f"data.corpus={path}", "data.train_split=file",
-                                                    "data.valid_split=file", f"model.system={system}"])
+    return path
+
+
+@pytest.mark.parametrize("system", ["eager", "swift"])
+def test_other_systems_train_through_the_config(tmp_path: Path, system: str) -> None:
+    cfg = resolve_train_config("dtg", "cpu-small", [*TINY, f"data.corpus={small_corpus(tmp_path)}",
+                                                    "data.train_split=file", "data.valid_split=file",
+                                                    f"model.system={system}"])
     metrics = train(cfg, seed=2, run_dir=tmp_path / "run")
     assert metrics["global_step"] == 10 and metrics["train_sequences"] == 8
     assert read_checkpoint(tmp_path / "run" / "checkpoints" / "best.ckpt", "dtg")["synbench"]["vocab"]["system"] \
         == system
+
+
+def test_same_seed_same_metrics(tmp_path: Path) -> None:
+    cfg = resolve_train_config("txl-trans", "cpu-small", [*TINY, f"data.corpus={small_corpus(tmp_path)}",
+                                                          "data.train_split=file", "data.valid_split=file"])
+    a, b, c = (train(cfg, seed=s, run_dir=tmp_path / name) for s, name in ((5, "a"), (5, "b"), (6, "c")))
+    assert {k: v for k, v in a.items() if k != "run_dir"} == {k: v for k, v in b.items() if k != "run_dir"}
+    assert a["val_token_nll"] != c["val_token_nll"]
 
 
 def test_bad_system_names_its_key() -> None:
