@@ -4,13 +4,16 @@
 arc-swift transition sequence (``model.system``), with STACK/COMPOSE attention; ``txl-trans`` is a
 Transformer-XL over the same (undoubled) transitions with causal attention and linear relative positions.
 Both are joint models p(x, y). Training reads dependency corpora (UD, or ``NAME-dep`` for a constituency
-corpus converted by head rules); scoring (proposals, the word-synchronous beam, UAS) is not built yet, so
-runs declare no evaluation capability and report the gold-tree bound of their validation split.
+corpus converted by head rules). A loaded checkpoint scores given dependency trees and their marginal
+(``scorers.DTGModel`` with ``TreeScorer``); the evaluators do not route to it yet (gold dependency trees and
+dependency proposals are not passed to scorers, and the word-synchronous beam is not built), so runs declare
+no evaluation capability and report the gold-tree bound of their validation split.
 """
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from experiments.families import register
@@ -64,6 +67,13 @@ class DTGFamily(Family):
         from experiments.families.tg import validation_metrics
 
         return validation_metrics(self.kind(), module, data, best_path)
+
+    # -- checkpoints ---------------------------------------------------------------------------------------
+    def load(self, checkpoint: str | Path, device: str = "cpu") -> Any:
+        """A ``DTGModel``: the network with its vocabularies, scoring given dependency trees (TreeModel)."""
+        from experiments.families.dtg.scorers import DTGModel
+
+        return DTGModel.load(str(checkpoint), device)
 
     # -- inspect, model size -------------------------------------------------------------------------------
     def inspect_sources(self, args: argparse.Namespace) -> list[tuple[str, Any]]:
