@@ -19,7 +19,9 @@ Categories are compared on basic categories (``tree.strip_function_tags``, which
 Stanford's ``basicCategory`` does for PTB labels). A label without a rule is an error, as in Stanford.
 Every non-head child's head word depends on the head child's head word; the root's head word gets head 0.
 The result is projective by construction. Relations are unlabelled: ``root`` for the root, ``dep`` elsewhere
-(Stanford's fallback relation).
+(Stanford's fallback relation). XPOS holds the PTB tag; UPOS is ``PUNCT`` for the tags that PTB dependency
+evaluation leaves out (`` '' . , :``, as Chen & Manning 2014 and DTG's reranking evaluation), so attachment
+scores (``evaluate/uas.py``, which skips gold PUNCT) follow that convention, and ``_`` otherwise.
 """
 
 from __future__ import annotations
@@ -76,7 +78,8 @@ HEAD_RULES: dict[str, tuple[Rule, ...]] = {
     "XS": (_r("right", "IN"),),
 }
 
-PUNCTUATION_TAGS = frozenset({"''", "``", "-LRB-", "-RRB-", ".", ":", ","})
+PUNCTUATION_TAGS = frozenset({"''", "``", "-LRB-", "-RRB-", ".", ":", ","})  # Stanford's PTB punctuation tags
+UNSCORED_TAGS = frozenset({"''", "``", ".", ":", ","})  # punctuation that PTB dependency evaluation skips
 
 
 def head_child(node: Tree) -> int:
@@ -153,4 +156,5 @@ def to_dependency(tree: Tree) -> DepTree:
         heads=tuple(h + 1 for h in heads),  # 1-based; the root's -1 becomes 0
         deprels=tuple("root" if h < 0 else "dep" for h in heads),
         xpos=tuple(tags),
+        upos=tuple("PUNCT" if t in UNSCORED_TAGS else "_" for t in tags),
     )

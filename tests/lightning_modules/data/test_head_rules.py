@@ -24,6 +24,7 @@ def test_simple_clause_hand_checked() -> None:
     assert dep.forms == ("The", "cat", "sat", "on", "the", "mat", ".")
     assert dep.heads == (2, 3, 0, 3, 6, 4, 3)
     assert dep.xpos == ("DT", "NN", "VBD", "IN", "DT", "NN", ".")
+    assert dep.upos == ("_", "_", "_", "_", "_", "_", "PUNCT")  # what attachment scores leave out
     assert dep.deprels == ("dep", "dep", "root", "dep", "dep", "dep", "dep")
     assert dep.is_projective()
 
@@ -124,3 +125,14 @@ def test_every_ptb_sample_tree_converts_to_a_projective_tree(shared_data: Path) 
 
 def test_the_table_uses_only_known_directions() -> None:
     assert {d for rules in HEAD_RULES.values() for d, _ in rules} == {"left", "right", "rightdis"}
+
+
+def test_attachment_scores_skip_the_ptb_punctuation(tmp_path: Path) -> None:
+    from experiments.evaluate.uas import attachment_scores
+
+    dep = to_dependency(parse_tree("(S (`` ``) (NP (PRP We)) (VP (VBP agree) (PRN (-LRB- -LRB-) (ADVP (RB so)) "
+                                   "(-RRB- -RRB-))) (. .))"))
+    path = tmp_path / "gold.conllu"
+    path.write_text(to_conllu(dep))
+    scores = attachment_scores(path, path)
+    assert scores["uas"] == 100.0 and scores["words"] == 5  # `` and . skipped; brackets scored (not in the set)
