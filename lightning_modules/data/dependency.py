@@ -8,7 +8,7 @@ reproduces the file, as UD defines them: neither is a syntactic word, neither ta
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from lightning_modules.errors import InputError
@@ -71,6 +71,33 @@ def non_projective_arcs(tree: DepTree) -> list[tuple[int, int]]:
                 bad.append((h, d))
                 break
     return bad
+
+
+def projectivize(tree: DepTree) -> DepTree:
+    """The tree with its non-projective arcs lifted until it is projective (Nivre & Nilsson 2005): while some
+    arc h -> d spans a word that h does not dominate, the shortest such arc (leftmost on ties) moves d to h's
+    head. Only heads change; a projective tree is returned as it is."""
+    heads = [0, *tree.heads]  # index = word; heads[0] is unused
+    while True:
+        bad = [(abs(h - d), d) for d, h in enumerate(heads) if d and h and not _covers(heads, h, d)]
+        if not bad:
+            break
+        _, d = min(bad)
+        heads[d] = heads[heads[d]]
+    if tuple(heads[1:]) == tree.heads:
+        return tree
+    return replace(tree, heads=tuple(heads[1:]))
+
+
+def _covers(heads: list[int], h: int, d: int) -> bool:
+    """Whether h dominates every word strictly between h and d."""
+    for w in range(min(h, d) + 1, max(h, d)):
+        a = w
+        while a and a != h:
+            a = heads[a]
+        if a != h:
+            return False
+    return True
 
 
 def require_projective(tree: DepTree, location: str | None = None) -> None:

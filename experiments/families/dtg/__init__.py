@@ -5,9 +5,9 @@ arc-swift transition sequence (``model.system``), with STACK/COMPOSE attention; 
 Transformer-XL over the same (undoubled) transitions with causal attention and linear relative positions.
 Both are joint models p(x, y). Training reads dependency corpora (UD, or ``NAME-dep`` for a constituency
 corpus converted by head rules). A loaded checkpoint scores given dependency trees and their marginal
-(``scorers.DTGModel`` with ``TreeScorer``); the evaluators do not route to it yet (gold dependency trees and
-dependency proposals are not passed to scorers, and the word-synchronous beam is not built), so runs declare
-no evaluation capability and report the gold-tree bound of their validation split.
+(``scorers.DTGModel`` with ``TreeScorer``): ``eval ppl --method gold`` gives the gold-tree bound on a
+dependency corpus. Dependency proposals (the paper's 300 trees per sentence), the word-synchronous beam (SG,
+BLiMP) and UAS reranking are not built yet.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from experiments.families import register
-from experiments.families.adapter import Family, InspectOption
+from experiments.families.adapter import Family, InspectOption, Scoring, ScoringRequest
+from lightning_modules.errors import InputError
 
 # data presets (the model and loop come from configs/model/FAMILY.yaml and configs/train.yaml)
 DATA_PRESETS = {
@@ -46,6 +47,12 @@ class DTGFamily(Family):
     def kind(self, config: dict[str, Any] | None = None) -> str:
         return "joint"
 
+    def capabilities(self, config: dict[str, Any] | None = None) -> frozenset[str]:
+        return frozenset({"perplexity"})
+
+    def methods(self, config: dict[str, Any] | None = None) -> tuple[str, ...]:
+        return ("gold",)
+
     # -- training ------------------------------------------------------------------------------------------
     def train_presets(self) -> dict[str, Any]:
         """The shared loop and runtime presets (``configs/train.yaml``) with DTG's dependency data."""
@@ -68,12 +75,23 @@ class DTGFamily(Family):
 
         return validation_metrics(self.kind(), module, data, best_path)
 
-    # -- checkpoints ---------------------------------------------------------------------------------------
+    # -- checkpoints and scoring ---------------------------------------------------------------------------
     def load(self, checkpoint: str | Path, device: str = "cpu") -> Any:
         """A ``DTGModel``: the network with its vocabularies, scoring given dependency trees (TreeModel)."""
         from experiments.families.dtg.scorers import DTGModel
 
         return DTGModel.load(str(checkpoint), device)
+
+    def scoring(self, checkpoint: str | Path, meta: dict[str, Any], request: ScoringRequest) -> Scoring:
+        """``gold``: log p(x, y_gold) of the corpus's dependency trees (non-projective ones lifted), a bound."""
+        from experiments.evaluate.scorers.tree_marginal import TreeScorer
+
+        if request.gold is None:
+            raise InputError("--method gold needs the gold trees of a corpus (eval ppl)", "--method")
+        scorer = TreeScorer(self.load(checkpoint, request.device), request.gold, method="gold",
+                            batch_size=request.batch_size,
+                            source_name=request.source_name or "gold dependency trees of the corpus")
+        return Scoring(scorer, {}, "gold dependency trees (non-projective ones lifted), log p(x, y_gold)")
 
     # -- inspect, model size -------------------------------------------------------------------------------
     def inspect_sources(self, args: argparse.Namespace) -> list[tuple[str, Any]]:

@@ -2,8 +2,9 @@
 
 ``DTGModel`` implements the tree-marginal protocol (``experiments.evaluate.scorers.tree_marginal.TreeModel``):
 a given CoNLL-U tree is reduced to its structure (forms and heads; relations and tags do not change the
-sequence), must be projective (the transition systems have no sequence otherwise), and is encoded with the
-checkpoint's system, vocabulary and arc representation; ``label_logprobs`` runs one forward pass over a batch
+sequence), its non-projective arcs are lifted (the transition systems have no sequence otherwise; any tree
+gives a lower bound on log p(x)), and it is encoded with the checkpoint's system, vocabulary and arc
+representation; ``label_logprobs`` runs one forward pass over a batch
 of sentences. ``TreeScorer`` then gives log p(x, y) of each tree and the marginal over a sentence's distinct
 trees (gold trees, or proposals). Label log-probs come from ``TGModel.label_logprobs`` (the same network
 path); only the forward pass differs, to carry the arc representations.
@@ -18,7 +19,7 @@ import torch
 
 from experiments.families.tg.scorers import TGModel
 from lightning_modules.data import dtg_data
-from lightning_modules.data.dependency import DepTree, require_projective, to_conllu
+from lightning_modules.data.dependency import DepTree, projectivize, to_conllu
 from lightning_modules.data.encodings import dtg
 from lightning_modules.data.encodings.choe_charniak import ActionVocab
 from lightning_modules.data.encodings.segmentation import segment
@@ -64,12 +65,12 @@ class DTGModel(TGModel):
         return self.family
 
     def model_tree(self, tree: Any, pos_tags: bool, location: str) -> DepTree:
-        """The structure of a given dependency tree (forms and heads); ``InputError`` if it is not a projective
-        dependency tree."""
+        """The structure of a given dependency tree (forms and heads), non-projective arcs lifted
+        (``dependency.projectivize``: any tree's log p(x, y) bounds log p(x), so the bound stays valid)."""
         if not isinstance(tree, DepTree):
-            raise InputError(f"{self.family} scores dependency trees, not {type(tree).__name__}", location)
-        require_projective(tree, location)
-        return DepTree(tree.forms, tree.heads, ("_",) * len(tree))
+            raise InputError(f"{self.family} scores dependency trees, not {type(tree).__name__} (use a dependency "
+                             "corpus, or NAME-dep for a constituency corpus)", location)
+        return projectivize(DepTree(tree.forms, tree.heads, ("_",) * len(tree)))
 
     def tree_words(self, tree: DepTree) -> list[str]:
         return list(tree.forms)

@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -36,7 +38,9 @@ def model(request, tmp_path_factory):
     cfg = resolve_train_config("dtg", "cpu-small", [*TINY, f"data.corpus={path}", "data.train_split=file",
                                                     "data.valid_split=file", f"model.system={request.param}"])
     train(cfg, seed=1, run_dir=folder / "run")
-    return get_family("dtg").load(folder / "run" / "checkpoints" / "best.ckpt")
+    model = get_family("dtg").load(folder / "run" / "checkpoints" / "best.ckpt")
+    model.checkpoint = folder / "run" / "checkpoints" / "best.ckpt"
+    return model
 
 
 def test_gold_tree_logprob_is_the_training_loss(model) -> None:
@@ -66,12 +70,34 @@ def test_marginal_over_distinct_proposals(model) -> None:
     assert both.best_tree.startswith("1\ta\t")
 
 
-def test_bad_trees_are_input_errors(model) -> None:
-    crossing = tree("a b c d", (3, 4, 0, 3))
-    with pytest.raises(InputError, match="non-projective dependency tree") as info:
-        TreeScorer(model, None, method="gold").score_trees([crossing.forms], [[crossing]], [["gold.conllu:5"]])
-    assert info.value.location == "gold.conllu:5"
-    with pytest.raises(InputError, match="scores dependency trees, not Tree"):
+def test_non_projective_trees_are_lifted_and_constituency_trees_refused(model) -> None:
+    crossing, lifted = tree("the cat sat .", (3, 4, 0, 3)), tree("the cat sat .", (3, 3, 0, 3))
+    scorer = TreeScorer(model, None, method="gold")
+    (a,), (b,) = scorer.score_trees([crossing.forms], [[crossing]]), scorer.score_trees([lifted.forms], [[lifted]])
+    assert a.total == b.total  # best_tree stays the tree as given
+    with pytest.raises(InputError, match="scores dependency trees, not Tree") as info:
         from lightning_modules.data.tree import parse_tree
 
-        TreeScorer(model, None, method="gold").score_trees([["a"]], [[parse_tree("(S (NN a))")]])
+        scorer.score_trees([["a"]], [[parse_tree("(S (NN a))")]], [["trees.mrg:3"]])
+    assert info.value.location == "trees.mrg:3"
+
+
+def test_eval_ppl_gold_on_a_dependency_corpus(model, tmp_path: Path, capsys) -> None:
+    from experiments.cli import main
+
+    corpus = tmp_path / "test.conllu"
+    corpus.write_text("".join("".join(ROW.format(i=i, w=w, h=h) for i, (w, h) in enumerate(zip(s.split(), hs), 1))
+                              + "\n" for s, hs in [*SENTENCES, ("the dog sat .", (3, 4, 0, 3))]))
+    checkpoint = tmp_path / "model.ckpt"
+    import shutil
+
+    shutil.copy(model.checkpoint, checkpoint)
+    assert main(["eval", "ppl", str(checkpoint), "--corpus", str(corpus), "--split", "file", "--json",
+                 "--out", str(tmp_path / "out")]) == 0
+    result = json.loads(capsys.readouterr().out)
+    gold = TreeScorer(model, None, method="gold")
+    trees = [tree(s, hs) for s, hs in [*SENTENCES, ("the dog sat .", (3, 4, 0, 3))]]
+    totals = [gold.score_trees([t.forms], [[t]])[0].total for t in trees]
+    words = sum(len(t) for t in trees)
+    assert result["metrics"]["word_ppl"] == pytest.approx(math.exp(-sum(totals) / words), rel=1e-6)
+    assert result["settings"]["method"] == "gold" and result["settings"]["scorer_convention"]["bound"] is True
