@@ -3,7 +3,9 @@
 Each family's adapter names the encodings it prints (``tg``, ``txl``, ``pushdown``, ...), reads its inputs
 (``--tree`` or ``--trees-file``: PTB-style trees unless the family reads another format) and declares its
 options; an option of another family is refused. One JSON object per input: with ``--tree`` (or
-``--jsonl``) one per line, otherwise a JSON list. The records are the contracts of DESIGN.md.
+``--jsonl``) one per line, otherwise a JSON list, except for families whose contract reads one input per file
+without ``--jsonl`` (dtg: the file holds one sentence, printed as one object). The records are the contracts
+of DESIGN.md.
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("family", choices=list(encodings), metavar="ENCODING", help=" | ".join(encodings))
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--tree", help="one input, e.g. '(S (NP (DT a) (NN cat)) (VP (VBZ meows)))'")
-    source.add_argument("--trees-file", metavar="FILE", help="a file of inputs (bracketed trees: .mrg or one per line)")
+    source.add_argument("--trees-file", metavar="FILE",
+                        help="a file of inputs (bracketed trees: .mrg or one per line; dtg: CoNLL-U)")
     p.add_argument("--jsonl", action="store_true", help="one JSON object per line (per input)")
     seen: set[str] = set()
     for adapter in encodings.values():
@@ -51,13 +54,18 @@ def run(args: argparse.Namespace) -> int:
             if option.flag not in own and value is not None:
                 owners = "/".join(n for n, a in encodings.items() if option in a.inspect_options)
                 raise InputError(f"is a {owners} option; {args.family} does not read it", option.flag)
+    sources = adapter.inspect_sources(args)
+    one_object = args.tree is not None or (adapter.inspect_one_input_per_file and not args.jsonl)
+    if one_object and len(sources) != 1:
+        raise InputError(f"holds {len(sources)} inputs; without --jsonl it must hold one (--jsonl prints one "
+                         "object per line)", args.trees_file)
     records = []
-    for location, item in adapter.inspect_sources(args):
+    for location, item in sources:
         try:
             records.append(adapter.inspect(args.family, item, args))
         except InputError as e:
             raise InputError(e.message, e.location or location) from None
-    if args.jsonl or args.tree is not None:
+    if args.jsonl or one_object:
         text = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in records)
     else:
         text = json.dumps(records, separators=(",", ":")) + "\n"

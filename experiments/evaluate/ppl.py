@@ -31,6 +31,7 @@ from typing import Any
 from experiments.evaluate.cache import ItemCache, Record, default_out_dir
 from experiments.evaluate.results import write_results
 from experiments.evaluate.scorer_choice import ChosenScorer
+from lightning_modules.data.dependency import DepTree
 from lightning_modules.data.tree import Tree
 from lightning_modules.numeric import is_number
 
@@ -41,7 +42,7 @@ class Sentences:
 
     name: str  # "CORPUS/SPLIT"
     words: list[list[str]]
-    trees: list[Tree] | None  # gold constituency trees (None for a dependency corpus unless asked for)
+    trees: list[Tree] | list[DepTree]  # gold trees: constituency, or dependency for a dependency corpus
     locations: list[str]
     documents: list[int]  # document index of each sentence (documents of the split, in order)
     tags: list[list[str]] | None = None  # POS tags (constituency: preterminals; dependency: XPOS, else UPOS)
@@ -51,26 +52,23 @@ class Sentences:
         return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
     def gold_source(self):
-        """``--method gold``: each sentence's tree from the corpus (matched by words); None without trees."""
-        if self.trees is None:
-            return None
-        by_words: dict[tuple[str, ...], Tree] = {}
+        """``--method gold``: each sentence's tree from the corpus (matched by words), constituency or dependency
+        as the corpus has them (a family that reads the other kind says so)."""
+        by_words: dict[tuple[str, ...], Tree | DepTree] = {}
         for words, tree in zip(self.words, self.trees):
             by_words.setdefault(tuple(words), tree)
         return lambda sentences: [[by_words[tuple(s)]] for s in sentences]
 
 
 def read_sentences(corpus: str, split: str, limit: int | None = None, data_dir: str | None = None,
-                   trees: bool = False, tree_kind: str = "constituency") -> Sentences:
-    """The first ``limit`` (default all) sentences of a corpus split: a treebank, or a dependency corpus (its
-    words; no gold constituency trees) unless ``trees`` requires trees of ``tree_kind`` (constituency trees,
-    the dependency trees themselves, or None: whichever the corpus has)."""
+                   trees: bool = False, tree_kind: str | None = "constituency") -> Sentences:
+    """The first ``limit`` (default all) sentences of a corpus split with their gold trees (a treebank's
+    constituency trees, a dependency corpus's dependency trees) and POS tags; ``trees`` requires trees of
+    ``tree_kind`` (None: whichever the corpus has)."""
     from lightning_modules.data.corpora import read_split
 
     loaded, read = read_split(corpus, split, limit, data_dir, tree_kind if trees else None)
-    keep = loaded.kind == "constituency" or (trees and tree_kind in (None, loaded.kind))
-    return Sentences(f"{loaded.name}/{split}", [s.words for s in read],
-                     [s.tree for s in read] if keep else None,  # type: ignore[misc]
+    return Sentences(f"{loaded.name}/{split}", [s.words for s in read], [s.tree for s in read],  # type: ignore[misc]
                      [s.location for s in read], [s.document for s in read], [s.tags for s in read])
 
 

@@ -105,6 +105,7 @@ class Family(ABC):
     paper: str | None = None  # the paper registry key of the paper that introduces it
     inspect_names: tuple[str, ...] = ()  # ``synbench inspect NAME`` encodings it prints
     inspect_options: tuple[InspectOption, ...] = ()
+    inspect_one_input_per_file = False  # True: without --jsonl, --trees-file holds one input, printed as one object
     pretrained = False  # True: spec models name a ``source`` to evaluate, nothing is trained
     config_ranges: Mapping[str, Range] = MappingProxyType({})  # key name -> range, beyond the shared rules
 

@@ -9,7 +9,10 @@
 2. a treebank registered with ``synbench prepare --treebank NAME=PATH`` (kept in ``DATA_DIR/treebanks.json``):
    a file gives the single split ``file``; a directory gives one split per file named with a ``train``,
    ``valid``, ``dev`` or ``test`` token (``en_ewt-ud-dev.conllu``, ``ptb.train.txt``, ``test.trees``);
-3. a path to a bracketed (``.mrg``, one tree per line) or CoNLL-U file, with the single split ``file``.
+3. ``NAME-dep`` for a constituency corpus ``NAME`` of 1. or 2. (``ptb-sample-dep``): the same sentences as
+   dependency trees, converted with the Collins head table (``head_rules.to_dependency``; cleaned first), so
+   every family can be compared on the same sentences;
+4. a path to a bracketed (``.mrg``, one tree per line) or CoNLL-U file, with the single split ``file``.
 
 Trees are returned raw, as read (cleaning is a separate step, e.g. ``tree.clean``). CoNLL-U documents follow
 ``# newdoc id = ...`` comments; a bracketed file is one document. Parsed files are cached per process, keyed
@@ -28,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lightning_modules.data.dependency import DepTree, parse_conllu
+from lightning_modules.data.head_rules import to_dependency
 from lightning_modules.data.tree import Tree, _read_text, clean, parse_bracketed
 from lightning_modules.errors import InputError
 
@@ -35,6 +39,7 @@ Sentence = tuple[str, Tree | DepTree]  # (source location "FILE:LINE", raw tree)
 
 SPLIT_TOKENS = ("train", "valid", "dev", "test")
 REGISTRY_FILE = "treebanks.json"
+DEPENDENCY_SUFFIX = "-dep"  # NAME-dep: constituency corpus NAME converted to dependency trees
 
 
 @dataclass(frozen=True)
@@ -138,19 +143,15 @@ def load_corpus(name_or_path: str | Path, data_dir: str | Path | None = None) ->
     """Load a built-in corpus, a registered treebank, or a treebank file or directory (see the module doc)."""
     root = resolve_data_dir(data_dir)
     name = str(name_or_path)
-    if name in BUILTIN:
-        kind, splits = BUILTIN[name]
-        missing = [p for files in splits.values() for p in files if not (root / p).is_file()]
-        if missing:
-            raise InputError(
-                f"corpus {name!r} is not prepared in {root} (missing {missing[0]}): run `synbench prepare` "
-                "(or `synbench prepare --from DIR` with a local copy of the data)"
-            )
-        return _build(name, kind, {s: [root / p for p in files] for s, files in splits.items()})
     registered = registered_treebanks(root)
-    if name in registered:
-        entry = registered[name]
-        return _build(name, entry["kind"], {s: [Path(p)] for s, p in entry["splits"].items()})
+    if name in BUILTIN or name in registered:
+        return _build(name, *_named_files(name, root, registered))
+    stem = name.removesuffix(DEPENDENCY_SUFFIX)
+    if stem != name and (stem in BUILTIN or stem in registered):
+        kind, split_files = _named_files(stem, root, registered)
+        if kind != "constituency":
+            raise InputError(f"corpus {stem!r} already has dependency trees: use {stem!r}")
+        return _build(name, "dependency", split_files, convert=True)
     path = Path(name_or_path).expanduser()
     if path.is_file() or path.is_dir():
         splits = treebank_splits(path)
@@ -160,27 +161,56 @@ def load_corpus(name_or_path: str | Path, data_dir: str | Path | None = None) ->
     raise InputError(f"unknown corpus {name!r}: not a corpus name ({known}) and no such file or directory")
 
 
-def _build(name: str, kind: str, split_files: dict[str, list[Path]]) -> Corpus:
+def _named_files(name: str, root: Path, registered: dict[str, dict]) -> tuple[str, dict[str, list[Path]]]:
+    """Kind and split files of a built-in or registered corpus."""
+    if name in BUILTIN:
+        kind, splits = BUILTIN[name]
+        missing = [p for files in splits.values() for p in files if not (root / p).is_file()]
+        if missing:
+            raise InputError(
+                f"corpus {name!r} is not prepared in {root} (missing {missing[0]}): run `synbench prepare` "
+                "(or `synbench prepare --from DIR` with a local copy of the data)"
+            )
+        return kind, {s: [root / p for p in files] for s, files in splits.items()}
+    entry = registered[name]
+    return entry["kind"], {s: [Path(p)] for s, p in entry["splits"].items()}
+
+
+def _build(name: str, kind: str, split_files: dict[str, list[Path]], convert: bool = False) -> Corpus:
     splits = {}
     for split, files in split_files.items():
-        splits[split] = [doc for path in files for doc in _read_documents(path, kind)]
+        splits[split] = [doc for path in files for doc in _read_documents(path, kind, convert)]
     return Corpus(name, kind, splits)
 
 
 # -- reading files (cached) ---------------------------------------------------------------------------
-_CACHE: dict[tuple[str, int, int], tuple[Document, ...]] = {}
+_CACHE: dict[tuple[str, int, int, bool], tuple[Document, ...]] = {}
 
 
-def _read_documents(path: Path, kind: str) -> tuple[Document, ...]:
+def _read_documents(path: Path, kind: str, convert: bool = False) -> tuple[Document, ...]:
+    """The documents of one file; ``convert``: a bracketed file read as head-rule dependency trees."""
     try:
         st = path.stat()
     except OSError as e:
         raise InputError(f"cannot read file: {e.strerror}", str(path)) from None
-    key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+    key = (str(path.resolve()), st.st_size, st.st_mtime_ns, convert)
     if key not in _CACHE:
-        read = _conllu_documents if kind == "dependency" else _bracketed_document
-        _CACHE[key] = read(path, _read_text(path))
+        if convert:
+            _CACHE[key] = tuple(_converted(doc) for doc in _read_documents(path, "constituency"))
+        else:
+            read = _conllu_documents if kind == "dependency" else _bracketed_document
+            _CACHE[key] = read(path, _read_text(path))
     return _CACHE[key]
+
+
+def _converted(doc: Document) -> Document:
+    sentences = []
+    for location, tree in doc.sentences:
+        try:
+            sentences.append((location, to_dependency(tree)))  # type: ignore[arg-type]
+        except InputError as e:
+            raise InputError(e.message, e.location or location) from None
+    return Document(doc.name, tuple(sentences))
 
 
 def _doc_name(path: Path) -> str:

@@ -73,6 +73,33 @@ def non_projective_arcs(tree: DepTree) -> list[tuple[int, int]]:
     return bad
 
 
+def projectivize(tree: DepTree) -> DepTree:
+    """The tree with its non-projective arcs lifted until it is projective (Nivre & Nilsson 2005): while some
+    arc h -> d spans a word that h does not dominate, the shortest such arc (leftmost on ties) moves d to h's
+    head. Only heads change; a projective tree is returned as it is."""
+    heads = [0, *tree.heads]  # index = word; heads[0] is unused
+    while True:
+        bad = [(abs(h - d), d) for d, h in enumerate(heads) if d and h and not _covers(heads, h, d)]
+        if not bad:
+            break
+        _, d = min(bad)
+        heads[d] = heads[heads[d]]
+    if tuple(heads[1:]) == tree.heads:
+        return tree
+    return replace(tree, heads=tuple(heads[1:]))
+
+
+def _covers(heads: list[int], h: int, d: int) -> bool:
+    """Whether h dominates every word strictly between h and d."""
+    for w in range(min(h, d) + 1, max(h, d)):
+        a = w
+        while a and a != h:
+            a = heads[a]
+        if a != h:
+            return False
+    return True
+
+
 def require_projective(tree: DepTree, location: str | None = None) -> None:
     """Raise ``InputError`` naming the first crossing arc when the tree is non-projective."""
     bad = non_projective_arcs(tree)
@@ -83,26 +110,6 @@ def require_projective(tree: DepTree, location: str | None = None) -> None:
             "this transition system needs projective trees",
             location,
         )
-
-
-def projectivize(tree: DepTree) -> DepTree:
-    """The tree with crossed arcs lifted until none is left (Nivre & Nilsson 2005, without label encoding).
-
-    While an arc is crossed, the shortest crossed arc whose head has a head of its own (the leftmost
-    dependent on ties) has its dependent reattached to its head's head; every lift moves a word closer to
-    the root, so this ends. Arcs from the root (or the root word) are never lifted: an arc crossing one is
-    itself crossed and is lifted instead. A projective tree is returned unchanged. Relations are kept:
-    only ``heads`` changes.
-    """
-    heads = list(tree.heads)
-    while True:
-        bad = [(h, d) for h, d in non_projective_arcs(replace(tree, heads=tuple(heads)))
-               if h != 0 and heads[h - 1] != 0]
-        if not bad:
-            break
-        h, d = min(bad, key=lambda arc: (abs(arc[0] - arc[1]), arc[1]))
-        heads[d - 1] = heads[h - 1]
-    return tree if tuple(heads) == tree.heads else replace(tree, heads=tuple(heads))
 
 
 # -- reading ----------------------------------------------------------------------------------------

@@ -8,6 +8,9 @@ TXL). A plain TXL memory is ``mem_src = [L, ..., L+M-1]`` (with L = M); TG's sma
 
 With ``n_attention_fns = 2`` each layer has a second set of attention parameters used at COMPOSE positions
 (the official ``attn_indicator`` / ``num_attns=2``); both are evaluated and selected per position, as there.
+Two options of the Dependency TG port: ``shared_relative_bias`` (one u, v for all layers) and
+``scale_embeddings`` (input embeddings times sqrt(d), the PyTorch Transformer-XL convention); and ``added``
+token ids whose embeddings are added to the inputs' (DTG §3.3's arc representation: arc + head word).
 """
 
 from __future__ import annotations
@@ -71,7 +74,8 @@ class TransformerXL(nn.Module):
     def __init__(self, *, vocab_size: int, d_model: int, n_layers: int, n_heads: int, d_ff: int,
                  embedding_dropout: float, core_dropout: float, core_output_dropout: float,
                  attention_dropout: float, memory_length: int, min_rel: int, max_rel: int,
-                 relative: bool = True, n_attention_fns: int = 1):
+                 relative: bool = True, n_attention_fns: int = 1, shared_relative_bias: bool = False,
+                 scale_embeddings: bool = False):
         super().__init__()
         if n_attention_fns not in (1, 2):
             raise ValueError(f"n_attention_fns must be 1 or 2, got {n_attention_fns}")
@@ -82,6 +86,7 @@ class TransformerXL(nn.Module):
         self.memory_length = memory_length
         self.min_rel, self.max_rel = min_rel, max_rel
         self.relative = relative
+        self.embedding_scale = math.sqrt(d_model) if scale_embeddings else 1.0
         self.embedding = nn.Embedding(vocab_size, d_model)
         self.output_bias = nn.Parameter(torch.zeros(vocab_size))
         self.embedding_dropout = nn.Dropout(embedding_dropout)
@@ -97,6 +102,11 @@ class TransformerXL(nn.Module):
         else:
             self.table = None
         self.reset_parameters()
+        if shared_relative_bias and relative:  # every layer's u, v become the first layer's parameters
+            first = self.layers[0].attentions
+            for layer in self.layers[1:]:
+                for attn, shared in zip(layer.attentions, first, strict=True):
+                    attn.r_w_bias, attn.r_r_bias = shared.r_w_bias, shared.r_r_bias
 
     @torch.no_grad()
     def reset_parameters(self) -> None:
@@ -131,8 +141,9 @@ class TransformerXL(nn.Module):
 
     def forward(self, inputs: Tensor, attn_mask: Tensor, relpos: Tensor | None, mem_src: Tensor,
                 reset: Tensor, memory: Tensor | None, compose: Tensor | None = None, flex: bool = False,
-                compiled_flex: bool = False) -> tuple[Tensor, Tensor | None]:
-        """One chunk -> (logits [B, L, V], next memory [n_layers, B, M, D] or None)."""
+                compiled_flex: bool = False, added: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
+        """One chunk -> (logits [B, L, V], next memory [n_layers, B, M, D] or None); ``added`` [B, L]: ids whose
+        embeddings are added to the inputs' (0: none)."""
         batch, length = inputs.shape
         keys = self.memory_length + length
         if attn_mask.shape != (batch, length, keys):
@@ -153,7 +164,10 @@ class TransformerXL(nn.Module):
         pattern = AttentionPattern.build(attn_mask, relpos if self.relative else None,
                                          self.min_rel, self.max_rel, flex)
 
-        h = self.core_dropout(self.embedding_dropout(self.embedding(inputs)))
+        embedded = self.embedding(inputs)
+        if added is not None:
+            embedded = embedded + self.embedding(added) * (added > 0)[..., None].to(embedded.dtype)
+        h = self.core_dropout(self.embedding_dropout(embedded * self.embedding_scale))
         new_memory = []
         for k, layer in enumerate(self.layers):
             layer_memory = None if memory is None else memory[k]

@@ -13,7 +13,8 @@ is a mapping of tensors, or an object with them as attributes (B sequences, chun
   bool (memory columns first), ``relpos`` [B,L,M+L] long (raw; clipped here), ``mem_src`` [B,M] long (next
   memory slot m = concat(memory, this chunk's layer inputs)[mem_src[m]], -1 = empty), ``reset`` [B] bool (a
   new sequence starts: clear the memory), ``compose`` [B,L] bool (COMPOSE positions; read only with different
-  attention functions).
+  attention functions), optionally ``added`` [B,L] long (ids whose embeddings are added to the inputs': the
+  Dependency TG's arc representations, ``models/dtg.py``).
 
 Loss: cross-entropy summed over positions whose label is not 0, divided by their number (per batch).
 Optimisation as the official config: Adam(0.9, 0.999), ``linear_warmup_then_cosine_anneal`` stepped per
@@ -135,14 +136,22 @@ def parameter_count(module: torch.nn.Module) -> int:
 
 
 def parameter_breakdown(module: TransformerGrammarLM) -> dict[str, int]:
-    """Parameters per part: embedding (tied with the output), output bias, attention, FFN, layer norms."""
+    """Parameters per part: embedding (tied with the output), output bias, attention, FFN, layer norms; a
+    parameter shared between layers (the Dependency TG's u, v) is counted once."""
     net = module.network
     parts = {"embedding": net.embedding.weight.numel(), "output_bias": net.output_bias.numel(),
              "attention": 0, "ffn": 0, "layer_norm": 0}
+    seen: set[int] = set()
+
+    def count(part: torch.nn.Module) -> int:
+        new = [p for p in part.parameters() if p.requires_grad and id(p) not in seen]
+        seen.update(id(p) for p in new)
+        return sum(p.numel() for p in new)
+
     for layer in net.layers:
-        parts["attention"] += parameter_count(layer.attentions)
-        parts["ffn"] += parameter_count(layer.ffn)
-        parts["layer_norm"] += parameter_count(layer.ln1) + parameter_count(layer.ln2)
+        parts["attention"] += count(layer.attentions)
+        parts["ffn"] += count(layer.ffn)
+        parts["layer_norm"] += count(layer.ln1) + count(layer.ln2)
     return parts
 
 
@@ -159,8 +168,12 @@ class TransformerGrammarLM(ScheduledClipping, pl.LightningModule):
             embedding_dropout=c.embedding_dropout, core_dropout=c.core_dropout,
             core_output_dropout=c.core_output_dropout, attention_dropout=c.attention_dropout,
             memory_length=c.memory_length, min_rel=c.min_rel, max_rel=c.max_rel, relative=c.relpos != "none",
-            n_attention_fns=2 if c.use_different_attn_fns else 1,
+            n_attention_fns=2 if c.use_different_attn_fns else 1, **self.network_options(),
         )
+
+    def network_options(self) -> dict[str, Any]:
+        """Further ``TransformerXL`` options of a subclass (the Dependency TG port's, ``models/dtg.py``)."""
+        return {}
 
     # ---- forward -------------------------------------------------------------------------------------------
     def use_flex(self, device: torch.device) -> bool:
@@ -180,7 +193,7 @@ class TransformerGrammarLM(ScheduledClipping, pl.LightningModule):
             logits, memory = self.network(
                 inputs, field(chunk, "attn_mask"), field(chunk, "relpos"), field(chunk, "mem_src"),
                 field(chunk, "reset"), memory, compose=field(chunk, "compose"), flex=flex,
-                compiled_flex=flex and inputs.is_cuda,
+                compiled_flex=flex and inputs.is_cuda, added=field(chunk, "added"),
             )
             outputs.append(logits)
         return outputs, memory

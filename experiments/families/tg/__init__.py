@@ -74,37 +74,7 @@ class TGFamily(Family):
         return build({**cfg["model"], "vocab_size": data.vocab_size})
 
     def final_metrics(self, module: Any, data: Any, best_path: str) -> dict[str, Any]:
-        """Validation NLL of the best checkpoint per token and per word, beside a unigram baseline."""
-        import torch
-
-        from lightning_modules.data.train_data import unigram_nll
-
-        if best_path:
-            module.load_state_dict(torch.load(best_path, map_location="cpu", weights_only=True)["state_dict"])
-        module.eval()
-        total, count = 0.0, 0
-        with torch.no_grad():
-            for batch in data.valid_batches(32):
-                nll, n = module.nll([chunk.to(module.device) for chunk in batch])
-                total += float(nll)
-                count += int(n)
-        unigram = unigram_nll(data.train, data.valid, data.vocab_size)
-        words = max(data.valid_words, 1)
-        out = {
-            "val_tokens": count,
-            "val_words": data.valid_words,
-            "val_token_nll": total / max(count, 1),
-            "val_token_ppl": math.exp(total / max(count, 1)),
-            "unigram_val_token_ppl": math.exp(unigram / max(count, 1)),
-            # joint models: -log p(x, y_gold) >= -log p(x), so this is an upper bound on word perplexity
-            "val_word_ppl": math.exp(total / words),
-            "val_word_ppl_convention": (
-                "exact, </s> predicted, denominator = words" if self.kind() == "string"
-                else "gold-tree bound exp(-log p(x, y_gold) / words)"),
-            "unigram_val_word_ppl": math.exp(unigram / words),
-        }
-        out.update(data.stats)
-        return out
+        return validation_metrics(self.kind(), module, data, best_path)
 
     # -- checkpoints and scoring ---------------------------------------------------------------------------
     def load(self, checkpoint: str | Path, device: str = "cpu") -> Any:
@@ -190,3 +160,38 @@ class TGFamily(Family):
         sentences = ppl.read_sentences(args.corpus, args.split, args.limit, args.data_dir, trees=True)
         result, computed = terminals.evaluate(args.checkpoint, sentences, args.out, args.data_dir)
         return result, computed, result["metrics"]["items"]
+
+
+def validation_metrics(kind: str, module: Any, data: Any, best_path: str) -> dict[str, Any]:
+    """Validation NLL of the best checkpoint per token and per word, beside a unigram baseline (a
+    ``TransformerGrammarLM`` or a subclass, on ``TrainData`` whose batches are lists of chunks)."""
+    import torch
+
+    from lightning_modules.data.train_data import unigram_nll
+
+    if best_path:
+        module.load_state_dict(torch.load(best_path, map_location="cpu", weights_only=True)["state_dict"])
+    module.eval()
+    total, count = 0.0, 0
+    with torch.no_grad():
+        for batch in data.valid_batches(32):
+            nll, n = module.nll([chunk.to(module.device) for chunk in batch])
+            total += float(nll)
+            count += int(n)
+    unigram = unigram_nll(data.train, data.valid, data.vocab_size)
+    words = max(data.valid_words, 1)
+    out = {
+        "val_tokens": count,
+        "val_words": data.valid_words,
+        "val_token_nll": total / max(count, 1),
+        "val_token_ppl": math.exp(total / max(count, 1)),
+        "unigram_val_token_ppl": math.exp(unigram / max(count, 1)),
+        # joint models: -log p(x, y_gold) >= -log p(x), so this is an upper bound on word perplexity
+        "val_word_ppl": math.exp(total / words),
+        "val_word_ppl_convention": (
+            "exact, </s> predicted, denominator = words" if kind == "string"
+            else "gold-tree bound exp(-log p(x, y_gold) / words)"),
+        "unigram_val_word_ppl": math.exp(unigram / words),
+    }
+    out.update(data.stats)
+    return out

@@ -111,6 +111,9 @@ class TGModel:
 
     def model_tree(self, tree: Tree, pos_tags: bool, location: str) -> Tree:
         """A given tree as the model reads it: cleaned, POS tags dropped, the checkpoint's tree transform."""
+        if not isinstance(tree, Tree):
+            raise InputError(f"{self.family} scores constituency trees, not {type(tree).__name__} (a dependency "
+                             "corpus has no gold constituency trees)", location)
         try:
             tree = clean(tree)
             return transform_tree(drop_pos_tags(tree) if pos_tags else tree, self.tree_transform)

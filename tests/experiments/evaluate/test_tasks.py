@@ -84,14 +84,16 @@ def test_a_registered_task_is_planned_and_aggregated(tmp_path, monkeypatch):
 
 
 def test_eval_ppl_reads_the_words_of_a_dependency_corpus(tmp_path, prepared_data_dir):
-    """A string model's perplexity on UD EWT (words = the syntactic words' forms); gold trees need a treebank."""
+    """A string model's perplexity on UD EWT (words = the syntactic words' forms); the gold trees are the corpus's
+    dependency trees (scored by dependency families only)."""
     from experiments.evaluate.ppl import read_sentences
     from experiments.evaluate.scorers.ngram import build_ngram, save
 
     model = tmp_path / "bigram.json"
     save(build_ngram("ptb-sample", "train", 2, data_dir=prepared_data_dir), model)
     sentences = read_sentences("ud-ewt", "dev", 5, str(prepared_data_dir))
-    assert sentences.trees is None and sentences.gold_source() is None and len(sentences.words) == 5
+    assert len(sentences.words) == len(sentences.trees) == 5
+    assert [t.forms for t in sentences.gold_source()([sentences.words[1]])[0]] == [tuple(sentences.words[1])]
     first = (prepared_data_dir / "ud" / "UD_English-EWT" / "en_ewt-ud-dev.conllu").read_text().split("\n\n")[0]
     forms = [line.split("\t")[1] for line in first.splitlines() if line.split("\t")[0].isdigit()]
     assert sentences.words[0] == forms

@@ -194,3 +194,42 @@ def test_stats_error_carries_the_sentence_location(tmp_path: Path) -> None:
     with pytest.raises(InputError) as e:
         corpus_stats(load_corpus(path, tmp_path))
     assert e.value.location == f"{path}:3"
+
+
+def test_ptb_sample_dep_is_the_ptb_sample_converted_by_head_rules(prepared_data_dir: Path) -> None:
+    corpus = load_corpus("ptb-sample-dep", prepared_data_dir)
+    assert corpus.kind == "dependency" and corpus.name == "ptb-sample-dep"
+    source = load_corpus("ptb-sample", prepared_data_dir)
+    assert {s: len(corpus.sentences(s)) for s in corpus.splits} == {"train": 3396, "valid": 273, "test": 245}
+    assert [loc for loc, _ in corpus.sentences("test")] == [loc for loc, _ in source.sentences("test")]
+    location, first = corpus.sentences("train")[0]
+    assert isinstance(first, DepTree) and location.endswith("wsj_0001.mrg:2")  # line 1 is blank
+    assert first.forms[:3] == ("Pierre", "Vinken", ",") and first.heads[:3] == (2, 8, 2)
+    words = corpus_stats(corpus)["total"]["words"]
+    assert words == corpus_stats(source)["total"]["words"]
+
+
+def test_registered_constituency_treebank_comes_as_dependency_trees(tmp_path: Path) -> None:
+    from experiments.prepare import register_treebank
+
+    trees = tmp_path / "mine.txt"
+    trees.write_text("(S (NP (PRP I)) (VP (VBP see) (NP (PRP you))))\n(S (NP-SBJ (NNS dogs)) (VP (VBP bark)))\n")
+    register_treebank(tmp_path, f"mine={trees}")
+    corpus = load_corpus("mine-dep", tmp_path)
+    assert [t.heads for _, t in corpus.sentences("file")] == [(2, 0, 2), (2, 0)]
+    conllu = tmp_path / "mine.conllu"
+    conllu.write_text(CONLLU)
+    register_treebank(tmp_path, f"deps={conllu}")
+    with pytest.raises(InputError, match="already has dependency trees"):
+        load_corpus("deps-dep", tmp_path)
+
+
+def test_conversion_error_names_the_sentence(tmp_path: Path) -> None:
+    from experiments.prepare import register_treebank
+
+    trees = tmp_path / "odd.txt"
+    trees.write_text("(S (NP (NN x)) (VP (VBZ y)))\n(FOO (NN a) (NN b))\n")
+    register_treebank(tmp_path, f"odd={trees}")
+    with pytest.raises(InputError, match="no head rule for constituent label 'FOO'") as info:
+        load_corpus("odd-dep", tmp_path)
+    assert info.value.location == f"{trees}:2"

@@ -287,3 +287,23 @@ def test_projectivize_on_ewt_dev(shared_data: Path) -> None:
         assert out.is_projective() and _projective_by_dominance(out)
         lifted += out is not dep
     assert lifted == 31
+
+
+def test_projectivize_lifts_the_shortest_non_projective_arc() -> None:
+    from lightning_modules.data.dependency import projectivize
+
+    crossing = DepTree(("a", "b", "c", "d"), (3, 4, 0, 3), ("x",) * 4)
+    lifted = projectivize(crossing)  # 4 -> 2 spans c, which 4 does not dominate: b moves to 4's head, c
+    assert lifted.heads == (3, 3, 0, 3) and lifted.is_projective() and lifted.deprels == crossing.deprels
+    projective = DepTree(("a", "b"), (2, 0), ("x", "root"))
+    assert projectivize(projective) is projective
+
+
+def test_projectivize_every_ewt_test_tree(shared_data: Path) -> None:
+    from lightning_modules.data.dependency import projectivize
+
+    trees = [t for _, t in read_conllu(shared_data / "ud/UD_English-EWT/en_ewt-ud-test.conllu.gz")]
+    lifted = [projectivize(t) for t in trees]
+    assert all(t.is_projective() for t in lifted)
+    assert sum(a is not b for a, b in zip(trees, lifted)) == 26  # exactly the non-projective ones change
+    assert all(a.forms == b.forms and a.heads.count(0) == 1 for a, b in zip(trees, lifted))

@@ -1,0 +1,96 @@
+"""A loaded DTG / TXL (trans) checkpoint as a joint model over given dependency trees.
+
+``DTGModel`` implements the tree-marginal protocol (``experiments.evaluate.scorers.tree_marginal.TreeModel``):
+a given CoNLL-U tree is reduced to its structure (forms and heads; relations and tags do not change the
+sequence), its non-projective arcs are lifted (the transition systems have no sequence otherwise; any tree
+gives a lower bound on log p(x)), and it is encoded with the checkpoint's system, vocabulary and arc
+representation; ``label_logprobs`` runs one forward pass over a batch
+of sentences. ``TreeScorer`` then gives log p(x, y) of each tree and the marginal over a sentence's distinct
+trees (gold trees, or proposals). Label log-probs come from ``TGModel.label_logprobs`` (the same network
+path); only the forward pass differs, to carry the arc representations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from experiments.families.tg.scorers import TGModel
+from lightning_modules.data import dtg_data
+from lightning_modules.data.dependency import DepTree, projectivize, to_conllu
+from lightning_modules.data.encodings import dtg
+from lightning_modules.data.encodings.choe_charniak import ActionVocab
+from lightning_modules.data.encodings.segmentation import segment
+from lightning_modules.data.vocab import WordVocab
+from lightning_modules.errors import InputError
+
+
+class DTGModel(TGModel):
+    """A DTG-family network with its vocabularies: dependency trees -> transitions -> sequences -> log-probs."""
+
+    def __init__(self, module: Any, meta: dict[str, Any], vocab: ActionVocab, device: str = "cpu"):
+        self.module = module.to(device).eval()
+        self.device = torch.device(device)
+        self.family: str = meta["family"]
+        self.vocab = vocab
+        self.config: dict[str, Any] = meta["config"]
+        model = self.config["model"]
+        self.system: str = model["system"]
+        self.length = int(model["segment_length"])
+        self.words = WordVocab.from_dict(meta["vocab"]["words"], "checkpoint vocabulary")
+        self._encode = dtg_data.example_encoder(self.family, self.system, model["arc_input"], vocab, self.words)
+
+    @classmethod
+    def load(cls, checkpoint: str, device: str = "cpu") -> DTGModel:
+        """The one loader of DTG-family checkpoints (module in eval mode, config, vocabularies)."""
+        from experiments.checkpoints import read_checkpoint
+        from lightning_modules.models.dtg import FAMILIES, build
+
+        ckpt = read_checkpoint(checkpoint, FAMILIES)
+        meta = ckpt["synbench"]
+        vocab = ActionVocab.from_json(meta["vocab"]["actions"])
+        module = build({**meta["config"]["model"], "vocab_size": len(vocab)})
+        module.load_state_dict(ckpt["state_dict"])
+        return cls(module, meta, vocab, device)
+
+    @property
+    def joint(self) -> bool:
+        return True
+
+    # -- the tree-marginal protocol ------------------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self.family
+
+    def model_tree(self, tree: Any, pos_tags: bool, location: str) -> DepTree:
+        """The structure of a given dependency tree (forms and heads), non-projective arcs lifted
+        (``dependency.projectivize``: any tree's log p(x, y) bounds log p(x), so the bound stays valid)."""
+        if not isinstance(tree, DepTree):
+            raise InputError(f"{self.family} scores dependency trees, not {type(tree).__name__} (use a dependency "
+                             "corpus, or NAME-dep for a constituency corpus)", location)
+        return projectivize(DepTree(tree.forms, tree.heads, ("_",) * len(tree)))
+
+    def tree_words(self, tree: DepTree) -> list[str]:
+        return list(tree.forms)
+
+    def tree_text(self, tree: DepTree) -> str:
+        return to_conllu(tree)
+
+    def encode_tree(self, tree: DepTree) -> dtg_data.DTGExample:
+        example = self._encode(tree, dtg.oracle(tree.heads, self.system))
+        if len(example) > self.length:
+            raise InputError(f"the {len(tree)}-word sentence needs {len(example)} tokens, more than the model's "
+                             f"segment of {self.length} (DTG is sentence level)")
+        return example
+
+    def is_unknown(self, word: str) -> bool:
+        return word not in self.words.known
+
+    def _forward(self, examples: Sequence[dtg_data.DTGExample]) -> tuple[list[torch.Tensor], list[Any]]:
+        """One forward pass over whole sentences (one chunk each, with their arc representations)."""
+        rows = [(e, segment(e, self.length, self.length, "plain")) for e in examples]
+        chunks = [chunk.to(self.device) for chunk in dtg_data.collate_sentences(rows)]
+        logits, _ = self.module(chunks)
+        return logits, chunks

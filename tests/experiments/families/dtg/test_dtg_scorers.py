@@ -1,0 +1,103 @@
+"""A trained DTG checkpoint as a joint model over given dependency trees: loading, log p(x, y) of gold trees
+(equal to the training loss), the marginal over distinct proposals, and bad trees."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from experiments.config import resolve_train_config
+from experiments.evaluate.scorers.tree_marginal import TreeScorer
+from experiments.families import get_family
+from experiments.train import train
+from lightning_modules.data.dependency import DepTree
+from lightning_modules.errors import InputError
+
+TINY = ["model.d_model=32", "model.n_layers=2", "model.n_heads=2", "model.d_ff=64", "model.warmup_steps=4",
+        "model.total_steps=40", "model.peak_lr=3e-3", "train.batch_size=4", "train.max_steps=8",
+        "train.val_every=8", "train.ckpt_every=8", "runtime.wandb=disabled", "runtime.progress=false",
+        "runtime.threads=1"]
+ROW = "{i}\t{w}\t_\t_\t_\t_\t{h}\t_\t_\t_\n"
+SENTENCES = [("the cat sat .", (2, 3, 0, 3)), ("a dog ran home .", (2, 3, 0, 3, 3))]
+
+
+def tree(words: str, heads: tuple[int, ...], rel: str = "_") -> DepTree:
+    return DepTree(tuple(words.split()), heads, (rel,) * len(heads))
+
+
+@pytest.fixture(scope="module", params=["standard", "swift"])
+def model(request, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("dtg")
+    path = folder / "small.conllu"
+    path.write_text("".join("".join(ROW.format(i=i, w=w, h=h) for i, (w, h) in enumerate(zip(s.split(), hs), 1))
+                            + "\n" for s, hs in SENTENCES * 3))
+    cfg = resolve_train_config("dtg", "cpu-small", [*TINY, f"data.corpus={path}", "data.train_split=file",
+                                                    "data.valid_split=file", f"model.system={request.param}"])
+    train(cfg, seed=1, run_dir=folder / "run")
+    model = get_family("dtg").load(folder / "run" / "checkpoints" / "best.ckpt")
+    model.checkpoint = folder / "run" / "checkpoints" / "best.ckpt"
+    return model
+
+
+def test_gold_tree_logprob_is_the_training_loss(model) -> None:
+    gold = tree("the cat sat .", (2, 3, 0, 3))
+    (score,) = TreeScorer(model, None, method="gold").score_trees([gold.forms], [[gold]])
+    example = model.encode_tree(gold)
+    with torch.no_grad():
+        nll, count = model.module.nll(model._forward([example])[1])
+    assert score.total == pytest.approx(-float(nll), abs=1e-4)
+    assert int(count) == int((example.labels != 0).sum())
+    assert sum(score.word_logprobs) + score.end_logprob == pytest.approx(score.total)
+    assert score.extra["trees"] == 1 and score.unknown_words == 0
+
+
+def test_marginal_over_distinct_proposals(model) -> None:
+    words = ("a", "dog", "ran", "home", ".")
+    gold, flat, chain = tree(" ".join(words), (2, 3, 0, 3, 3)), tree(" ".join(words), (3, 3, 0, 3, 3)), \
+        tree(" ".join(words), (0, 1, 2, 3, 4))
+    relabelled = tree(" ".join(words), (2, 3, 0, 3, 3), rel="dep")  # the same structure: counted once
+    scorer = TreeScorer(model, None, method="proposals", n=10)
+    (both,) = scorer.score_trees([words], [[gold, relabelled, flat, chain]])
+    singles = [scorer.score_trees([words], [[t]])[0].total for t in (gold, flat, chain)]
+    assert both.extra["trees"] == 3
+    assert both.total == pytest.approx(math.log(sum(math.exp(s) for s in singles)), abs=1e-6)
+    assert both.total >= max(singles) and all(v <= 1e-9 for v in both.word_logprobs)
+    assert sum(both.word_logprobs) + both.end_logprob == pytest.approx(both.total)
+    assert both.best_tree.startswith("1\ta\t")
+
+
+def test_non_projective_trees_are_lifted_and_constituency_trees_refused(model) -> None:
+    crossing, lifted = tree("the cat sat .", (3, 4, 0, 3)), tree("the cat sat .", (3, 3, 0, 3))
+    scorer = TreeScorer(model, None, method="gold")
+    (a,), (b,) = scorer.score_trees([crossing.forms], [[crossing]]), scorer.score_trees([lifted.forms], [[lifted]])
+    assert a.total == b.total  # best_tree stays the tree as given
+    with pytest.raises(InputError, match="scores dependency trees, not Tree") as info:
+        from lightning_modules.data.tree import parse_tree
+
+        scorer.score_trees([["a"]], [[parse_tree("(S (NN a))")]], [["trees.mrg:3"]])
+    assert info.value.location == "trees.mrg:3"
+
+
+def test_eval_ppl_gold_on_a_dependency_corpus(model, tmp_path: Path, capsys) -> None:
+    from experiments.cli import main
+
+    corpus = tmp_path / "test.conllu"
+    corpus.write_text("".join("".join(ROW.format(i=i, w=w, h=h) for i, (w, h) in enumerate(zip(s.split(), hs), 1))
+                              + "\n" for s, hs in [*SENTENCES, ("the dog sat .", (3, 4, 0, 3))]))
+    checkpoint = tmp_path / "model.ckpt"
+    import shutil
+
+    shutil.copy(model.checkpoint, checkpoint)
+    assert main(["eval", "ppl", str(checkpoint), "--corpus", str(corpus), "--split", "file", "--json",
+                 "--out", str(tmp_path / "out")]) == 0
+    result = json.loads(capsys.readouterr().out)
+    gold = TreeScorer(model, None, method="gold")
+    trees = [tree(s, hs) for s, hs in [*SENTENCES, ("the dog sat .", (3, 4, 0, 3))]]
+    totals = [gold.score_trees([t.forms], [[t]])[0].total for t in trees]
+    words = sum(len(t) for t in trees)
+    assert result["metrics"]["word_ppl"] == pytest.approx(math.exp(-sum(totals) / words), rel=1e-6)
+    assert result["settings"]["method"] == "gold" and result["settings"]["scorer_convention"]["bound"] is True
