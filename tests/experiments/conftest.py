@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import importlib.util
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 # tests/ is not a package, so the fixture module is loaded by path (one definition for both folders).
 _spec = importlib.util.spec_from_file_location(
