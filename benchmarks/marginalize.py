@@ -24,7 +24,8 @@ import numpy as np
 import torch
 import yaml
 
-from experiments.families.tg.scorers import BeamScorer, TGModel, TreeScorer
+from experiments.families.tg.beam import BeamScorer
+from experiments.families.tg.scorers import TGModel, TreeScorer
 from lightning_modules.data import tg_data
 from lightning_modules.data.corpora import load_corpus
 from lightning_modules.data.encodings.cc_constraints import ActionMasks, CCState, build_tree

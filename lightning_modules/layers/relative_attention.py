@@ -165,6 +165,15 @@ class RelativeMultiHeadAttention(MultiHeadProjections):
         q = self._heads(self.query(x))
         k = self._heads(self.key(keys_in))
         v = self._heads(self.value(keys_in))
+        return self.attend(q, k, v, pattern, table, flex, compiled_flex)
+
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, pattern: AttentionPattern, table: Tensor | None,
+               flex: bool = False, compiled_flex: bool = False) -> Tensor:
+        """Projected q [B, H, L, d] and k, v [B, H, K, d] (keys as ``pattern`` columns) -> [B, L, D].
+
+        ``forward`` projects the chunk and its memory; incremental decoding (``TransformerXL.step``) gathers
+        k and v of the attended keys from its cache.
+        """
         scale = 1.0 / math.sqrt(self.d_head)
         pos_logits = None
         if self.relative:
@@ -178,5 +187,5 @@ class RelativeMultiHeadAttention(MultiHeadProjections):
         else:
             dropout_p = self.dropout if self.training else 0.0
             out = dense_attention(q, k, v, pos_logits, pattern, scale, dropout_p)
-        out = out.transpose(1, 2).reshape(x.shape)
-        return self.output(out)
+        out = out.transpose(1, 2)
+        return self.output(out.reshape(*out.shape[:2], -1))

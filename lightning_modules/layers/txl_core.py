@@ -8,6 +8,9 @@ TXL). A plain TXL memory is ``mem_src = [L, ..., L+M-1]`` (with L = M); TG's sma
 
 With ``n_attention_fns = 2`` each layer has a second set of attention parameters used at COMPOSE positions
 (the official ``attn_indicator`` / ``num_attns=2``); both are evaluated and selected per position, as there.
+
+``step`` decodes one token per hypothesis against a ``KeyValuePool`` (beam search): a token's keys and values
+are computed once, and a new token costs O(its attended keys) per layer instead of a pass over the prefix.
 """
 
 from __future__ import annotations
@@ -18,9 +21,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from lightning_modules.layers.kv_cache import KeyValuePool
 from lightning_modules.layers.relative_attention import (
     AttentionPattern,
     RelativeMultiHeadAttention,
+    position_index,
     sinusoid_table,
 )
 
@@ -57,6 +62,21 @@ class TransformerXLLayer(nn.Module):
                 compose: Tensor | None, flex: bool, compiled_flex: bool) -> Tensor:
         outs = [attn(h, memory, pattern, table, flex, compiled_flex) for attn in self.attentions]
         attn_out = outs[0] if len(outs) == 1 else torch.where(compose[..., None], outs[1], outs[0])
+        h = self.ln1(h + self.dropout(attn_out))
+        return self.ln2(h + self.dropout(self.ffn(h)))
+
+    def step(self, h: Tensor, pool: KeyValuePool, layer: int, rows: Tensor, key_rows: Tensor,
+             pattern: AttentionPattern, table: Tensor | None, compose: Tensor | None) -> Tensor:
+        """``forward`` for one new token per hypothesis: h [B, 1, D]; its keys and values are written to
+        ``pool`` at ``rows`` [B] before its query reads the attended rows ``key_rows`` [B, K] (itself among
+        them)."""
+        outs = []
+        for fn, attn in enumerate(self.attentions):
+            q, k, v = (attn._heads(proj(h)) for proj in (attn.query, attn.key, attn.value))
+            pool.write(layer, fn, rows, k[:, :, 0], v[:, :, 0])
+            keys, values = pool.gather(layer, fn, key_rows)
+            outs.append(attn.attend(q, keys, values, pattern, table))
+        attn_out = outs[0] if len(outs) == 1 else torch.where(compose[:, None, None], outs[1], outs[0])
         h = self.ln1(h + self.dropout(attn_out))
         return self.ln2(h + self.dropout(self.ffn(h)))
 
@@ -163,6 +183,32 @@ class TransformerXL(nn.Module):
                       compiled_flex)
         logits = F.linear(self.output_dropout(h), self.embedding.weight, self.output_bias)
         return logits, (torch.stack(new_memory) if new_memory else None)
+
+
+    def new_pool(self, capacity: int = 256) -> KeyValuePool:
+        """An empty key/value pool for ``step``."""
+        attention = self.layers[0].attentions[0]
+        return KeyValuePool(self.n_layers, len(self.layers[0].attentions), attention.n_heads, attention.d_head,
+                            capacity, self.embedding.weight.dtype, self.embedding.weight.device)
+
+    def step(self, tokens: Tensor, pool: KeyValuePool, rows: Tensor, key_rows: Tensor, relpos: Tensor | None,
+             compose: Tensor | None = None) -> Tensor:
+        """Incremental decoding: one new token per hypothesis -> its logits [B, V].
+
+        ``tokens`` [B]; ``rows`` [B] the pool rows allocated for them; ``key_rows`` [B, K] the rows of the
+        keys each attends (itself included, -1 = padding); ``relpos`` [B, K] raw relative positions. Equal
+        to ``forward`` at that position when the keys are the token's attend list restricted to its chunk
+        and memory (a memory slot holds the layer inputs its token had, so its keys are the cached ones).
+        """
+        mask = (key_rows >= 0)[:, None]
+        index = None
+        if self.relative:
+            index = position_index(relpos.long(), self.min_rel, self.max_rel)[:, None]
+        pattern = AttentionPattern(mask=mask, index=index, row_valid=mask.any(-1))
+        h = self.core_dropout(self.embedding_dropout(self.embedding(tokens[:, None])))
+        for k, layer in enumerate(self.layers):
+            h = layer.step(h, pool, k, rows, key_rows, pattern, self.table, compose)
+        return F.linear(self.output_dropout(h[:, 0]), self.embedding.weight, self.output_bias)
 
 
 def gather_memory(memory: Tensor, h: Tensor, mem_src: Tensor) -> Tensor:

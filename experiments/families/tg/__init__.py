@@ -117,6 +117,7 @@ class TGFamily(Family):
         ppl`` (TG §3.1's greedy single-path prefix)."""
         from experiments.evaluate.scorers.tree_marginal import TreeScorer
         from experiments.families.tg import scorers
+        from experiments.families.tg.beam import BeamScorer
 
         method, level = request.method, self.level(meta["config"])
         if level == "document" and not request.documents:
@@ -132,7 +133,7 @@ class TGFamily(Family):
             scorer: Any = scorers.ExactScorer(model, request.batch_size)
             description = "exact"
         elif method == "beam":
-            scorer = scorers.BeamScorer(model, request.beam, request.word_beam, request.max_actions)
+            scorer = BeamScorer(model, request.beam, request.word_beam, request.max_actions)
             identity = {"beam": request.beam, "word_beam": request.word_beam, "max_actions": request.max_actions}
             description = (f"beam {request.beam}/{request.word_beam}, <= {request.max_actions} actions per word "
                            f"({PAPER_NOTE})")
