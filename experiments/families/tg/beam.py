@@ -44,8 +44,9 @@ from lightning_modules.numeric import logsumexp
 class Decoder:
     """A TG-family network decoding token by token for many hypotheses at once, over one key/value pool."""
 
-    def __init__(self, model: TGModel, capacity: int = 4096):
+    def __init__(self, model: TGModel, capacity: int = 4096, slack: int = 1024):
         self.model = model
+        self.slack = slack  # ``compact`` waits until the pool holds this many rows beyond twice the live ones
         self.network = model.module.network
         self.pool = self.network.new_pool(capacity)
         self.causal = model.family != "tg"
@@ -77,7 +78,7 @@ class Decoder:
     def compact(self, hypotheses: Sequence[_Hypothesis]) -> None:
         """Drop the pool rows none of ``hypotheses`` can attend any more, once they are most of the pool."""
         live = sorted({h.rows[p] for h in hypotheses for p in h.state.live()})
-        if self.pool.size < 2 * len(live) + 1024:
+        if self.pool.size < 2 * len(live) + self.slack:
             return
         remap = self.pool.compact(torch.tensor(live, dtype=torch.long, device=self.pool.keys.device)).tolist()
         for h in hypotheses:
