@@ -1,0 +1,101 @@
+"""TG word-synchronous beam: the KV-cached search against re-encoding every prefix, and the bound vs the beam.
+
+- **Speed.** ``BeamScorer`` (``experiments/families/tg/beam.py``: one batched ``TransformerXL.step`` per
+  action step over the hypotheses of ``--batch`` sentences, keys and values cached) against the reference
+  ``ReencodingBeamScorer`` (``reference_beam.py``: the same search as the TG beam ran before the cache, and as
+  a beam without a cache must: every action step re-encodes every frontier hypothesis's whole prefix). Both
+  run in the same process, interleaved sentence batch by sentence batch, at the same settings; their totals
+  are checked equal (1e-3). Printed: sentences per second of each and the ratio.
+- **Bound vs beam.** The cached beam's corpus bound on the same sentences as the action beam grows
+  (``--curve``, word beam = action beam / 10, at least 3): word perplexity exp(-Σ log p̂(x) / words) (an upper
+  bound) and the mean log p̂(x) per sentence, with the time per sentence — the curve to choose a beam by.
+
+Model: ``--checkpoint`` (a trained TG / TXL (trees) checkpoint) or a randomly initialised ``cpu-small`` TG
+with the PTB-sample vocabulary (speed does not depend on the weights; the bound of random weights is not
+meaningful). Sentences: the PTB sample's validation sentences of 5 to ``--max-words`` words.
+
+    PYTHONPATH=. python benchmarks/tg_beam.py [--checkpoint CKPT] [--sentences 6] [--threads 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+
+import torch
+
+from benchmarks.marginalize import cpu_small_model
+from experiments.families.tg.beam import BeamScorer
+from experiments.families.tg.reference_beam import ReencodingBeamScorer
+from experiments.families.tg.scorers import TGModel
+from lightning_modules.data.corpora import load_corpus
+from lightning_modules.data.tree import clean
+
+
+def sentences(count: int, max_words: int) -> list[list[str]]:
+    corpus = load_corpus("ptb-sample")
+    words = [clean(t).leaves() for doc in corpus.splits["valid"] for _, t in doc.sentences]
+    return [w for w in words if 5 <= len(w) <= max_words][:count]
+
+
+def timed(scorer, batch: list[list[str]]) -> tuple[float, list]:
+    start = time.perf_counter()
+    scores = scorer.score(batch)
+    return time.perf_counter() - start, scores
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--checkpoint", help="a trained tg / txl-trees checkpoint (default: random cpu-small TG)")
+    ap.add_argument("--sentences", type=int, default=6)
+    ap.add_argument("--max-words", type=int, default=20)
+    ap.add_argument("--beam", type=int, default=10, help="action beam of the speed comparison")
+    ap.add_argument("--word-beam", type=int, default=3)
+    ap.add_argument("--max-actions", type=int, default=8)
+    ap.add_argument("--batch", type=int, default=3, help="sentences per batch (the reference: one at a time)")
+    ap.add_argument("--curve", type=int, nargs="*", default=[10, 50, 100, 300])
+    ap.add_argument("--curve-sentences", type=int, default=None, help="default: --sentences")
+    ap.add_argument("--threads", type=int, default=2)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    model = TGModel.load(args.checkpoint) if args.checkpoint else cpu_small_model()[0]
+    data = sentences(max(args.sentences, args.curve_sentences or 0), args.max_words)
+    speed = data[: args.sentences]
+    words = sum(len(s) for s in speed)
+    print(f"model: {args.checkpoint or 'random cpu-small TG'} ({model.family}); {len(speed)} sentences, "
+          f"{words} words; beam {args.beam}/{args.word_beam}, <= {args.max_actions} actions per word; "
+          f"{torch.get_num_threads()} threads")
+    cached = BeamScorer(model, args.beam, args.word_beam, args.max_actions, batch_size=args.batch)
+    reference = ReencodingBeamScorer(model, args.beam, args.word_beam, args.max_actions)
+    times = {"cached": 0.0, "reference": 0.0}
+    for lo in range(0, len(speed), args.batch):  # interleaved: each batch by both, alternating who goes first
+        batch = speed[lo : lo + args.batch]
+        order = [("cached", cached), ("reference", reference)]
+        results = {}
+        for name, scorer in order if (lo // args.batch) % 2 == 0 else order[::-1]:
+            elapsed, results[name] = timed(scorer, batch)
+            times[name] += elapsed
+        for a, b in zip(results["cached"], results["reference"], strict=True):
+            assert abs(a.total - b.total) < 1e-3, (a.total, b.total)
+    rate = {name: len(speed) / t for name, t in times.items()}
+    print(f"{'':>26} {'sentences/s':>12} {'s/sentence':>11}")
+    for name, label in (("cached", "cached (BeamScorer)"), ("reference", "re-encoding (reference)")):
+        print(f"{label:>26} {rate[name]:12.3f} {1 / rate[name]:11.3f}")
+    print(f"{'speed-up':>26} {rate['cached'] / rate['reference']:11.1f}x")
+
+    curve = data[: args.curve_sentences or args.sentences]
+    words = sum(len(s) for s in curve)
+    print(f"\nbound vs beam on {len(curve)} sentences ({words} words), <= {args.max_actions} actions per word")
+    print(f"{'beam':>6} {'word beam':>10} {'word ppl <=':>12} {'mean log p(x) >=':>17} {'s/sentence':>11}")
+    for beam in args.curve:
+        word_beam = max(3, beam // 10)
+        scorer = BeamScorer(model, beam, word_beam, args.max_actions, batch_size=args.batch)
+        elapsed, scores = timed(scorer, curve)
+        total = sum(s.total for s in scores)
+        print(f"{beam:6d} {word_beam:10d} {math.exp(-total / words):12.2f} {total / len(curve):17.3f} "
+              f"{elapsed / len(curve):11.2f}")
+
+
+if __name__ == "__main__":
+    main()
