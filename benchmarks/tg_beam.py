@@ -14,7 +14,7 @@ Model: ``--checkpoint`` (a trained TG / TXL (trees) checkpoint) or a randomly in
 with the PTB-sample vocabulary (speed does not depend on the weights; the bound of random weights is not
 meaningful). Sentences: the PTB sample's validation sentences of 5 to ``--max-words`` words.
 
-    PYTHONPATH=. python benchmarks/tg_beam.py [--checkpoint CKPT] [--sentences 6] [--threads 2]
+    PYTHONPATH=. python benchmarks/tg_beam.py [--checkpoint CKPT] [--sentences 6] [--threads 1]
 """
 
 from __future__ import annotations
@@ -56,7 +56,8 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=3, help="sentences per batch (the reference: one at a time)")
     ap.add_argument("--curve", type=int, nargs="*", default=[10, 50, 100, 300])
     ap.add_argument("--curve-sentences", type=int, default=None, help="default: --sentences")
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=1,
+                    help="torch threads (default 1: on a shared CPU more threads oversubscribe it)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     model = TGModel.load(args.checkpoint) if args.checkpoint else cpu_small_model()[0]

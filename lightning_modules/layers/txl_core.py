@@ -66,16 +66,17 @@ class TransformerXLLayer(nn.Module):
         return self.ln2(h + self.dropout(self.ffn(h)))
 
     def step(self, h: Tensor, pool: KeyValuePool, layer: int, rows: Tensor, key_rows: Tensor,
-             pattern: AttentionPattern, table: Tensor | None, compose: Tensor | None) -> Tensor:
+             pattern: AttentionPattern, rel_keys: list[Tensor] | None, compose: Tensor | None) -> Tensor:
         """``forward`` for one new token per hypothesis: h [B, 1, D]; its keys and values are written to
         ``pool`` at ``rows`` [B] before its query reads the attended rows ``key_rows`` [B, K] (itself among
-        them)."""
+        them). ``rel_keys``: each attention function's ``relative_key_table``."""
         outs = []
         for fn, attn in enumerate(self.attentions):
             q, k, v = (attn._heads(proj(h)) for proj in (attn.query, attn.key, attn.value))
             pool.write(layer, fn, rows, k[:, :, 0], v[:, :, 0])
             keys, values = pool.gather(layer, fn, key_rows)
-            outs.append(attn.attend(q, keys, values, pattern, table))
+            outs.append(attn.attend(q, keys, values, pattern, None,
+                                    rel_keys=None if rel_keys is None else rel_keys[fn]))
         attn_out = outs[0] if len(outs) == 1 else torch.where(compose[:, None, None], outs[1], outs[0])
         h = self.ln1(h + self.dropout(attn_out))
         return self.ln2(h + self.dropout(self.ffn(h)))
@@ -191,15 +192,24 @@ class TransformerXL(nn.Module):
         return KeyValuePool(self.n_layers, len(self.layers[0].attentions), attention.n_heads, attention.d_head,
                             capacity, self.embedding.weight.dtype, self.embedding.weight.device)
 
+    def relative_key_tables(self) -> list[list[Tensor]] | None:
+        """Every layer's and attention function's projected position table (``step`` reuses them)."""
+        if not self.relative:
+            return None
+        return [[attn.relative_key_table(self.table) for attn in layer.attentions] for layer in self.layers]
+
     def step(self, tokens: Tensor, pool: KeyValuePool, rows: Tensor, key_rows: Tensor, relpos: Tensor | None,
-             compose: Tensor | None = None) -> Tensor:
+             compose: Tensor | None = None, rel_keys: list[list[Tensor]] | None = None) -> Tensor:
         """Incremental decoding: one new token per hypothesis -> its logits [B, V].
 
         ``tokens`` [B]; ``rows`` [B] the pool rows allocated for them; ``key_rows`` [B, K] the rows of the
-        keys each attends (itself included, -1 = padding); ``relpos`` [B, K] raw relative positions. Equal
-        to ``forward`` at that position when the keys are the token's attend list restricted to its chunk
-        and memory (a memory slot holds the layer inputs its token had, so its keys are the cached ones).
+        keys each attends (itself included, -1 = padding); ``relpos`` [B, K] raw relative positions;
+        ``rel_keys`` ``relative_key_tables()`` (computed here when not given). Equal to ``forward`` at that
+        position when the keys are the token's attend list restricted to its chunk and memory (a memory slot
+        holds the layer inputs its token had, so its keys are the cached ones).
         """
+        if rel_keys is None:
+            rel_keys = self.relative_key_tables()
         mask = (key_rows >= 0)[:, None]
         index = None
         if self.relative:
@@ -207,7 +217,8 @@ class TransformerXL(nn.Module):
         pattern = AttentionPattern(mask=mask, index=index, row_valid=mask.any(-1))
         h = self.core_dropout(self.embedding_dropout(self.embedding(tokens[:, None])))
         for k, layer in enumerate(self.layers):
-            h = layer.step(h, pool, k, rows, key_rows, pattern, self.table, compose)
+            h = layer.step(h, pool, k, rows, key_rows, pattern, None if rel_keys is None else rel_keys[k],
+                           compose)
         return F.linear(self.output_dropout(h[:, 0]), self.embedding.weight, self.output_bias)
 
 

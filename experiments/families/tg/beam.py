@@ -51,6 +51,8 @@ class Decoder:
         self.pool = self.network.new_pool(capacity)
         self.causal = model.family != "tg"
         self.relpos = RELPOS[model.config["model"]["relpos"]]
+        with torch.no_grad():
+            self.rel_keys = self.network.relative_key_tables()
 
     def start(self) -> DecodingState:
         return DecodingState(self.causal, self.relpos, self.model.length, self.model.memory)
@@ -72,7 +74,7 @@ class Decoder:
             torch.tensor(tokens, dtype=torch.long, device=device), self.pool, new_rows,
             torch.tensor(key_rows, dtype=torch.long, device=device),
             torch.tensor(relpos, dtype=torch.long, device=device),
-            torch.tensor([c for _, _, c in attention], device=device))
+            torch.tensor([c for _, _, c in attention], device=device), self.rel_keys)
         return logits.float().log_softmax(-1)
 
     def compact(self, hypotheses: Sequence[_Hypothesis]) -> None:

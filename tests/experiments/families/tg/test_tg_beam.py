@@ -39,7 +39,8 @@ VOCAB_TREES = [Tree(label, tuple(WORDS)) for label in ("S", "NP", "VP", "PP")]  
 
 
 def make_model(family: str, trees: list[Tree], level: str = "sentence", memory: str = "smart",
-               segment_length: int = 4, terminals: str = "words", seed: int = 0, double: bool = False, **model: object) -> TGModel:
+               segment_length: int = 4, terminals: str = "words", seed: int = 0, double: bool = False,
+               **model: object) -> TGModel:
     """A randomly initialised model (sharpened embeddings) with the vocabularies training would build."""
     docs = [Document("d", tuple(("<test>", t) for t in trees))]
     seqs = tg_data.sequences(docs, level, "none")
