@@ -156,9 +156,20 @@ class RelativeMultiHeadAttention(MultiHeadProjections):
         return self._heads(self.relative_keys(table))
 
     def position_logits(self, q: Tensor, rel_keys: Tensor, scale: float) -> Tensor:
-        """Scaled ``(q + v) · rel_keysᵀ`` with a zero column appended: [B, H, L, R+1]."""
-        logits = torch.matmul(q + self.r_r_bias[:, None, :], rel_keys.transpose(-1, -2)) * scale
-        return F.pad(logits, (0, 1))
+        """Scaled ``(q + v) · rel_keysᵀ`` with a zero column appended: [B, H, L, R+1].
+
+        One table for the whole batch is one matmul per head over all B·L queries (a broadcast batched
+        matmul is several times slower on CPU).
+        """
+        q = q + self.r_r_bias[:, None, :]
+        if rel_keys.shape[0] == 1:
+            batch, heads, length, d = q.shape
+            folded = q.transpose(0, 1).reshape(heads, batch * length, d)
+            logits = torch.matmul(folded, rel_keys[0].transpose(-1, -2))
+            logits = logits.view(heads, batch, length, -1).transpose(0, 1)
+        else:
+            logits = torch.matmul(q, rel_keys.transpose(-1, -2))
+        return F.pad(logits * scale, (0, 1))
 
     def forward(self, x: Tensor, memory: Tensor | None, pattern: AttentionPattern, table: Tensor | None,
                 flex: bool = False, compiled_flex: bool = False) -> Tensor:
