@@ -133,10 +133,15 @@ class TGFamily(Family):
             scorer: Any = scorers.ExactScorer(model, request.batch_size)
             description = "exact"
         elif method == "beam":
-            scorer = BeamScorer(model, request.beam, request.word_beam, request.max_actions)
+            scorer = BeamScorer(model, request.beam, request.word_beam, request.max_actions,
+                                fast_track=request.fast_track)
             identity = {"beam": request.beam, "word_beam": request.word_beam, "max_actions": request.max_actions}
-            description = (f"beam {request.beam}/{request.word_beam}, <= {request.max_actions} actions per word "
-                           f"({PAPER_NOTE})")
+            track = ""
+            if request.fast_track is not None:
+                identity["fast_track"] = request.fast_track
+                track = f", fast-track {request.fast_track}"
+            description = (f"beam {request.beam}/{request.word_beam}{track}, <= {request.max_actions} actions per "
+                           f"word ({PAPER_NOTE})")
         elif method == "gold":
             if request.gold is None:
                 raise InputError("--method gold needs gold trees: evaluate a treebank corpus (eval ppl)", "--method")

@@ -114,23 +114,31 @@ class _Hypothesis:
 class BeamScorer:
     """Word-synchronous beam search over the joint model's actions, on a key/value cache (module docstring).
 
+    ``fast_track`` (default None: every completion is kept, the search above) switches to Stern et al.'s
+    rule, in which completions compete with nonterminal extensions for the action beam and the best
+    ``fast_track`` completions of each step are kept regardless (see ``_select``); DTG's SG setting is
+    beam 100, word beam 10, fast-track 0, <= 15 actions.
+
     ``batch_size`` sentences are searched together (their hypotheses share every batched step); the numbers
     do not depend on it.
     """
 
     def __init__(self, model: TGModel, beam: int = 100, word_beam: int = 10, max_actions: int = 15,
-                 batch_size: int = 8):
+                 batch_size: int = 8, fast_track: int | None = None):
         if not model.joint:
             raise InputError(f"{model.family} is a string model: score it with method=exact", "method")
         for name, value in (("beam", beam), ("word_beam", word_beam), ("max_actions", max_actions),
                             ("batch_size", batch_size)):
             if value < 1:
                 raise InputError("must be at least 1", name)
+        if fast_track is not None and fast_track < 0:
+            raise InputError("must be at least 0", "fast_track")
         self.model, self.beam, self.word_beam, self.max_actions = model, beam, word_beam, max_actions
-        self.batch_size = batch_size
+        self.batch_size, self.fast_track = batch_size, fast_track
         self.name = model.family
         self.convention = Convention(method="beam", bound=True, beam=beam, word_beam=word_beam,
-                                     max_actions=max_actions, incremental="beam", end_of_sentence=True)
+                                     max_actions=max_actions, fast_track=fast_track, incremental="beam",
+                                     end_of_sentence=True)
         vocab = model.vocab
         masks = ActionMasks(vocab)
         self.masks = masks
@@ -188,22 +196,28 @@ class BeamScorer:
         for step in range(self.max_actions + 1):
             if not any(frontiers.values()):
                 break
+            candidates: dict[int, list[_Hypothesis | None]] = {}  # per frontier hypothesis: it + word i
             fresh: list[tuple[_Hypothesis, list[int]]] = []
             for s, frontier in frontiers.items():
                 pieces, ids = words[s]
+                candidates[s] = []
                 for h in frontier:
+                    word = None
                     if h.cc.open:  # inside the root: the word may come now
                         word = _Hypothesis(h.tokens + pieces, h.types + (int(TokenType.T),) * len(pieces),
                                            h.word_index + (i,) * len(pieces), h.logprob, h.cc.advance(
                                                TokenType.T, pieces[0]), h.state, h.rows, h.next)
                         fresh.append((word, ids))
-                        completed[s].append(word)
+                    candidates[s].append(word)
             self._read_word(decoder, fresh)
-            if step == self.max_actions:
+            last = step == self.max_actions
+            selected = {s: self._select(frontier, candidates[s], last) for s, frontier in frontiers.items()}
+            for s, (_, kept) in selected.items():
+                completed[s] += kept
+            if last:
                 break
-            frontiers = {s: self._extend(frontier) for s, frontier in frontiers.items()}
-            children = [h for frontier in frontiers.values() for h in frontier]
-            self._feed_actions(decoder, children)
+            frontiers = {s: children for s, (children, _) in selected.items()}
+            self._feed_actions(decoder, [h for children in frontiers.values() for h in children])
         return completed
 
     def _read_word(self, decoder: Decoder, fresh: list[tuple[_Hypothesis, list[int]]]) -> None:
@@ -220,28 +234,61 @@ class BeamScorer:
         for h, ids in fresh:
             h.pending, h.next = ids[-1], None
 
-    def _extend(self, frontier: list[_Hypothesis]) -> list[_Hypothesis]:
-        """The best ``beam`` nonterminal extensions of one sentence's frontier (not fed yet)."""
+    def _select(self, frontier: list[_Hypothesis], words: list[_Hypothesis | None], last: bool
+                ) -> tuple[list[_Hypothesis], list[_Hypothesis]]:
+        """One action step of one sentence: (the next frontier, not fed yet; the completions kept).
+
+        ``fast_track=None``: every completion is kept and the best ``beam`` nonterminal extensions form the
+        frontier. Otherwise (Stern et al. 2017) completions and nonterminal extensions compete for the
+        ``beam`` places — the completions among the winners are kept — and the best ``fast_track``
+        completions are kept whatever their rank. Ties: frontier order, a hypothesis's completion before its
+        extensions, extensions in vocabulary order. At the last step only completions remain.
+        """
         if not frontier:
-            return []
+            return [], []
         columns = torch.from_numpy(self.nonterminal_ids)
         scores = torch.stack([h.next[columns] for h in frontier]).double()
         scores += torch.tensor([h.logprob for h in frontier], dtype=torch.float64)[:, None]
         allowed = np.zeros(scores.shape, dtype=bool)
-        allowed[:] = self.opening_columns
-        for b, h in enumerate(frontier):
-            if h.cc.can_close and len(h.cc.open) > 1:  # never the root while words remain
-                allowed[b, self.column[self.masks.closing_id(h.cc.open[-1])]] = True
-        flat = scores.masked_fill(~torch.from_numpy(allowed), float("-inf")).flatten()
-        count = min(self.beam, int(allowed.sum()))
-        best = torch.sort(flat, descending=True, stable=True).indices[:count].tolist()
-        width = len(self.nonterminal_ids)
+        if not last:
+            allowed[:] = self.opening_columns
+            for b, h in enumerate(frontier):
+                if h.cc.can_close and len(h.cc.open) > 1:  # never the root while words remain
+                    allowed[b, self.column[self.masks.closing_id(h.cc.open[-1])]] = True
+        scores = scores.masked_fill(~torch.from_numpy(allowed), float("-inf"))
+        if self.fast_track is None:
+            kept = [w for w in words if w is not None]
+            return self._children(frontier, scores, self.beam), kept
+        word_scores = torch.tensor([float("-inf") if w is None else w.logprob for w in words],
+                                   dtype=torch.float64)
+        joint = torch.cat([word_scores[:, None], scores], dim=1)
+        best = self._best(joint.flatten(), self.beam)
+        width = joint.shape[1]
+        kept_rows = {index // width for index in best if index % width == 0}
+        kept_rows.update(self._best(word_scores, self.fast_track))
+        extensions = [(index // width, index % width - 1) for index in best if index % width]
+        return self._make_children(frontier, extensions, scores), [words[b] for b in sorted(kept_rows)]
+
+    @staticmethod
+    def _best(scores: torch.Tensor, count: int) -> list[int]:
+        """Indices of the ``count`` best finite scores, best first (stable: ties keep index order)."""
+        count = min(count, int(torch.isfinite(scores).sum()))
+        return torch.sort(scores, descending=True, stable=True).indices[:count].tolist()
+
+    def _children(self, frontier: list[_Hypothesis], scores: torch.Tensor, count: int) -> list[_Hypothesis]:
+        width = scores.shape[1]
+        best = self._best(scores.flatten(), count)
+        return self._make_children(frontier, [divmod(index, width) for index in best], scores)
+
+    def _make_children(self, frontier: list[_Hypothesis], extensions: list[tuple[int, int]],
+                       scores: torch.Tensor) -> list[_Hypothesis]:
+        """The hypotheses ``frontier[b]`` + nonterminal column c, for each (b, c), scored by ``scores``."""
         children = []
-        for index in best:
-            h, action = frontier[index // width], int(self.nonterminal_ids[index % width])
+        for b, c in extensions:
+            h, action = frontier[b], int(self.nonterminal_ids[c])
             token, ttype = self.model.vocab.tokens[action], int(self.types[action])
             children.append(_Hypothesis(h.tokens + (token,), h.types + (ttype,), h.word_index + (-1,),
-                                        float(flat[index]), h.cc.advance(ttype, token), h.state, h.rows,
+                                        float(scores[b, c]), h.cc.advance(ttype, token), h.state, h.rows,
                                         pending=action))
         return children
 

@@ -146,3 +146,48 @@ def test_beam_equals_the_reencoding_beam_on_ptb_sentences(ptb_trees, family, ter
         assert got.best_tree == ref.best_tree and got.extra["trees"] == ref.extra["trees"]
         assert got.extra["best_logprob"] == pytest.approx(ref.extra["best_logprob"], abs=1e-4)
         assert got.unknown_words == ref.unknown_words
+
+
+# -- fast-track (Stern et al. 2017) ---------------------------------------------------------------------------
+def test_fast_track_changes_nothing_without_pruning():
+    trees = [Tree("S", (Tree("X", ("a", "b")), "c")), Tree("X", (Tree("S", ("a",)), "b"))]
+    model = make_model("tg", trees, segment_length=8)
+    words = [["a", "b"], ["b", "a", "c"]]
+    every = BeamScorer(model, 10_000, 10_000, 2).score(words)
+    for k in (0, 3):
+        tracked = BeamScorer(model, 10_000, 10_000, 2, fast_track=k).score(words)
+        assert [s.total for s in tracked] == pytest.approx([s.total for s in every], abs=1e-9)
+        assert [s.word_logprobs for s in tracked] == [s.word_logprobs for s in every]
+
+
+def test_fast_track_selection_rule():
+    """Completions compete with extensions for the beam; the best ``fast_track`` completions are kept anyway."""
+    model = make_model("tg", VOCAB_TREES, segment_length=8)
+    scorer = BeamScorer(model, beam=3, word_beam=2, max_actions=4, fast_track=1)
+    state = CCState(("S", "NP"), 0, True)  # NP may close (not the root)
+    close_col = scorer.column[scorer.masks.closing_id("NP")]
+
+    def hyp(logprob, column_scores):
+        next_ = torch.full((len(model.vocab),), -50.0)
+        for c, v in column_scores.items():
+            next_[int(scorer.nonterminal_ids[c])] = v
+        return _Hypothesis((), (), (), logprob, state, None, [], next=next_)
+
+    frontier = [hyp(-1.0, {0: -0.5, close_col: -0.2}), hyp(-2.0, {0: -0.1}), hyp(-1.5, {})]
+    words = [hyp(-4.0, {}), hyp(-2.2, {}), hyp(-3.0, {})]  # completions: -4.0, -2.2, -3.0
+    children, kept = scorer._select(frontier, words, last=False)
+    # joint ranking: close NP from 0 (-1.2), open col 0 from 0 (-1.5), word of 1 (-2.2), col 0 of 1 (-2.1) ...
+    assert [round(h.logprob, 6) for h in children] == [-1.2, -1.5, -2.1]
+    assert kept == [words[1]]  # no completion made the beam; the best one is fast-tracked
+    scorer.fast_track = 0
+    _, kept = scorer._select(frontier, words, last=False)
+    assert kept == []
+    scorer.fast_track = 2
+    _, kept = scorer._select(frontier, words, last=False)
+    assert kept == [words[1], words[2]]
+    scorer.beam = 5  # -1.2, -1.5, -2.1, -2.2 (word of 1), -3.0 (word of 2) ... in the beam
+    scorer.fast_track = 0
+    children, kept = scorer._select(frontier, words, last=False)
+    assert kept == [words[1], words[2]] and len(children) == 3
+    children, kept = scorer._select(frontier, words, last=True)  # only completions remain
+    assert children == [] and kept == words  # kept in frontier order
