@@ -199,8 +199,10 @@ class TransformerXL(nn.Module):
         return [[attn.relative_key_table(self.table) for attn in layer.attentions] for layer in self.layers]
 
     def step(self, tokens: Tensor, pool: KeyValuePool, rows: Tensor, key_rows: Tensor, relpos: Tensor | None,
-             compose: Tensor | None = None, rel_keys: list[list[Tensor]] | None = None) -> Tensor:
-        """Incremental decoding: one new token per hypothesis -> its logits [B, V].
+             compose: Tensor | None = None, rel_keys: list[list[Tensor]] | None = None,
+             predict: bool = True) -> Tensor | None:
+        """Incremental decoding: one new token per hypothesis -> its logits [B, V] (None unless ``predict``:
+        the token's keys and values are all a caller may need, e.g. TG's COMPOSE token before its STACK copy).
 
         ``tokens`` [B]; ``rows`` [B] the pool rows allocated for them; ``key_rows`` [B, K] the rows of the
         keys each attends (itself included, -1 = padding); ``relpos`` [B, K] raw relative positions;
@@ -219,6 +221,8 @@ class TransformerXL(nn.Module):
         for k, layer in enumerate(self.layers):
             h = layer.step(h, pool, k, rows, key_rows, pattern, None if rel_keys is None else rel_keys[k],
                            compose)
+        if not predict:
+            return None
         return F.linear(self.output_dropout(h[:, 0]), self.embedding.weight, self.output_bias)
 
 

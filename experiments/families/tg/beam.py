@@ -59,9 +59,9 @@ class Decoder:
 
     @torch.no_grad()
     def feed(self, states: Sequence[DecodingState], rows: Sequence[list[int]], tokens: Sequence[int],
-             types: Sequence[int]) -> torch.Tensor:
+             types: Sequence[int], predict: bool = True) -> torch.Tensor | None:
         """Advance each hypothesis (its state and row list, both updated) over one token of the given id and
-        ``TokenType``; returns the log-probabilities [B, V] of the token that follows each."""
+        ``TokenType``; returns the log-probabilities [B, V] of the token that follows each (if ``predict``)."""
         attention = [state.step(t) for state, t in zip(states, types)]
         new_rows = self.pool.allocate(len(states))
         for row_list, row in zip(rows, new_rows.tolist()):
@@ -74,8 +74,8 @@ class Decoder:
             torch.tensor(tokens, dtype=torch.long, device=device), self.pool, new_rows,
             torch.tensor(key_rows, dtype=torch.long, device=device),
             torch.tensor(relpos, dtype=torch.long, device=device),
-            torch.tensor([c for _, _, c in attention], device=device), self.rel_keys)
-        return logits.float().log_softmax(-1)
+            torch.tensor([c for _, _, c in attention], device=device), self.rel_keys, predict)
+        return None if logits is None else logits.float().log_softmax(-1)
 
     def compact(self, hypotheses: Sequence[_Hypothesis]) -> None:
         """Drop the pool rows none of ``hypotheses`` can attend any more, once they are most of the pool."""
@@ -223,8 +223,10 @@ class BeamScorer:
     def _read_word(self, decoder: Decoder, fresh: list[tuple[_Hypothesis, list[int]]]) -> None:
         """Add the word's log-prob (its pieces' ids given) to each new completion; the pieces before the
         last are fed now, the last one pends until the hypothesis needs it."""
-        for h, ids in fresh:
-            h.logprob += float(h.next[ids[0]])
+        if fresh:
+            first = torch.stack([h.next for h, _ in fresh]).gather(1, torch.tensor([[ids[0]] for _, ids in fresh]))
+            for (h, _), value in zip(fresh, first[:, 0].tolist()):
+                h.logprob += value
         for k in range(1, max((len(ids) for _, ids in fresh), default=0)):
             more = [(h, ids) for h, ids in fresh if len(ids) > k]
             self._feed(decoder, [h for h, _ in more], [ids[k - 1] for _, ids in more],
@@ -247,7 +249,7 @@ class BeamScorer:
         if not frontier:
             return [], []
         columns = torch.from_numpy(self.nonterminal_ids)
-        scores = torch.stack([h.next[columns] for h in frontier]).double()
+        scores = torch.stack([h.next for h in frontier])[:, columns].double()
         scores += torch.tensor([h.logprob for h in frontier], dtype=torch.float64)[:, None]
         allowed = np.zeros(scores.shape, dtype=bool)
         if not last:
@@ -299,9 +301,9 @@ class BeamScorer:
         actions = [h.pending for h in children]
         types = [int(self.types[a]) for a in actions]
         twice = [k for k, t in enumerate(types) if t == TokenType.CNT and not decoder.causal]
-        if twice:
+        if twice:  # nothing is predicted after the COMPOSE copy: its keys and values suffice
             self._feed(decoder, [children[k] for k in twice], [actions[k] for k in twice],
-                       [int(TokenType.CNT)] * len(twice))
+                       [int(TokenType.CNT)] * len(twice), predict=False)
             for k in twice:
                 types[k] = int(TokenType.CNT2)
         self._feed(decoder, children, actions, types)
@@ -316,12 +318,14 @@ class BeamScorer:
                 h.pending = -1
 
     @staticmethod
-    def _feed(decoder: Decoder, hypotheses: list[_Hypothesis], tokens: list[int], types: list[int]) -> None:
+    def _feed(decoder: Decoder, hypotheses: list[_Hypothesis], tokens: list[int], types: list[int],
+              predict: bool = True) -> None:
         for h in hypotheses:
             h.own()
-        logprobs = decoder.feed([h.state for h in hypotheses], [h.rows for h in hypotheses], tokens, types)
-        for h, row in zip(hypotheses, logprobs):
-            h.next = row
+        logprobs = decoder.feed([h.state for h in hypotheses], [h.rows for h in hypotheses], tokens, types,
+                                predict)
+        for k, h in enumerate(hypotheses):
+            h.next = None if logprobs is None else logprobs[k]
 
     def _close(self, decoder: Decoder, groups: list[list[_Hypothesis]]) -> list[list[_Hypothesis]]:
         """Each completed hypothesis with its open constituents closed (innermost first), all batched."""
@@ -330,9 +334,10 @@ class BeamScorer:
         vocab = self.model.vocab
         closings = [[self.masks.closing_id(label) for label in reversed(h.cc.open)] for h in hypotheses]
         for k in range(max((len(c) for c in closings), default=0)):
-            for h, c in zip(hypotheses, closings):
-                if k < len(c):
-                    h.logprob += float(h.next[c[k]])
+            closing = [(h, c[k]) for h, c in zip(hypotheses, closings) if k < len(c)]
+            values = torch.stack([h.next for h, _ in closing]).gather(1, torch.tensor([[a] for _, a in closing]))
+            for (h, _), value in zip(closing, values[:, 0].tolist()):
+                h.logprob += value
             more = [(h, c[k]) for h, c in zip(hypotheses, closings) if k + 1 < len(c)]
             for h, action in more:
                 h.pending = action
