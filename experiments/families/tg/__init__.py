@@ -163,7 +163,7 @@ class TGFamily(Family):
             scorer = DocumentScorer(scorer)
             identity["level"] = "document"
             description = f"{description}, {INCREMENTAL}"
-        return Scoring(scorer, identity, description, 4 if method == "beam" else 32, level)
+        return Scoring(scorer, identity, description, 8 if method == "beam" else 32, level)
 
     # -- inspect, model-info, probing, terminals -----------------------------------------------------------
     def inspect(self, name: str, item: Any, args: argparse.Namespace) -> dict[str, Any]:
