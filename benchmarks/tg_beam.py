@@ -8,7 +8,8 @@
   are checked equal (1e-3). Printed: sentences per second of each and the ratio.
 - **Bound vs beam.** The cached beam's corpus bound on the same sentences as the action beam grows
   (``--curve``, word beam = action beam / 10, at least 3): word perplexity exp(-Σ log p̂(x) / words) (an upper
-  bound) and the mean log p̂(x) per sentence, with the time per sentence — the curve to choose a beam by.
+  bound) and the mean log p̂(x) per sentence, with the time per sentence — the curve to choose a beam by —
+  beside the gold trees' value exp(-Σ log p(x, y_gold) / words) (also an upper bound on the perplexity).
 
 Model: ``--checkpoint`` (a trained TG / TXL (trees) checkpoint) or a randomly initialised ``cpu-small`` TG
 with the PTB-sample vocabulary (speed does not depend on the weights; the bound of random weights is not
@@ -26,17 +27,19 @@ import time
 import torch
 
 from benchmarks.marginalize import cpu_small_model
+from experiments.evaluate.scorers.tree_marginal import TreeScorer
 from experiments.families.tg.beam import BeamScorer
 from experiments.families.tg.reference_beam import ReencodingBeamScorer
 from experiments.families.tg.scorers import TGModel
 from lightning_modules.data.corpora import load_corpus
-from lightning_modules.data.tree import clean
+from lightning_modules.data.tree import Tree, clean
 
 
-def sentences(count: int, max_words: int) -> list[list[str]]:
+def gold_trees(count: int, max_words: int) -> list[Tree]:
+    """The first ``count`` cleaned validation trees of the PTB sample with 5 to ``max_words`` words."""
     corpus = load_corpus("ptb-sample")
-    words = [clean(t).leaves() for doc in corpus.splits["valid"] for _, t in doc.sentences]
-    return [w for w in words if 5 <= len(w) <= max_words][:count]
+    trees = [clean(t) for doc in corpus.splits["valid"] for _, t in doc.sentences]
+    return [t for t in trees if 5 <= len(t.leaves()) <= max_words][:count]
 
 
 def timed(scorer, batch: list[list[str]]) -> tuple[float, list]:
@@ -61,7 +64,8 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     model = TGModel.load(args.checkpoint) if args.checkpoint else cpu_small_model()[0]
-    data = sentences(max(args.sentences, args.curve_sentences or 0), args.max_words)
+    trees = gold_trees(max(args.sentences, args.curve_sentences or 0), args.max_words)
+    data = [t.leaves() for t in trees]
     speed = data[: args.sentences]
     words = sum(len(s) for s in speed)
     print(f"model: {args.checkpoint or 'random cpu-small TG'} ({model.family}); {len(speed)} sentences, "
@@ -89,6 +93,10 @@ def main() -> None:
     words = sum(len(s) for s in curve)
     print(f"\nbound vs beam on {len(curve)} sentences ({words} words), <= {args.max_actions} actions per word")
     print(f"{'beam':>6} {'word beam':>10} {'word ppl <=':>12} {'mean log p(x) >=':>17} {'s/sentence':>11}")
+    gold = TreeScorer(model, None, method="gold", pos_tags=True).score_trees(
+        curve, [[t] for t in trees[: len(curve)]])
+    total = sum(s.total for s in gold)
+    print(f"{'gold':>6} {'tree':>10} {math.exp(-total / words):12.2f} {total / len(curve):17.3f} {'':>11}")
     for beam in args.curve:
         word_beam = max(3, beam // 10)
         scorer = BeamScorer(model, beam, word_beam, args.max_actions, batch_size=args.batch)
