@@ -16,6 +16,23 @@ with the PTB-sample vocabulary (speed does not depend on the weights; the bound 
 meaningful). Sentences: the PTB sample's validation sentences of 5 to ``--max-words`` words.
 
     PYTHONPATH=. python benchmarks/tg_beam.py [--checkpoint CKPT] [--sentences 6] [--threads 1]
+
+Measured 2026-11-24 on this machine's CPU (2 cores shared with four other agents' jobs, load 8-13; one torch
+thread each; PTB-sample validation sentences of 5-20 words, <= 8 actions per word; interleaved, same run):
+
+    beam / word beam   sentences (batch)   model           cached s/sent   re-encoding s/sent   speed-up
+    10 / 3             6 (6)               random          0.67            4.72                  7.0x
+    10 / 3             6 (6)               250-step TG     0.84            6.74                  8.0x
+    50 / 5             4 (4)               random          2.27            30.81                13.6x
+    100 / 10           2 (2)               250-step TG     8.61            98.92                11.5x
+
+Bound vs beam (the 250-step ``cpu-small`` TG, 6 sentences, 97 words; gold trees: word ppl <= 344.01):
+
+    beam / word beam   word ppl <=   mean log p(x) >=   s/sentence
+    10 / 3             279.42        -91.062            0.73
+    50 / 5             267.74        -90.372            2.89
+    100 / 10           262.68        -90.064            5.58
+    300 / 30           251.40        -89.354           19.42
 """
 
 from __future__ import annotations
