@@ -224,7 +224,8 @@ class BeamScorer:
         """Add the word's log-prob (its pieces' ids given) to each new completion; the pieces before the
         last are fed now, the last one pends until the hypothesis needs it."""
         if fresh:
-            first = torch.stack([h.next for h, _ in fresh]).gather(1, torch.tensor([[ids[0]] for _, ids in fresh]))
+            rows = torch.stack([h.next for h, _ in fresh])
+            first = rows.gather(1, torch.tensor([[ids[0]] for _, ids in fresh], device=rows.device))
             for (h, _), value in zip(fresh, first[:, 0].tolist()):
                 h.logprob += value
         for k in range(1, max((len(ids) for _, ids in fresh), default=0)):
@@ -248,8 +249,8 @@ class BeamScorer:
         """
         if not frontier:
             return [], []
-        columns = torch.from_numpy(self.nonterminal_ids)
-        scores = torch.stack([h.next for h in frontier])[:, columns].double()
+        rows = torch.stack([h.next for h in frontier])
+        scores = rows[:, torch.from_numpy(self.nonterminal_ids).to(rows.device)].double().cpu()
         scores += torch.tensor([h.logprob for h in frontier], dtype=torch.float64)[:, None]
         allowed = np.zeros(scores.shape, dtype=bool)
         if not last:
@@ -335,7 +336,8 @@ class BeamScorer:
         closings = [[self.masks.closing_id(label) for label in reversed(h.cc.open)] for h in hypotheses]
         for k in range(max((len(c) for c in closings), default=0)):
             closing = [(h, c[k]) for h, c in zip(hypotheses, closings) if k < len(c)]
-            values = torch.stack([h.next for h, _ in closing]).gather(1, torch.tensor([[a] for _, a in closing]))
+            rows = torch.stack([h.next for h, _ in closing])
+            values = rows.gather(1, torch.tensor([[a] for _, a in closing], device=rows.device))
             for (h, _), value in zip(closing, values[:, 0].tolist()):
                 h.logprob += value
             more = [(h, c[k]) for h, c in zip(hypotheses, closings) if k + 1 < len(c)]
