@@ -77,25 +77,23 @@ class Decoder:
             queries.append((pad, steps, {r: j for j, r in enumerate(union)}))
             key_lists.append(union)
         width = max(len(u) for u in key_lists)
-        key_rows, mask, relpos, compose, ids = [], [], [], [], []
-        for (pad, steps, column), union, token_ids in zip(queries, key_lists, tokens):
-            key_rows.append(union + [-1] * (width - len(union)))
-            ids.append([0] * pad + list(token_ids))
-            compose.append([False] * pad + [c for _, _, c in steps])
-            rows_mask, rows_rel = [[False] * width] * pad, [[0] * width] * pad
-            for keys, rel, _ in steps:
-                m, r = [False] * width, [0] * width
-                for row, value in zip(keys, rel):
-                    m[column[row]], r[column[row]] = True, value
-                rows_mask.append(m)
-                rows_rel.append(r)
-            mask.append(rows_mask)
-            relpos.append(rows_rel)
+        batch = len(states)
+        key_rows = torch.full((batch, width), -1, dtype=torch.long)
+        mask = torch.zeros(batch, length, width, dtype=torch.bool)
+        relpos = torch.zeros(batch, length, width, dtype=torch.long)
+        compose = torch.zeros(batch, length, dtype=torch.bool)
+        ids = torch.zeros(batch, length, dtype=torch.long)
+        for b, ((pad, steps, column), union) in enumerate(zip(queries, key_lists)):
+            key_rows[b, : len(union)] = torch.tensor(union, dtype=torch.long)
+            ids[b, pad:] = torch.tensor(tokens[b], dtype=torch.long)
+            for j, (keys, rel, comp) in enumerate(steps, start=pad):
+                cols = [column[r] for r in keys]
+                mask[b, j, cols] = True
+                relpos[b, j, cols] = torch.tensor(rel, dtype=torch.long)
+                compose[b, j] = comp
         device = self.model.device
-        logits = self.network.step(
-            torch.tensor(ids, device=device), self.pool, new_rows, torch.tensor(key_rows, device=device),
-            torch.tensor(mask, device=device), torch.tensor(relpos, device=device),
-            torch.tensor(compose, device=device), self.rel_keys)
+        logits = self.network.step(ids.to(device), self.pool, new_rows, key_rows.to(device), mask.to(device),
+                                   relpos.to(device), compose.to(device), self.rel_keys)
         return logits.float().log_softmax(-1)
 
     def compact(self, hypotheses: Sequence[_Hypothesis]) -> None:
