@@ -67,18 +67,17 @@ class TransformerXLLayer(nn.Module):
 
     def step(self, h: Tensor, pool: KeyValuePool, layer: int, rows: Tensor, key_rows: Tensor,
              pattern: AttentionPattern, rel_keys: list[Tensor] | None, compose: Tensor | None) -> Tensor:
-        """``forward`` for L new tokens per hypothesis: h [B, L, D]; their keys and values are written to
-        ``pool`` at ``rows`` [B, L] before their queries read the rows ``key_rows`` [B, K] that ``pattern``
-        lets each attend (themselves among them). ``rel_keys``: each attention function's
-        ``relative_key_table``."""
+        """``forward`` for one new token per hypothesis: h [B, 1, D]; its keys and values are written to
+        ``pool`` at ``rows`` [B] before its query reads the attended rows ``key_rows`` [B, K] (itself among
+        them). ``rel_keys``: each attention function's ``relative_key_table``."""
         outs = []
         for fn, attn in enumerate(self.attentions):
             q, k, v = (attn._heads(proj(h)) for proj in (attn.query, attn.key, attn.value))
-            pool.write(layer, fn, rows.flatten(), k.transpose(1, 2).flatten(0, 1), v.transpose(1, 2).flatten(0, 1))
+            pool.write(layer, fn, rows, k[:, :, 0], v[:, :, 0])
             keys, values = pool.gather(layer, fn, key_rows)
             outs.append(attn.attend(q, keys, values, pattern, None,
                                     rel_keys=None if rel_keys is None else rel_keys[fn]))
-        attn_out = outs[0] if len(outs) == 1 else torch.where(compose[..., None], outs[1], outs[0])
+        attn_out = outs[0] if len(outs) == 1 else torch.where(compose[:, None, None], outs[1], outs[0])
         h = self.ln1(h + self.dropout(attn_out))
         return self.ln2(h + self.dropout(self.ffn(h)))
 
@@ -199,27 +198,32 @@ class TransformerXL(nn.Module):
             return None
         return [[attn.relative_key_table(self.table) for attn in layer.attentions] for layer in self.layers]
 
-    def step(self, tokens: Tensor, pool: KeyValuePool, rows: Tensor, key_rows: Tensor, mask: Tensor,
-             relpos: Tensor | None, compose: Tensor | None = None, rel_keys: list[list[Tensor]] | None = None
-             ) -> Tensor:
-        """Incremental decoding: L new tokens per hypothesis -> the logits [B, V] of the token after the last.
+    def step(self, tokens: Tensor, pool: KeyValuePool, rows: Tensor, key_rows: Tensor, relpos: Tensor | None,
+             compose: Tensor | None = None, rel_keys: list[list[Tensor]] | None = None,
+             predict: bool = True) -> Tensor | None:
+        """Incremental decoding: one new token per hypothesis -> its logits [B, V] (None unless ``predict``:
+        the token's keys and values are all a caller may need, e.g. TG's COMPOSE token before its STACK copy).
 
-        ``tokens`` [B, L]; ``rows`` [B, L] the pool rows allocated for them; ``key_rows`` [B, K] the rows of
-        the keys they attend (themselves included, -1 = padding); ``mask`` [B, L, K] which of those each
-        attends (a query with none is padding: its output is unused); ``relpos`` [B, L, K] raw relative
-        positions; ``compose`` [B, L]; ``rel_keys`` ``relative_key_tables()`` (computed here when not given).
-        Equal to ``forward`` at those positions when each token's keys are its attend list restricted to its
-        chunk and memory (a memory slot holds the layer inputs its token had, so its keys are the cached ones).
+        ``tokens`` [B]; ``rows`` [B] the pool rows allocated for them; ``key_rows`` [B, K] the rows of the
+        keys each attends (itself included, -1 = padding); ``relpos`` [B, K] raw relative positions;
+        ``rel_keys`` ``relative_key_tables()`` (computed here when not given). Equal to ``forward`` at that
+        position when the keys are the token's attend list restricted to its chunk and memory (a memory slot
+        holds the layer inputs its token had, so its keys are the cached ones).
         """
         if rel_keys is None:
             rel_keys = self.relative_key_tables()
-        index = position_index(relpos.long(), self.min_rel, self.max_rel) if self.relative else None
+        mask = (key_rows >= 0)[:, None]
+        index = None
+        if self.relative:
+            index = position_index(relpos.long(), self.min_rel, self.max_rel)[:, None]
         pattern = AttentionPattern(mask=mask, index=index, row_valid=mask.any(-1))
-        h = self.core_dropout(self.embedding_dropout(self.embedding(tokens)))
+        h = self.core_dropout(self.embedding_dropout(self.embedding(tokens[:, None])))
         for k, layer in enumerate(self.layers):
             h = layer.step(h, pool, k, rows, key_rows, pattern, None if rel_keys is None else rel_keys[k],
                            compose)
-        return F.linear(self.output_dropout(h[:, -1]), self.embedding.weight, self.output_bias)
+        if not predict:
+            return None
+        return F.linear(self.output_dropout(h[:, 0]), self.embedding.weight, self.output_bias)
 
 
 def gather_memory(memory: Tensor, h: Tensor, mem_src: Tensor) -> Tensor:

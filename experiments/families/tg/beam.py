@@ -58,43 +58,24 @@ class Decoder:
         return DecodingState(self.causal, self.relpos, self.model.length, self.model.memory)
 
     @torch.no_grad()
-    def feed(self, states: Sequence[DecodingState], rows: Sequence[list[int]], tokens: Sequence[Sequence[int]],
-             types: Sequence[Sequence[int]]) -> torch.Tensor:
-        """Advance each hypothesis (its state and row list, both updated) over its tokens (one or two: ids
-        and ``TokenType``s), all in one batched step; returns the log-probabilities [B, V] of the token that
-        follows each hypothesis's last one."""
-        length = max(len(t) for t in tokens)
-        new_rows = self.pool.allocate(len(states) * length).view(len(states), length)
-        queries, key_lists = [], []
-        for state, row_list, token_types, allocated in zip(states, rows, types, new_rows.tolist()):
-            pad = length - len(token_types)  # padding queries first (they attend nothing, their rows are unused)
-            steps = []
-            for t, row in zip(token_types, allocated[pad:]):
-                keys, rel, compose = state.step(t)
-                row_list.append(row)
-                steps.append(([row_list[k] for k in keys], rel, compose))
-            union = sorted({r for keys, _, _ in steps for r in keys})
-            queries.append((pad, steps, {r: j for j, r in enumerate(union)}))
-            key_lists.append(union)
-        width = max(len(u) for u in key_lists)
-        batch = len(states)
-        key_rows = torch.full((batch, width), -1, dtype=torch.long)
-        mask = torch.zeros(batch, length, width, dtype=torch.bool)
-        relpos = torch.zeros(batch, length, width, dtype=torch.long)
-        compose = torch.zeros(batch, length, dtype=torch.bool)
-        ids = torch.zeros(batch, length, dtype=torch.long)
-        for b, ((pad, steps, column), union) in enumerate(zip(queries, key_lists)):
-            key_rows[b, : len(union)] = torch.tensor(union, dtype=torch.long)
-            ids[b, pad:] = torch.tensor(tokens[b], dtype=torch.long)
-            for j, (keys, rel, comp) in enumerate(steps, start=pad):
-                cols = [column[r] for r in keys]
-                mask[b, j, cols] = True
-                relpos[b, j, cols] = torch.tensor(rel, dtype=torch.long)
-                compose[b, j] = comp
+    def feed(self, states: Sequence[DecodingState], rows: Sequence[list[int]], tokens: Sequence[int],
+             types: Sequence[int], predict: bool = True) -> torch.Tensor | None:
+        """Advance each hypothesis (its state and row list, both updated) over one token of the given id and
+        ``TokenType``; returns the log-probabilities [B, V] of the token that follows each (if ``predict``)."""
+        attention = [state.step(t) for state, t in zip(states, types)]
+        new_rows = self.pool.allocate(len(states))
+        for row_list, row in zip(rows, new_rows.tolist()):
+            row_list.append(row)
+        width = max(len(keys) for keys, _, _ in attention)
+        key_rows = [[r[k] for k in keys] + [-1] * (width - len(keys)) for r, (keys, _, _) in zip(rows, attention)]
+        relpos = [rel + [0] * (width - len(rel)) for _, rel, _ in attention]
         device = self.model.device
-        logits = self.network.step(ids.to(device), self.pool, new_rows, key_rows.to(device), mask.to(device),
-                                   relpos.to(device), compose.to(device), self.rel_keys)
-        return logits.float().log_softmax(-1)
+        logits = self.network.step(
+            torch.tensor(tokens, dtype=torch.long, device=device), self.pool, new_rows,
+            torch.tensor(key_rows, dtype=torch.long, device=device),
+            torch.tensor(relpos, dtype=torch.long, device=device),
+            torch.tensor([c for _, _, c in attention], device=device), self.rel_keys, predict)
+        return None if logits is None else logits.float().log_softmax(-1)
 
     def compact(self, hypotheses: Sequence[_Hypothesis]) -> None:
         """Drop the pool rows none of ``hypotheses`` can attend any more, once they are most of the pool."""
@@ -185,7 +166,7 @@ class BeamScorer:
         piece_ids = [[vocab.ids(p, model.unknown_token).tolist() for p in ps] for ps in pieces]
         starts = [_Hypothesis((BOS,), (int(TokenType.SOS),), (-1,), 0.0, CCState(), decoder.start(), [])
                   for _ in sentences]
-        self._feed(decoder, starts, [[vocab.id(BOS)]] * len(starts), [[int(TokenType.SOS)]] * len(starts))
+        self._feed(decoder, starts, [vocab.id(BOS)] * len(starts), [int(TokenType.SOS)] * len(starts))
         word_beams = [[h] for h in starts]
         prefixes = [np.empty(len(words)) for words in sentences]
         results: list[SentenceScore | None] = [None] * len(sentences)
@@ -249,8 +230,8 @@ class BeamScorer:
                 h.logprob += value
         for k in range(1, max((len(ids) for _, ids in fresh), default=0)):
             more = [(h, ids) for h, ids in fresh if len(ids) > k]
-            self._feed(decoder, [h for h, _ in more], [[ids[k - 1]] for _, ids in more],
-                       [[int(TokenType.T)]] * len(more))
+            self._feed(decoder, [h for h, _ in more], [ids[k - 1] for _, ids in more],
+                       [int(TokenType.T)] * len(more))
             for h, ids in more:
                 h.logprob += float(h.next[ids[k]])
         for h, ids in fresh:
@@ -318,32 +299,34 @@ class BeamScorer:
         """Feed each new nonterminal; a TG closing nonterminal is two tokens (COMPOSE CNT1, then CNT2)."""
         if not children:
             return
-        tokens, types = [], []
-        for h in children:
-            ttype = int(self.types[h.pending])
-            twice = ttype == TokenType.CNT and not decoder.causal
-            tokens.append([h.pending] * (2 if twice else 1))
-            types.append([int(TokenType.CNT), int(TokenType.CNT2)] if twice else [ttype])
-        self._feed(decoder, children, tokens, types)
+        actions = [h.pending for h in children]
+        types = [int(self.types[a]) for a in actions]
+        twice = [k for k, t in enumerate(types) if t == TokenType.CNT and not decoder.causal]
+        if twice:  # nothing is predicted after the COMPOSE copy: its keys and values suffice
+            self._feed(decoder, [children[k] for k in twice], [actions[k] for k in twice],
+                       [int(TokenType.CNT)] * len(twice), predict=False)
+            for k in twice:
+                types[k] = int(TokenType.CNT2)
+        self._feed(decoder, children, actions, types)
         for h in children:
             h.pending = -1
 
     def _feed_pending(self, decoder: Decoder, hypotheses: list[_Hypothesis]) -> None:
         """Feed the pending last piece of each hypothesis's word."""
         if hypotheses:
-            self._feed(decoder, hypotheses, [[h.pending] for h in hypotheses],
-                       [[int(TokenType.T)]] * len(hypotheses))
+            self._feed(decoder, hypotheses, [h.pending for h in hypotheses], [int(TokenType.T)] * len(hypotheses))
             for h in hypotheses:
                 h.pending = -1
 
     @staticmethod
-    def _feed(decoder: Decoder, hypotheses: list[_Hypothesis], tokens: list[list[int]], types: list[list[int]]
-              ) -> None:
+    def _feed(decoder: Decoder, hypotheses: list[_Hypothesis], tokens: list[int], types: list[int],
+              predict: bool = True) -> None:
         for h in hypotheses:
             h.own()
-        logprobs = decoder.feed([h.state for h in hypotheses], [h.rows for h in hypotheses], tokens, types)
+        logprobs = decoder.feed([h.state for h in hypotheses], [h.rows for h in hypotheses], tokens, types,
+                                predict)
         for k, h in enumerate(hypotheses):
-            h.next = logprobs[k]
+            h.next = None if logprobs is None else logprobs[k]
 
     def _close(self, decoder: Decoder, groups: list[list[_Hypothesis]]) -> list[list[_Hypothesis]]:
         """Each completed hypothesis with its open constituents closed (innermost first), all batched."""

@@ -3,8 +3,8 @@
 1. ``Decoder.feed`` (``TransformerXL.step`` over a ``KeyValuePool``, attention from ``DecodingState``) gives
    the full forward pass's next-token distribution (1e-5) at every position of random trees and documents,
    sentence and document level, smart and plain memory, short chunks (memory in use), clipped relpos, two
-   attention functions — with many sequences decoded in one batch (TG closings as two tokens in one step),
-   a branch sharing its prefix's rows, and the pool compacted midway.
+   attention functions — with many sequences decoded in one batch, a branch sharing its prefix's rows, and
+   the pool compacted midway.
 2. ``BeamScorer`` (cached) returns the numbers of ``ReencodingBeamScorer`` (today's re-encoding beam) at the
    same settings on PTB-sample sentences, for TG and TXL (trees), words and SentencePiece terminals.
 """
@@ -23,7 +23,6 @@ from experiments.families.tg.scorers import TGModel
 from lightning_modules.data import tg_data
 from lightning_modules.data.corpora import Document
 from lightning_modules.data.encodings.cc_constraints import CCState
-from lightning_modules.data.encodings.choe_charniak import TokenType
 from lightning_modules.data.tree import Tree, clean, drop_pos_tags, read_bracketed
 from lightning_modules.models.tg import build
 
@@ -70,41 +69,27 @@ def full_forward(model: TGModel, example) -> torch.Tensor:
 
 
 def check_decoder(model: TGModel, examples: list, compact_at: int = 9) -> None:
-    """Decode all examples in one batch per round (plus a branch of the first) against the full pass. A round
-    feeds each example its next token, or a TG closing's two tokens (COMPOSE, STACK) together as the beam
-    does; the distribution after the last one fed is compared."""
+    """Decode all examples in one batch per position (plus a branch of the first) against the full pass."""
     expected = [full_forward(model, e) for e in examples]
     decoder = Decoder(model, capacity=4, slack=-(10**9))  # grows while decoding; compacts when asked
     hyps = [_Hypothesis((), (), (), 0.0, CCState(), decoder.start(), [], shared=False) for _ in examples]
-    position = [0] * len(examples)
     branch, branch_at = None, len(examples[0]) // 2
-    for round_ in range(max(len(e) for e in examples)):
-        live = [k for k, e in enumerate(examples) if position[k] < len(e)]
-        if not live:
-            break
-        if branch is None and position[0] >= branch_at:  # shares example 0's rows, copies nothing else
+    for i in range(max(len(e) for e in examples)):
+        if i == branch_at:  # a hypothesis branching off example 0 here shares its rows, copies nothing else
             branch = _Hypothesis((), (), (), 0.0, CCState(), hyps[0].state, hyps[0].rows)
-        sizes = {}
-        for k in live:
-            e, p = examples[k], position[k]
-            pair = p + 1 < len(e) and e.types[p] == TokenType.CNT and e.types[p + 1] == TokenType.CNT2
-            sizes[k] = 2 if pair else 1
-        following = branch is not None and 0 in live
-        batch = [hyps[k] for k in live] + ([branch] if following else [])
-        sources = live + ([0] if following else [])
-        span = [range(position[k], position[k] + sizes[k]) for k in sources]
-        tokens = [[int(examples[k].tokens[j]) for j in r] for k, r in zip(sources, span)]
-        types = [[int(examples[k].types[j]) for j in r] for k, r in zip(sources, span)]
+        live = [k for k, e in enumerate(examples) if i < len(e)]
+        batch = [hyps[k] for k in live] + ([branch] if branch is not None and i < len(examples[0]) else [])
+        sources = live + ([0] if len(batch) > len(live) else [])
+        tokens = [int(examples[k].tokens[i]) for k in sources]
+        types = [int(examples[k].types[i]) for k in sources]
         BeamScorer._feed(decoder, batch, tokens, types)
-        for h, k, r in zip(batch, sources, span):
-            assert torch.allclose(h.next, expected[k][r[-1]], atol=1e-5, rtol=0), (k, r)
-        for k in live:
-            position[k] += sizes[k]
-        if round_ == compact_at:  # drop every row no hypothesis can attend any more
+        for h, k in zip(batch, sources):
+            assert torch.allclose(h.next, expected[k][i], atol=1e-5, rtol=0), (k, i)
+        if i == compact_at:  # drop every row no hypothesis can attend any more
             everyone = hyps + ([branch] if branch is not None else [])
-            live_rows = {h.rows[p] for h in everyone for p in h.state.live()}
+            live = {h.rows[p] for h in everyone for p in h.state.live()}
             decoder.compact(everyone)
-            assert decoder.pool.size == len(live_rows)
+            assert decoder.pool.size == len(live)
 
 
 @settings(max_examples=12, deadline=None)
