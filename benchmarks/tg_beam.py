@@ -24,6 +24,7 @@ thread each; PTB-sample validation sentences of 5-20 words, <= 8 actions per wor
     10 / 3             6 (6)               random          0.67            4.72                  7.0x
     10 / 3             6 (6)               250-step TG     0.84            6.74                  8.0x
     50 / 5             4 (4)               random          2.27            30.81                13.6x
+    50 / 5             4 (4)               250-step TG     2.07            20.67                10.0x
     100 / 10           2 (2)               250-step TG     8.61            98.92                11.5x
 
 Bound vs beam (the 250-step ``cpu-small`` TG, 6 sentences, 97 words; gold trees: word ppl <= 344.01):
