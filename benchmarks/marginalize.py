@@ -24,7 +24,9 @@ import numpy as np
 import torch
 import yaml
 
-from experiments.families.tg.scorers import BeamScorer, TGModel, TreeScorer
+from experiments.evaluate.scorers.tree_marginal import TreeScorer
+from experiments.families.tg.beam import BeamScorer
+from experiments.families.tg.scorers import TGModel
 from lightning_modules.data import tg_data
 from lightning_modules.data.corpora import load_corpus
 from lightning_modules.data.encodings.cc_constraints import ActionMasks, CCState, build_tree

@@ -90,6 +90,23 @@ def oracle(gold: Tree, proposals: Sequence[Tree]) -> str:
     return best
 
 
+def proposal_quality(gold: Sequence[Tree], tree_sets: Sequence[Sequence[Tree]], ns: Sequence[int]
+                     ) -> dict[str, Any]:
+    """How good a proposal set is: the parser's 1-best bracket F1 (each set's first tree, the most probable
+    under q) and the oracle F1 of each set's first N trees for every N in ``ns`` — EVALB (COLLINS.prm) over
+    all sentences against the cleaned ``gold`` trees, in percent. Trees carry POS tags (the gold ones where
+    they are the placeholder ``XX``), as in a proposals file. A joint model's bound over the proposals
+    can be no better than the trees the oracle finds."""
+    gold_lines = [line(t) for t in gold]
+
+    def f1(test: list[str]) -> float:
+        return evaluate_lines(gold_lines, test, COLLINS, "<gold>", "<proposals>").as_dict()["all"]["bracket_f1"]
+
+    tags = [[t for _, t in g.pos()] for g in gold]
+    return {"one_best_f1": f1([line(trees[0], t) for trees, t in zip(tree_sets, tags)]),
+            "oracle_f1": {str(n): f1([oracle(g, trees[:n]) for g, trees in zip(gold, tree_sets)]) for n in ns}}
+
+
 def parser_one_best(proposals: Path, logq: Path) -> dict[tuple[str, ...], Tree]:
     """Words -> the tree with the highest log q, from a JSON-lines proposals file and its ``--logq`` file."""
     def rows(path: Path, key: str) -> dict[int, tuple[int, list]]:

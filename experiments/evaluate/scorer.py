@@ -34,6 +34,7 @@ class Convention:
     beam: int | None = None
     word_beam: int | None = None
     max_actions: int | None = None  # beam: most nonterminal actions between two words (bounds the tree set)
+    fast_track: int | None = None  # beam: completions kept whatever their rank (None: all; Stern et al. 2017)
     incremental: str | None = None  # how per-word values were obtained for joint models
     end_of_sentence: bool = True  # whether log p(</s> | x) (or the closing of the root) is included in total
     unit: str = "word"

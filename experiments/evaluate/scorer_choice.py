@@ -59,6 +59,9 @@ def add_arguments(p: argparse.ArgumentParser, methods: Sequence[str] = ("exact",
     p.add_argument("--word-beam", type=positive_int, default=5, help="hypotheses kept after each word (default 5)")
     p.add_argument("--max-actions", type=positive_int, default=8,
                    help="most nonterminal actions between two words in the beam (default 8)")
+    p.add_argument("--fast-track", type=natural, default=None, metavar="K",
+                   help="word-synchronous beams over nonterminal actions: words compete for the action beam and "
+                        "the best K are kept regardless (Stern et al. 2017; DTG: 0); default: every word kept")
     p.add_argument("--batch-size", type=positive_int, default=32,
                    help="sequences per forward pass (results do not depend on it)")
     p.add_argument("--device", default="cpu", help="torch device of the model (default cpu; e.g. cuda)")
@@ -110,6 +113,9 @@ def choose(args: argparse.Namespace, gold: TreeSource | None = None, documents: 
                         ("--max-actions", args.max_actions), ("--batch-size", args.batch_size)):
         if value < 1:
             raise InputError("must be at least 1", flag)
+    fast_track = getattr(args, "fast_track", None)
+    if fast_track is not None and fast_track < 0:
+        raise InputError("must be at least 0", "--fast-track")
     method = getattr(args, "method", None)
     given_trees = args.proposals is not None or getattr(args, "parser", None) is not None
     if str(args.checkpoint).startswith(HF_PREFIX):
@@ -141,7 +147,8 @@ def choose(args: argparse.Namespace, gold: TreeSource | None = None, documents: 
     if method != "proposals" and given_trees:
         raise InputError(f"--proposals/--parser need --method proposals (not {method})", "--method")
     request = ScoringRequest(method=method, batch_size=args.batch_size, beam=args.beam, word_beam=args.word_beam,
-                             max_actions=args.max_actions, n=args.n, gold=gold, documents=documents,
+                             max_actions=args.max_actions, fast_track=fast_track, n=args.n, gold=gold,
+                             documents=documents,
                              device=getattr(args, "device", "cpu"))
     extra: dict[str, Any] = {}
     data: dict[str, Path] = {}

@@ -45,6 +45,7 @@ class ScoringRequest:
     beam: int = 20
     word_beam: int = 5
     max_actions: int = 8
+    fast_track: int | None = None  # word-synchronous beams: completions kept whatever their rank (None: all)
     n: int = 300  # proposal trees per sentence
     proposals: TreeSource | None = None
     source_name: str | None = None  # of the proposals or gold trees

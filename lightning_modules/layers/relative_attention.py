@@ -145,18 +145,31 @@ class RelativeMultiHeadAttention(MultiHeadProjections):
             self.r_r_bias = nn.Parameter(torch.empty(n_heads, self.d_head))
         self.output = nn.Linear(d_model, d_model, bias=True)
 
-    def position_logits(self, q: Tensor, table: Tensor, scale: float) -> Tensor:
-        """Scaled ``(q + v) · relative_keys(table)ᵀ`` with a zero column appended: [B, H, L, R+1].
+    def relative_key_table(self, table: Tensor, batch: int = 1) -> Tensor:
+        """``relative_keys(table)`` per head: [B or 1, H, R, d].
 
         As the official model, dropout hits the sinusoid table (independently per example) while training.
         """
-        batch = q.shape[0]
-        table = table.to(q.dtype).unsqueeze(0)
+        table = table.to(self.relative_keys.weight.dtype).unsqueeze(0)
         if self.training and self.dropout > 0:
             table = F.dropout(table.expand(batch, *table.shape[1:]), self.dropout, training=True)
-        rel_keys = self._heads(self.relative_keys(table))  # [B or 1, H, R, d]
-        logits = torch.matmul(q + self.r_r_bias[:, None, :], rel_keys.transpose(-1, -2)) * scale
-        return F.pad(logits, (0, 1))
+        return self._heads(self.relative_keys(table))
+
+    def position_logits(self, q: Tensor, rel_keys: Tensor, scale: float) -> Tensor:
+        """Scaled ``(q + v) · rel_keysᵀ`` with a zero column appended: [B, H, L, R+1].
+
+        One table for the whole batch is one matmul per head over all B·L queries (a broadcast batched
+        matmul is several times slower on CPU).
+        """
+        q = q + self.r_r_bias[:, None, :]
+        if rel_keys.shape[0] == 1:
+            batch, heads, length, d = q.shape
+            folded = q.transpose(0, 1).reshape(heads, batch * length, d)
+            logits = torch.matmul(folded, rel_keys[0].transpose(-1, -2))
+            logits = logits.view(heads, batch, length, -1).transpose(0, 1)
+        else:
+            logits = torch.matmul(q, rel_keys.transpose(-1, -2))
+        return F.pad(logits * scale, (0, 1))
 
     def forward(self, x: Tensor, memory: Tensor | None, pattern: AttentionPattern, table: Tensor | None,
                 flex: bool = False, compiled_flex: bool = False) -> Tensor:
@@ -165,10 +178,21 @@ class RelativeMultiHeadAttention(MultiHeadProjections):
         q = self._heads(self.query(x))
         k = self._heads(self.key(keys_in))
         v = self._heads(self.value(keys_in))
+        return self.attend(q, k, v, pattern, table, flex, compiled_flex)
+
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, pattern: AttentionPattern, table: Tensor | None,
+               flex: bool = False, compiled_flex: bool = False, rel_keys: Tensor | None = None) -> Tensor:
+        """Projected q [B, H, L, d] and k, v [B, H, K, d] (keys as ``pattern`` columns) -> [B, L, D].
+
+        ``forward`` projects the chunk and its memory; incremental decoding (``TransformerXL.step``) gathers
+        k and v of the attended keys from its cache and passes the ``relative_key_table`` it computed once.
+        """
         scale = 1.0 / math.sqrt(self.d_head)
         pos_logits = None
         if self.relative:
-            pos_logits = self.position_logits(q, table, scale)
+            if rel_keys is None:
+                rel_keys = self.relative_key_table(table, q.shape[0])
+            pos_logits = self.position_logits(q, rel_keys, scale)
             q = q + self.r_w_bias[:, None, :]
         if flex:
             if self.training and self.dropout > 0:
@@ -178,5 +202,5 @@ class RelativeMultiHeadAttention(MultiHeadProjections):
         else:
             dropout_p = self.dropout if self.training else 0.0
             out = dense_attention(q, k, v, pos_logits, pattern, scale, dropout_p)
-        out = out.transpose(1, 2).reshape(x.shape)
-        return self.output(out)
+        out = out.transpose(1, 2)
+        return self.output(out.reshape(*out.shape[:2], -1))

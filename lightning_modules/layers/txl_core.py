@@ -11,6 +11,9 @@ With ``n_attention_fns = 2`` each layer has a second set of attention parameters
 Two options of the Dependency TG port: ``shared_relative_bias`` (one u, v for all layers) and
 ``scale_embeddings`` (input embeddings times sqrt(d), the PyTorch Transformer-XL convention); and ``added``
 token ids whose embeddings are added to the inputs' (DTG §3.3's arc representation: arc + head word).
+
+``step`` decodes one token per hypothesis against a ``KeyValuePool`` (beam search): a token's keys and values
+are computed once, and a new token costs O(its attended keys) per layer instead of a pass over the prefix.
 """
 
 from __future__ import annotations
@@ -21,9 +24,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from lightning_modules.layers.kv_cache import KeyValuePool
 from lightning_modules.layers.relative_attention import (
     AttentionPattern,
     RelativeMultiHeadAttention,
+    position_index,
     sinusoid_table,
 )
 
@@ -60,6 +65,22 @@ class TransformerXLLayer(nn.Module):
                 compose: Tensor | None, flex: bool, compiled_flex: bool) -> Tensor:
         outs = [attn(h, memory, pattern, table, flex, compiled_flex) for attn in self.attentions]
         attn_out = outs[0] if len(outs) == 1 else torch.where(compose[..., None], outs[1], outs[0])
+        h = self.ln1(h + self.dropout(attn_out))
+        return self.ln2(h + self.dropout(self.ffn(h)))
+
+    def step(self, h: Tensor, pool: KeyValuePool, layer: int, rows: Tensor, key_rows: Tensor,
+             pattern: AttentionPattern, rel_keys: list[Tensor] | None, compose: Tensor | None) -> Tensor:
+        """``forward`` for one new token per hypothesis: h [B, 1, D]; its keys and values are written to
+        ``pool`` at ``rows`` [B] before its query reads the attended rows ``key_rows`` [B, K] (itself among
+        them). ``rel_keys``: each attention function's ``relative_key_table``."""
+        outs = []
+        for fn, attn in enumerate(self.attentions):
+            q, k, v = (attn._heads(proj(h)) for proj in (attn.query, attn.key, attn.value))
+            pool.write(layer, fn, rows, k[:, :, 0], v[:, :, 0])
+            keys, values = pool.gather(layer, fn, key_rows)
+            outs.append(attn.attend(q, keys, values, pattern, None,
+                                    rel_keys=None if rel_keys is None else rel_keys[fn]))
+        attn_out = outs[0] if len(outs) == 1 else torch.where(compose[:, None, None], outs[1], outs[0])
         h = self.ln1(h + self.dropout(attn_out))
         return self.ln2(h + self.dropout(self.ffn(h)))
 
@@ -177,6 +198,50 @@ class TransformerXL(nn.Module):
                       compiled_flex)
         logits = F.linear(self.output_dropout(h), self.embedding.weight, self.output_bias)
         return logits, (torch.stack(new_memory) if new_memory else None)
+
+
+    def new_pool(self, capacity: int = 256) -> KeyValuePool:
+        """An empty key/value pool for ``step``."""
+        attention = self.layers[0].attentions[0]
+        return KeyValuePool(self.n_layers, len(self.layers[0].attentions), attention.n_heads, attention.d_head,
+                            capacity, self.embedding.weight.dtype, self.embedding.weight.device)
+
+    def relative_key_tables(self) -> list[list[Tensor]] | None:
+        """Every layer's and attention function's projected position table (``step`` reuses them)."""
+        if not self.relative:
+            return None
+        return [[attn.relative_key_table(self.table) for attn in layer.attentions] for layer in self.layers]
+
+    def step(self, tokens: Tensor, pool: KeyValuePool, rows: Tensor, key_rows: Tensor, relpos: Tensor | None,
+             compose: Tensor | None = None, rel_keys: list[list[Tensor]] | None = None,
+             predict: bool = True, added: Tensor | None = None) -> Tensor | None:
+        """Incremental decoding: one new token per hypothesis -> its logits [B, V] (None unless ``predict``:
+        the token's keys and values are all a caller may need, e.g. TG's COMPOSE token before its STACK copy).
+
+        ``tokens`` [B]; ``rows`` [B] the pool rows allocated for them; ``key_rows`` [B, K] the rows of the
+        keys each attends (itself included, -1 = padding); ``relpos`` [B, K] raw relative positions;
+        ``rel_keys`` ``relative_key_tables()`` (computed here when not given); ``added`` [B] ids whose
+        embeddings are added to the tokens' (0: none), as in ``forward``. Equal to ``forward`` at that
+        position when the keys are the token's attend list restricted to its chunk and memory (a memory slot
+        holds the layer inputs its token had, so its keys are the cached ones).
+        """
+        if rel_keys is None:
+            rel_keys = self.relative_key_tables()
+        mask = (key_rows >= 0)[:, None]
+        index = None
+        if self.relative:
+            index = position_index(relpos.long(), self.min_rel, self.max_rel)[:, None]
+        pattern = AttentionPattern(mask=mask, index=index, row_valid=mask.any(-1))
+        embedded = self.embedding(tokens[:, None])
+        if added is not None:
+            embedded = embedded + self.embedding(added[:, None]) * (added > 0)[:, None, None].to(embedded.dtype)
+        h = self.core_dropout(self.embedding_dropout(embedded * self.embedding_scale))
+        for k, layer in enumerate(self.layers):
+            h = layer.step(h, pool, k, rows, key_rows, pattern, None if rel_keys is None else rel_keys[k],
+                           compose)
+        if not predict:
+            return None
+        return F.linear(self.output_dropout(h[:, 0]), self.embedding.weight, self.output_bias)
 
 
 def gather_memory(memory: Tensor, h: Tensor, mem_src: Tensor) -> Tensor:

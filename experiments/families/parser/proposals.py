@@ -282,12 +282,12 @@ class ParserProposals:
 
 
 def read_corpus_sentences(corpus: str, split: str, data_dir: str | None = None
-                          ) -> tuple[list[list[str]], list[list[str]]]:
-    """Words and POS tags of every sentence of a corpus split, cleaned as for training (no ``-NONE-``)."""
+                          ) -> tuple[list[list[str]], list[list[str]], list[Tree]]:
+    """Words, POS tags and trees of every sentence of a corpus split, cleaned as for training (no ``-NONE-``)."""
     from lightning_modules.data.corpora import read_split
 
     _, read = read_split(corpus, split, data_dir=data_dir)
-    return [s.words for s in read], [s.tags for s in read]
+    return [s.words for s in read], [s.tags for s in read], [s.tree for s in read]
 
 
 def read_sentences(path: str | Path) -> list[list[str]]:

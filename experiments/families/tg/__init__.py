@@ -87,6 +87,7 @@ class TGFamily(Family):
         ppl`` (TG §3.1's greedy single-path prefix)."""
         from experiments.evaluate.scorers.tree_marginal import TreeScorer
         from experiments.families.tg import scorers
+        from experiments.families.tg.beam import BeamScorer
 
         method, level = request.method, self.level(meta["config"])
         if level == "document" and not request.documents:
@@ -102,10 +103,15 @@ class TGFamily(Family):
             scorer: Any = scorers.ExactScorer(model, request.batch_size)
             description = "exact"
         elif method == "beam":
-            scorer = scorers.BeamScorer(model, request.beam, request.word_beam, request.max_actions)
+            scorer = BeamScorer(model, request.beam, request.word_beam, request.max_actions,
+                                fast_track=request.fast_track)
             identity = {"beam": request.beam, "word_beam": request.word_beam, "max_actions": request.max_actions}
-            description = (f"beam {request.beam}/{request.word_beam}, <= {request.max_actions} actions per word "
-                           f"({PAPER_NOTE})")
+            track = ""
+            if request.fast_track is not None:
+                identity["fast_track"] = request.fast_track
+                track = f", fast-track {request.fast_track}"
+            description = (f"beam {request.beam}/{request.word_beam}{track}, <= {request.max_actions} actions per "
+                           f"word ({PAPER_NOTE})")
         elif method == "gold":
             if request.gold is None:
                 raise InputError("--method gold needs gold trees: evaluate a treebank corpus (eval ppl)", "--method")
@@ -127,7 +133,7 @@ class TGFamily(Family):
             scorer = DocumentScorer(scorer)
             identity["level"] = "document"
             description = f"{description}, {INCREMENTAL}"
-        return Scoring(scorer, identity, description, 4 if method == "beam" else 32, level)
+        return Scoring(scorer, identity, description, 8 if method == "beam" else 32, level)
 
     # -- inspect, model-info, probing, terminals -----------------------------------------------------------
     def inspect(self, name: str, item: Any, args: argparse.Namespace) -> dict[str, Any]:

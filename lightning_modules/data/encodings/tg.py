@@ -50,6 +50,13 @@ class TGState:
         self.depths: list[int] = []  # depth of every token so far
         self._previous = TokenType.PAD
 
+    def copy(self) -> TGState:
+        """An independent state with the same prefix (hypotheses of a beam branch from it)."""
+        state = TGState.__new__(TGState)
+        state.relpos, state._previous = self.relpos, self._previous
+        state.stack, state.open, state.depths = self.stack[:], self.open[:], self.depths[:]
+        return state
+
     @property
     def position(self) -> int:
         """Position of the next token."""

@@ -93,3 +93,32 @@ def test_bad_input_is_one_error_line_and_nothing_written(parser_run, tmp_path, c
         err = capsys.readouterr().err.strip()
         assert err.startswith("synbench: error:") and where in err and "\n" not in err
     assert not out.exists()
+
+
+def test_propose_records_one_best_and_oracle_f1(parser_run, capsys):
+    from experiments.evaluate.evalb import COLLINS, evaluate_lines
+    from experiments.evaluate.rerank import line, oracle
+
+    root, treebank, _ = parser_run
+    out = root / "quality.jsonl"
+    ckpt = root / "run" / "checkpoints" / "best.ckpt"
+    assert main(["propose", str(ckpt), "--corpus", str(treebank), "--split", "file", "-n", "12",
+                 "--out", str(out)]) == 0
+    meta = json.loads((root / "quality.meta.json").read_text())
+    gold = [clean(t) for _, t in read_bracketed(treebank)]
+    assert (meta["n"], meta["method"], meta["sentences"]) == (12, "sample", len(gold))
+    assert meta["source"] == {"corpus": str(treebank), "split": "file"}
+    assert set(meta["oracle_f1"]) == {"1", "10", "12"}
+    sets = [[parse_tree(t) for t in json.loads(row)["trees"]] for row in out.read_text().splitlines()]
+    gold_lines = [line(t) for t in gold]
+    first = evaluate_lines(gold_lines, [line(s[0]) for s in sets], COLLINS).as_dict()["all"]["bracket_f1"]
+    assert meta["one_best_f1"] == first == meta["oracle_f1"]["1"]  # the first tree is the most probable
+    best = evaluate_lines(gold_lines, [oracle(g, s) for g, s in zip(gold, sets)], COLLINS).as_dict()["all"]
+    assert meta["oracle_f1"]["12"] == best["bracket_f1"]
+    assert meta["one_best_f1"] <= meta["oracle_f1"]["10"] <= meta["oracle_f1"]["12"]
+    assert "1-best F1" in capsys.readouterr().out
+    raw = root / "raw.txt"
+    raw.write_text(" ".join(gold[0].leaves()) + "\n")
+    assert main(["propose", str(ckpt), "--sentences", str(raw), "-n", "2", "--out", str(root / "raw.jsonl")]) == 0
+    meta = json.loads((root / "raw.meta.json").read_text())
+    assert meta["sentences"] == 1 and "one_best_f1" not in meta and meta["source"] == {"sentences": str(raw)}

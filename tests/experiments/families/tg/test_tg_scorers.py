@@ -18,7 +18,8 @@ from experiments.evaluate.scorer import Scorer
 from experiments.evaluate.scorers import load_scorer
 from experiments.evaluate.scorers.tree_files import GoldTrees, ProposalFile
 from experiments.evaluate.scorers.tree_marginal import TreeScorer
-from experiments.families.tg.scorers import BeamScorer, ExactScorer, TGModel
+from experiments.families.tg.beam import BeamScorer
+from experiments.families.tg.scorers import ExactScorer, TGModel
 from lightning_modules.data import tg_data
 from lightning_modules.data.corpora import Document
 from lightning_modules.data.encodings.cc_constraints import build_tree

@@ -1,0 +1,128 @@
+"""TG word-synchronous beam: the KV-cached search against re-encoding every prefix, and the bound vs the beam.
+
+- **Speed.** ``BeamScorer`` (``experiments/families/tg/beam.py``: one batched ``TransformerXL.step`` per
+  action step over the hypotheses of ``--batch`` sentences, keys and values cached) against the reference
+  ``ReencodingBeamScorer`` (``reference_beam.py``: the same search as the TG beam ran before the cache, and as
+  a beam without a cache must: every action step re-encodes every frontier hypothesis's whole prefix). Both
+  run in the same process, interleaved sentence batch by sentence batch, at the same settings; their totals
+  are checked equal (1e-3). Printed: sentences per second of each and the ratio.
+- **Bound vs beam.** The cached beam's corpus bound on the same sentences as the action beam grows
+  (``--curve``, word beam = action beam / 10, at least 3): word perplexity exp(-Σ log p̂(x) / words) (an upper
+  bound) and the mean log p̂(x) per sentence, with the time per sentence — the curve to choose a beam by —
+  beside the gold trees' value exp(-Σ log p(x, y_gold) / words) (also an upper bound on the perplexity).
+
+Model: ``--checkpoint`` (a trained TG / TXL (trees) checkpoint) or a randomly initialised ``cpu-small`` TG
+with the PTB-sample vocabulary (speed does not depend on the weights; the bound of random weights is not
+meaningful). Sentences: the PTB sample's validation sentences of 5 to ``--max-words`` words.
+
+    PYTHONPATH=. python benchmarks/tg_beam.py [--checkpoint CKPT] [--sentences 6] [--threads 1]
+
+Measured 2026-11-24 on this machine's CPU (2 cores shared with four other agents' jobs, load 8-13; one torch
+thread each; PTB-sample validation sentences of 5-20 words, <= 8 actions per word; interleaved, same run):
+
+    beam / word beam   sentences (batch)   model           cached s/sent   re-encoding s/sent   speed-up
+    10 / 3             6 (6)               random          0.67            4.72                  7.0x
+    10 / 3             6 (6)               250-step TG     0.84            6.74                  8.0x
+    50 / 5             4 (4)               random          2.27            30.81                13.6x
+    50 / 5             4 (4)               250-step TG     2.07            20.67                10.0x
+    100 / 10           2 (2)               250-step TG     8.61            98.92                11.5x
+
+Bound vs beam (the 250-step ``cpu-small`` TG, 6 sentences, 97 words; gold trees: word ppl <= 344.01):
+
+    beam / word beam   word ppl <=   mean log p(x) >=   s/sentence
+    10 / 3             279.42        -91.062            0.73
+    50 / 5             267.74        -90.372            2.89
+    100 / 10           262.68        -90.064            5.58
+    300 / 30           251.40        -89.354           19.42
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+
+import torch
+
+from benchmarks.marginalize import cpu_small_model
+from experiments.evaluate.scorers.tree_marginal import TreeScorer
+from experiments.families.tg.beam import BeamScorer
+from experiments.families.tg.reference_beam import ReencodingBeamScorer
+from experiments.families.tg.scorers import TGModel
+from lightning_modules.data.corpora import load_corpus
+from lightning_modules.data.tree import Tree, clean
+
+
+def gold_trees(count: int, max_words: int) -> list[Tree]:
+    """The first ``count`` cleaned validation trees of the PTB sample with 5 to ``max_words`` words."""
+    corpus = load_corpus("ptb-sample")
+    trees = [clean(t) for doc in corpus.splits["valid"] for _, t in doc.sentences]
+    return [t for t in trees if 5 <= len(t.leaves()) <= max_words][:count]
+
+
+def timed(scorer, batch: list[list[str]]) -> tuple[float, list]:
+    start = time.perf_counter()
+    scores = scorer.score(batch)
+    return time.perf_counter() - start, scores
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--checkpoint", help="a trained tg / txl-trees checkpoint (default: random cpu-small TG)")
+    ap.add_argument("--sentences", type=int, default=6)
+    ap.add_argument("--max-words", type=int, default=20)
+    ap.add_argument("--beam", type=int, default=10, help="action beam of the speed comparison")
+    ap.add_argument("--word-beam", type=int, default=3)
+    ap.add_argument("--max-actions", type=int, default=8)
+    ap.add_argument("--batch", type=int, default=3, help="sentences per batch (the reference: one at a time)")
+    ap.add_argument("--curve", type=int, nargs="*", default=[10, 50, 100, 300])
+    ap.add_argument("--curve-sentences", type=int, default=None, help="default: --sentences")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="torch threads (default 1: on a shared CPU more threads oversubscribe it)")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    model = TGModel.load(args.checkpoint) if args.checkpoint else cpu_small_model()[0]
+    trees = gold_trees(max(args.sentences, args.curve_sentences or 0), args.max_words)
+    data = [t.leaves() for t in trees]
+    speed = data[: args.sentences]
+    words = sum(len(s) for s in speed)
+    print(f"model: {args.checkpoint or 'random cpu-small TG'} ({model.family}); {len(speed)} sentences, "
+          f"{words} words; beam {args.beam}/{args.word_beam}, <= {args.max_actions} actions per word; "
+          f"{torch.get_num_threads()} threads")
+    cached = BeamScorer(model, args.beam, args.word_beam, args.max_actions, batch_size=args.batch)
+    reference = ReencodingBeamScorer(model, args.beam, args.word_beam, args.max_actions)
+    times = {"cached": 0.0, "reference": 0.0}
+    for lo in range(0, len(speed), args.batch):  # interleaved: each batch by both, alternating who goes first
+        batch = speed[lo : lo + args.batch]
+        order = [("cached", cached), ("reference", reference)]
+        results = {}
+        for name, scorer in order if (lo // args.batch) % 2 == 0 else order[::-1]:
+            elapsed, results[name] = timed(scorer, batch)
+            times[name] += elapsed
+        for a, b in zip(results["cached"], results["reference"], strict=True):
+            assert abs(a.total - b.total) < 1e-3, (a.total, b.total)
+    rate = {name: len(speed) / t for name, t in times.items()}
+    print(f"{'':>26} {'sentences/s':>12} {'s/sentence':>11}")
+    for name, label in (("cached", "cached (BeamScorer)"), ("reference", "re-encoding (reference)")):
+        print(f"{label:>26} {rate[name]:12.3f} {1 / rate[name]:11.3f}")
+    print(f"{'speed-up':>26} {rate['cached'] / rate['reference']:11.1f}x")
+
+    curve = data[: args.curve_sentences or args.sentences]
+    words = sum(len(s) for s in curve)
+    print(f"\nbound vs beam on {len(curve)} sentences ({words} words), <= {args.max_actions} actions per word")
+    print(f"{'beam':>6} {'word beam':>10} {'word ppl <=':>12} {'mean log p(x) >=':>17} {'s/sentence':>11}")
+    gold = TreeScorer(model, None, method="gold", pos_tags=True).score_trees(
+        curve, [[t] for t in trees[: len(curve)]])
+    total = sum(s.total for s in gold)
+    print(f"{'gold':>6} {'tree':>10} {math.exp(-total / words):12.2f} {total / len(curve):17.3f} {'':>11}")
+    for beam in args.curve:
+        word_beam = max(3, beam // 10)
+        scorer = BeamScorer(model, beam, word_beam, args.max_actions, batch_size=args.batch)
+        elapsed, scores = timed(scorer, curve)
+        total = sum(s.total for s in scores)
+        print(f"{beam:6d} {word_beam:10d} {math.exp(-total / words):12.2f} {total / len(curve):17.3f} "
+              f"{elapsed / len(curve):11.2f}")
+
+
+if __name__ == "__main__":
+    main()

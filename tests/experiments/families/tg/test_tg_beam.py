@@ -1,0 +1,193 @@
+"""The KV-cached decoder and word-synchronous beam of TG and TXL (trees).
+
+1. ``Decoder.feed`` (``TransformerXL.step`` over a ``KeyValuePool``, attention from ``DecodingState``) gives
+   the full forward pass's next-token distribution (1e-5) at every position of random trees and documents,
+   sentence and document level, smart and plain memory, short chunks (memory in use), clipped relpos, two
+   attention functions — with many sequences decoded in one batch, a branch sharing its prefix's rows, and
+   the pool compacted midway.
+2. ``BeamScorer`` (cached) returns the numbers of ``ReencodingBeamScorer`` (today's re-encoding beam) at the
+   same settings on PTB-sample sentences, for TG and TXL (trees), words and SentencePiece terminals.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from experiments.families.tg.beam import BeamScorer, Decoder, _Hypothesis
+from experiments.families.tg.reference_beam import ReencodingBeamScorer
+from experiments.families.tg.scorers import TGModel
+from lightning_modules.data import tg_data
+from lightning_modules.data.corpora import Document
+from lightning_modules.data.encodings.cc_constraints import CCState
+from lightning_modules.data.tree import Tree, clean, drop_pos_tags, read_bracketed
+from lightning_modules.models.tg import build
+
+LABELS = st.sampled_from(["S", "NP", "VP", "PP"])
+WORDS = ["the", "cat", "sat", "on", "a", "mat"]
+
+
+def _node(children: st.SearchStrategy) -> st.SearchStrategy[Tree]:
+    return st.builds(Tree, LABELS, st.lists(children, min_size=1, max_size=4).map(tuple))
+
+
+TREES = _node(st.recursive(st.sampled_from(WORDS), _node, max_leaves=20))
+VOCAB_TREES = [Tree(label, tuple(WORDS)) for label in ("S", "NP", "VP", "PP")]  # every label and word
+
+
+def make_model(family: str, trees: list[Tree], level: str = "sentence", memory: str = "smart",
+               segment_length: int = 4, terminals: str = "words", seed: int = 0, double: bool = False,
+               **model: object) -> TGModel:
+    """A randomly initialised model (sharpened embeddings) with the vocabularies training would build."""
+    docs = [Document("d", tuple(("<test>", t) for t in trees))]
+    seqs = tg_data.sequences(docs, level, "none")
+    words = [w for seq in seqs for t in seq for w in t.leaves()]
+    data_cfg = {"terminals": terminals, "min_count": 1, "sp_vocab_size": 120}
+    mapping, payload, tokens = tg_data.terminal_mapping(data_cfg, words, seqs)
+    linearise = tg_data.actions_function(family, level, mapping)
+    vocab = tg_data.build_action_vocab(tokens, [linearise(s) for s in seqs])
+    model_cfg = {"d_model": 32, "n_layers": 2, "n_heads": 2, "d_ff": 64, "segment_length": segment_length,
+                 "memory_length": segment_length, "relpos": "delta_depth" if family == "tg" else "linear",
+                 "attention": "dense", **model}
+    torch.manual_seed(seed)
+    module = build({**model_cfg, "vocab_size": len(vocab)})
+    with torch.no_grad():
+        module.network.embedding.weight.mul_(4.0)
+    if double:  # exact comparisons: float64 leaves only the rounding of the final float32 log-softmax
+        module = module.double()
+    meta = {"family": family, "vocab": payload,
+            "config": {"model": model_cfg, "data": {"memory": memory, "tree_transform": "none", "level": level}}}
+    return TGModel(module, meta, vocab)
+
+
+def full_forward(model: TGModel, example) -> torch.Tensor:
+    logits, _ = model._forward([example])
+    return torch.cat(logits, 1)[0, : len(example)].float().log_softmax(-1)
+
+
+def check_decoder(model: TGModel, examples: list, compact_at: int = 9) -> None:
+    """Decode all examples in one batch per position (plus a branch of the first) against the full pass."""
+    expected = [full_forward(model, e) for e in examples]
+    decoder = Decoder(model, capacity=4, slack=-(10**9))  # grows while decoding; compacts when asked
+    hyps = [_Hypothesis((), (), (), 0.0, CCState(), decoder.start(), [], shared=False) for _ in examples]
+    branch, branch_at = None, len(examples[0]) // 2
+    for i in range(max(len(e) for e in examples)):
+        if i == branch_at:  # a hypothesis branching off example 0 here shares its rows, copies nothing else
+            branch = _Hypothesis((), (), (), 0.0, CCState(), hyps[0].state, hyps[0].rows)
+        live = [k for k, e in enumerate(examples) if i < len(e)]
+        batch = [hyps[k] for k in live] + ([branch] if branch is not None and i < len(examples[0]) else [])
+        sources = live + ([0] if len(batch) > len(live) else [])
+        tokens = [int(examples[k].tokens[i]) for k in sources]
+        types = [int(examples[k].types[i]) for k in sources]
+        BeamScorer._feed(decoder, batch, tokens, types)
+        for h, k in zip(batch, sources):
+            assert torch.allclose(h.next, expected[k][i], atol=1e-5, rtol=0), (k, i)
+        if i == compact_at:  # drop every row no hypothesis can attend any more
+            everyone = hyps + ([branch] if branch is not None else [])
+            live = {h.rows[p] for h in everyone for p in h.state.live()}
+            decoder.compact(everyone)
+            assert decoder.pool.size == len(live)
+
+
+@settings(max_examples=12, deadline=None)
+@given(trees=st.lists(TREES, min_size=2, max_size=4), family=st.sampled_from(["tg", "txl-trees"]),
+       memory=st.sampled_from(["smart", "plain"]), length=st.sampled_from([3, 4, 7]))
+def test_decoder_equals_the_full_forward_on_random_trees(trees, family, memory, length):
+    model = make_model(family, VOCAB_TREES + trees, memory=memory, segment_length=length, max_rel=3,
+                       double=True)
+    check_decoder(model, [model.encode_tree(t) for t in trees])
+
+
+@settings(max_examples=6, deadline=None)
+@given(docs=st.lists(st.lists(TREES, min_size=1, max_size=3), min_size=1, max_size=3),
+       family=st.sampled_from(["tg", "txl-trees"]))
+def test_decoder_equals_the_full_forward_on_random_documents(docs, family):
+    trees = [t for d in docs for t in d]
+    model = make_model(family, VOCAB_TREES + trees, level="document", segment_length=5, double=True)
+    linearise = tg_data.actions_function(family, "document", model.terminals)
+    check_decoder(model, [model.encode(linearise(d)) for d in docs])
+
+
+@pytest.mark.parametrize("variant", [{"use_different_attn_fns": True}, {"relpos": "none"},
+                                     {"relpos": "linear", "min_rel": -8, "max_rel": 9}])
+def test_decoder_variants(variant):
+    rng = np.random.default_rng(0)
+    trees = [Tree("S", (Tree("NP", tuple(rng.choice(WORDS, 2))), Tree("VP", (str(rng.choice(WORDS)),
+                                                                               Tree("PP", ("on", "a"))))))
+             for _ in range(3)]
+    model = make_model("tg", VOCAB_TREES + trees, segment_length=4, double=True, **variant)
+    check_decoder(model, [model.encode_tree(t) for t in trees])
+
+
+# -- the beam equals today's re-encoding beam -----------------------------------------------------------------
+@pytest.fixture(scope="module")
+def ptb_trees(shared_data):
+    files = sorted((shared_data / "ptb_nltk_sample" / "combined").glob("wsj_*.mrg"))[:12]
+    return [drop_pos_tags(clean(t)) for f in files for _, t in read_bracketed(f)]
+
+
+@pytest.mark.parametrize(("family", "terminals", "settings_"), [
+    ("tg", "words", (6, 3, 4)), ("txl-trees", "words", (6, 3, 4)), ("tg", "sentencepiece", (5, 2, 3)),
+])
+def test_beam_equals_the_reencoding_beam_on_ptb_sentences(ptb_trees, family, terminals, settings_):
+    model = make_model(family, ptb_trees, segment_length=16, terminals=terminals)
+    sentences = [t.leaves() for t in ptb_trees if 3 <= len(t.leaves()) <= 9][:5]
+    beam, word_beam, max_actions = settings_
+    reference = ReencodingBeamScorer(model, beam, word_beam, max_actions).score(sentences)
+    cached = BeamScorer(model, beam, word_beam, max_actions, batch_size=3).score(sentences)
+    for ref, got in zip(reference, cached, strict=True):
+        assert got.words == ref.words
+        assert got.total == pytest.approx(ref.total, abs=1e-4)
+        assert got.word_logprobs == pytest.approx(ref.word_logprobs, abs=1e-4)
+        assert got.end_logprob == pytest.approx(ref.end_logprob, abs=1e-4)
+        assert got.best_tree == ref.best_tree and got.extra["trees"] == ref.extra["trees"]
+        assert got.extra["best_logprob"] == pytest.approx(ref.extra["best_logprob"], abs=1e-4)
+        assert got.unknown_words == ref.unknown_words
+
+
+# -- fast-track (Stern et al. 2017) ---------------------------------------------------------------------------
+def test_fast_track_changes_nothing_without_pruning():
+    trees = [Tree("S", (Tree("X", ("a", "b")), "c")), Tree("X", (Tree("S", ("a",)), "b"))]
+    model = make_model("tg", trees, segment_length=8)
+    words = [["a", "b"], ["b", "a", "c"]]
+    every = BeamScorer(model, 10_000, 10_000, 2).score(words)
+    for k in (0, 3):
+        tracked = BeamScorer(model, 10_000, 10_000, 2, fast_track=k).score(words)
+        assert [s.total for s in tracked] == pytest.approx([s.total for s in every], abs=1e-9)
+        assert [s.word_logprobs for s in tracked] == [s.word_logprobs for s in every]
+
+
+def test_fast_track_selection_rule():
+    """Completions compete with extensions for the beam; the best ``fast_track`` completions are kept anyway."""
+    model = make_model("tg", VOCAB_TREES, segment_length=8)
+    scorer = BeamScorer(model, beam=3, word_beam=2, max_actions=4, fast_track=1)
+    state = CCState(("S", "NP"), 0, True)  # NP may close (not the root)
+    close_col = scorer.column[scorer.masks.closing_id("NP")]
+
+    def hyp(logprob, column_scores):
+        next_ = torch.full((len(model.vocab),), -50.0)
+        for c, v in column_scores.items():
+            next_[int(scorer.nonterminal_ids[c])] = v
+        return _Hypothesis((), (), (), logprob, state, None, [], next=next_)
+
+    frontier = [hyp(-1.0, {0: -0.5, close_col: -0.2}), hyp(-2.0, {0: -0.1}), hyp(-1.5, {})]
+    words = [hyp(-4.0, {}), hyp(-2.2, {}), hyp(-3.0, {})]  # completions: -4.0, -2.2, -3.0
+    children, kept = scorer._select(frontier, words, last=False)
+    # joint ranking: close NP from 0 (-1.2), open col 0 from 0 (-1.5), word of 1 (-2.2), col 0 of 1 (-2.1) ...
+    assert [round(h.logprob, 6) for h in children] == [-1.2, -1.5, -2.1]
+    assert kept == [words[1]]  # no completion made the beam; the best one is fast-tracked
+    scorer.fast_track = 0
+    _, kept = scorer._select(frontier, words, last=False)
+    assert kept == []
+    scorer.fast_track = 2
+    _, kept = scorer._select(frontier, words, last=False)
+    assert kept == [words[1], words[2]]
+    scorer.beam = 5  # -1.2, -1.5, -2.1, -2.2 (word of 1), -3.0 (word of 2) ... in the beam
+    scorer.fast_track = 0
+    children, kept = scorer._select(frontier, words, last=False)
+    assert kept == [words[1], words[2]] and len(children) == 3
+    children, kept = scorer._select(frontier, words, last=True)  # only completions remain
+    assert children == [] and kept == words  # kept in frontier order
