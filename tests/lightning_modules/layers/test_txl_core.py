@@ -203,3 +203,25 @@ def test_second_attention_function_acts_only_at_compose_positions():
         after = run_chunks(net, [full])
     changed = (before - after).abs().amax(-1)[0] > 1e-6
     assert changed.tolist() == full["compose"][0].tolist()
+
+
+@pytest.mark.parametrize("dtg_options", [False, True])
+def test_step_equals_forward_token_by_token(dtg_options):
+    """Incremental decoding (``step`` over a key/value pool) gives the logits of the full causal pass at every
+    position, also with DTG's options: embeddings scaled by sqrt(d), one u/v for all layers, added arc ids."""
+    torch.manual_seed(5)
+    net = TransformerXL(**SMALL, memory_length=0, min_rel=-8, max_rel=8, shared_relative_bias=dtg_options,
+                        scale_embeddings=dtg_options).double().eval()
+    length = 7
+    tokens = torch.randint(1, SMALL["vocab_size"], (1, length))
+    added = torch.tensor([[0, 0, 3, 0, 5, 0, 0]]) if dtg_options else None
+    causal = torch.ones(length, length, dtype=torch.bool).tril()[None]
+    relpos = (torch.arange(length)[:, None] - torch.arange(length)[None, :])[None]
+    full, _ = net(tokens, causal, relpos, torch.full((1, 0), -1), torch.ones(1, dtype=torch.bool), None,
+                  added=added)
+    pool = net.new_pool(4)
+    for t in range(length):
+        rows = pool.allocate(1)
+        logits = net.step(tokens[:, t], pool, rows, torch.arange(t + 1)[None], torch.arange(t, -1, -1)[None],
+                          added=None if added is None else added[:, t])
+        torch.testing.assert_close(logits, full[:, t], atol=1e-9, rtol=1e-9)
