@@ -265,6 +265,7 @@ class PalmLM(pl.LightningModule):
         self.log("train/loss", loss, prog_bar=True, batch_size=tokens)
         for key, value in terms.items():
             self.log(f"train/{key}", value, batch_size=tokens)
+        self.log("train/averaging", float(self.nt_asgd().averaging), batch_size=tokens)
         return loss  # type: ignore[return-value]
 
     def on_validation_epoch_start(self) -> None:
@@ -285,7 +286,6 @@ class PalmLM(pl.LightningModule):
         self._restore_raw_weights()
         if self._val_sums[1] and not self.trainer.sanity_checking:
             self._after_validation(self._val_sums[0] / self._val_sums[1])
-        self.log("val/averaging", float(self.nt_asgd().averaging))
 
     def configure_optimizers(self) -> NTASGD:
         c = self.config
