@@ -191,9 +191,11 @@ class PalmLM(pl.LightningModule):
         if self.family == "palm-s":
             if batch.span_targets is None or out.log_weights is None:
                 raise InputError("palm-s trains on gold span targets: the batch has none", "data")
+            # −Σ_i y log ω over the spans that exist: a gold span cut by the start of a stream row (batchify)
+            # does not exist in that row and is left out
             y = batch.span_targets.to(out.log_weights.dtype)
-            # −Σ_i y log ω, with 0 · log 0 = 0 (spans that do not exist have ω = 0 and y = 0)
-            entropy = -torch.where(y > 0, y * out.log_weights, torch.zeros_like(y)).sum(-1)
+            exists = torch.isfinite(out.log_weights)
+            entropy = -torch.where((y > 0) & exists, y * out.log_weights, torch.zeros_like(y)).sum(-1)
             terms["span"] = c.span_loss_weight * entropy.mean()
         return terms
 
