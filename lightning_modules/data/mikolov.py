@@ -44,16 +44,28 @@ def normalise(word: str, tag: str) -> str:
     return w
 
 
+def strip_punctuation(tree: Tree) -> Tree | None:
+    """The tree without punctuation preterminals and the constituents they leave empty (None if nothing is
+    left); words and labels unchanged."""
+    if tree.is_preterminal:
+        return None if tree.label in PUNCTUATION_TAGS else tree
+    children = [c for c in (strip_punctuation(k) if isinstance(k, Tree) else k for k in tree.children)
+                if c is not None]
+    return Tree(tree.label, tuple(children)) if children else None
+
+
 def mikolov_tree(tree: Tree) -> Tree | None:
     """A cleaned tree without its punctuation, words normalised; None if nothing is left."""
+    stripped = strip_punctuation(tree)
+    return None if stripped is None else _normalised(stripped)
+
+
+def _normalised(tree: Tree) -> Tree:
     if tree.is_preterminal:
-        if tree.label in PUNCTUATION_TAGS:
-            return None
         word = tree.children[0]
         assert isinstance(word, str)
         return Tree(tree.label, (normalise(word, tree.label),))
-    children = [c for c in (mikolov_tree(k) if isinstance(k, Tree) else k for k in tree.children) if c is not None]
-    return Tree(tree.label, tuple(children)) if children else None
+    return Tree(tree.label, tuple(_normalised(c) if isinstance(c, Tree) else c for c in tree.children))
 
 
 def vocabulary(sentences: Iterable[Sequence[str]], size: int = 10000) -> list[str]:

@@ -17,11 +17,11 @@ import numpy as np
 
 from lightning_modules.data.bptt import StreamBatches, batchify, fixed_windows
 from lightning_modules.data.corpora import load_corpus
-from lightning_modules.data.encodings.palm import nontrivial_spans, span_targets
+from lightning_modules.data.encodings.palm import span_targets
 from lightning_modules.data.mikolov import EOS, mikolov_tree, stream_ids, vocabulary
 from lightning_modules.data.train_data import FixedBatches, TrainData
 from lightning_modules.data.transforms import binarize
-from lightning_modules.data.tree import Tree, clean
+from lightning_modules.data.tree import Tree, clean, nontrivial_spans
 from lightning_modules.errors import InputError
 
 

@@ -126,6 +126,13 @@ def constituent_spans(tree: Tree) -> list[tuple[int, int]]:
     return spans
 
 
+def nontrivial_spans(tree: Tree) -> set[tuple[int, int]]:
+    """The constituents (first, last) of ``tree`` covering more than one word but not the whole sentence (the
+    spans unsupervised-parsing F1 counts and PaLM-S supervises; unary chains give one span)."""
+    last = len(tree.leaves()) - 1
+    return {(a, b) for a, b in constituent_spans(tree) if a < b and (a, b) != (0, last)}
+
+
 class TreeBuilder:
     """Builds a tree from bracket-order actions: open a constituent, add a word to it, close it."""
 

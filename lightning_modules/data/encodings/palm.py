@@ -25,15 +25,9 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from lightning_modules.data.tree import Tree, constituent_spans
+from lightning_modules.data.tree import Tree
 
 UNLABELLED = "X"
-
-
-def nontrivial_spans(tree: Tree) -> set[tuple[int, int]]:
-    """The constituents (first, last) of ``tree`` that cover more than one word but not the whole sentence."""
-    last = len(tree.leaves()) - 1
-    return {(a, b) for a, b in constituent_spans(tree) if a < b and (a, b) != (0, last)}
 
 
 def span_targets(spans: Iterable[tuple[int, int]], n_words: int, max_span: int) -> np.ndarray:

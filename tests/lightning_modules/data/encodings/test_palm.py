@@ -8,8 +8,8 @@ import random
 import numpy as np
 import pytest
 
-from lightning_modules.data.encodings.palm import UNLABELLED, greedy_parse, nontrivial_spans, span_targets
-from lightning_modules.data.tree import Tree, constituent_spans, parse_tree, to_bracketed
+from lightning_modules.data.encodings.palm import UNLABELLED, greedy_parse, span_targets
+from lightning_modules.data.tree import Tree, constituent_spans, nontrivial_spans, parse_tree, to_bracketed
 
 X = UNLABELLED
 
