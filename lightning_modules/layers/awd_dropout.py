@@ -12,7 +12,6 @@ All are inverted dropout (kept values scaled by 1 / (1 − p)) and the identity 
 
 from __future__ import annotations
 
-import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.func import functional_call

@@ -7,8 +7,8 @@ phase, the Adam moments, the running average and the number of averaged steps) i
 every checkpoint. After ``start_averaging`` each step is ``p ← p − lr (∇ + wd · p)`` followed by
 ``avg ← avg + (p − avg) / n`` (n = averaged steps so far): the mean of every iterate since the switch. The
 official code's ``torch.optim.ASGD(t0=0, lambd=0)`` takes the same SGD steps but, by its update order, leaves
-the first iterate out of its average (tested). ``lr_scale`` multiplies the learning rate of the next step (variable-length BPTT
-scales it by seq_len / bptt).
+the first iterate out of its average (tested). ``lr_scale`` multiplies the learning rate of the next step
+(variable-length BPTT scales it by seq_len / bptt).
 
 ``nonmonotone_trigger`` is the official switching rule: with the validation losses seen so far, switch when
 the new loss is worse than the best one from before the last ``nonmono`` validations.

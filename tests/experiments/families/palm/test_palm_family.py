@@ -16,7 +16,7 @@ from experiments.families import get_family
 from experiments.families.palm.scorers import ExactScorer, PalmModel, mikolov_form, with_words
 from experiments.train import train
 from lightning_modules.data.encodings.palm import greedy_parse
-from lightning_modules.data.tree import parse_tree, read_bracketed, to_bracketed
+from lightning_modules.data.tree import parse_tree, to_bracketed
 from lightning_modules.models.palm import build
 
 TINY = ["model.d_embedding=16", "model.d_hidden=24", "model.d_rrnn=4", "model.d_span_mlp=8", "model.max_span=5",
@@ -27,19 +27,11 @@ SPAN_KEYS = ("model.d_rrnn", "model.d_span_mlp", "model.max_span")  # not in the
 
 
 @pytest.fixture(scope="module")
-def small_treebank(tmp_path_factory, shared_data):
-    trees = [t for _, t in read_bracketed(shared_data / "ptb_nltk_sample" / "combined" / "wsj_0003.mrg")]
-    path = tmp_path_factory.mktemp("tb") / "small.mrg"
-    path.write_text("".join(to_bracketed(t) + "\n" for t in trees[:20]))
-    return path
-
-
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory, small_treebank):
+def runs(tmp_path_factory, tiny_treebank):
     out = {}
     for family in ("awd-lstm", "palm-u", "palm-s", "palm-rb"):
         tiny = [o for o in TINY if family != "awd-lstm" or not o.startswith(SPAN_KEYS)]
-        cfg = resolve_train_config(family, "cpu-small", [*tiny, f"data.corpus={small_treebank}",
+        cfg = resolve_train_config(family, "cpu-small", [*tiny, f"data.corpus={tiny_treebank}",
                                                           "data.train_split=file", "data.valid_split=file"])
         run_dir = tmp_path_factory.mktemp(family)
         out[family] = (train(cfg, seed=1, run_dir=run_dir), run_dir / "checkpoints" / "best.ckpt")
@@ -115,21 +107,21 @@ def test_palm_rb_parses_are_right_branching():
         "(X the (X dog (X barks loudly)))"
 
 
-def test_eval_commands_on_a_trained_palm(runs, small_treebank, tmp_path, capsys):
+def test_eval_commands_on_a_trained_palm(runs, tiny_treebank, tmp_path, capsys):
     _, best = runs["palm-u"]
-    assert main(["eval", "ppl", str(best), "--corpus", str(small_treebank), "--split", "file", "--limit", "5",
+    assert main(["eval", "ppl", str(best), "--corpus", str(tiny_treebank), "--split", "file", "--limit", "5",
                  "--out", str(tmp_path / "ppl"), "--json"]) == 0
     ppl = json.loads(capsys.readouterr().out)
     assert ppl["metrics"]["word_ppl"] > 1
-    assert main(["eval", "unsupervised-f1", str(best), "--gold", str(small_treebank), "--limit", "8",
+    assert main(["eval", "unsupervised-f1", str(best), "--gold", str(tiny_treebank), "--limit", "8",
                  "--out", str(tmp_path / "uf1"), "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     parsed = result["metrics"]["parsed"]
     assert 0 <= parsed["sentence_f1"] <= 100 and parsed["sentences"] == result["settings"]["sentences"]
     assert result["metrics"]["right_branching"]["sentence_f1"] > 0
-    assert main(["eval", "parse", str(best), "--gold", str(small_treebank), "--limit", "4",
+    assert main(["eval", "parse", str(best), "--gold", str(tiny_treebank), "--limit", "4",
                  "--out", str(tmp_path / "parse"), "--json"]) == 0
     assert "bracket_f1" in json.loads(capsys.readouterr().out)["metrics"]["parsed"]["all"]
     _, awd = runs["awd-lstm"]
-    assert main(["eval", "unsupervised-f1", str(awd), "--gold", str(small_treebank), "--out",
+    assert main(["eval", "unsupervised-f1", str(awd), "--gold", str(tiny_treebank), "--out",
                  str(tmp_path / "awd")]) == 2
