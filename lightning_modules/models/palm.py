@@ -23,6 +23,9 @@ or, with ``switch_after`` > 0, after that many validations (PaLM: after 40 epoch
 validation uses the averaged weights and every checkpoint's ``state_dict`` holds them (the raw weights go
 under ``training_state_dict`` and are put back when a run resumes). Validation is stream-level: the whole
 split read in windows with the state carried, as the papers report perplexity.
+
+Initialisation: the tied embedding uniform in ±√(3 / d_embedding) and the output bias 0 (the official PaLM
+code); the LSTMs and the PaLM layers keep PyTorch's defaults (the official code: block-orthogonal LSTM matrices).
 """
 
 from __future__ import annotations
