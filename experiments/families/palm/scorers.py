@@ -30,8 +30,9 @@ from lightning_modules.data.mikolov import EOS, UNK, normalise
 from lightning_modules.data.tree import Tree, to_bracketed
 from lightning_modules.models.palm import FAMILIES
 
-PUNCTUATION_WORDS = frozenset({",", ".", ":", ";", "?", "!", "--", "-", "...", "``", "''", "`", "'", '"',
-                               "-LRB-", "-RRB-", "-LCB-", "-RCB-", "-LSB-", "-RSB-", "(", ")", "[", "]", "{", "}"})
+# tokens that are punctuation whatever their tag (an apostrophe may be the possessive POS, a word in the text)
+PUNCTUATION_WORDS = frozenset({",", ".", ":", ";", "?", "!", "--", "-", "...", "``", "''", '"', "-LRB-", "-RRB-",
+                               "-LCB-", "-RCB-", "-LSB-", "-RSB-", "(", ")", "[", "]", "{", "}"})
 _NUMERIC = re.compile(r"[-+]?[\d.,:/\\]*\d[\d.,:/\\]*%?")
 
 

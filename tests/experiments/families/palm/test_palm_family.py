@@ -60,6 +60,7 @@ def test_with_words_puts_punctuation_under_the_smallest_covering_node():
 
 def test_mikolov_form_of_evaluator_words():
     assert mikolov_form("The") == "the" and mikolov_form("1,000") == "N" and mikolov_form("-LRB-") is None
+    assert mikolov_form("'") == "'"  # the possessive of "the Smiths'" is a word of the text
 
 
 def tiny_model(family: str) -> PalmModel:
