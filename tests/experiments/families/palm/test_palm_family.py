@@ -123,6 +123,12 @@ def test_eval_commands_on_a_trained_palm(runs, tiny_treebank, tmp_path, capsys):
     assert main(["eval", "parse", str(best), "--gold", str(tiny_treebank), "--limit", "4",
                  "--out", str(tmp_path / "parse"), "--json"]) == 0
     assert "bracket_f1" in json.loads(capsys.readouterr().out)["metrics"]["parsed"]["all"]
+    _, rb = runs["palm-rb"]  # PaLM-RB's parses are the right-branching baseline, through the whole pipeline
+    assert main(["eval", "unsupervised-f1", str(rb), "--gold", str(tiny_treebank), "--out", str(tmp_path / "rb"),
+                 "--json"]) == 0
+    metrics = json.loads(capsys.readouterr().out)["metrics"]
+    assert metrics["parsed"]["sentence_f1"] == metrics["right_branching"]["sentence_f1"]
+    assert metrics["parsed"]["left_splits_pct"] == 0.0
     _, awd = runs["awd-lstm"]
     assert main(["eval", "unsupervised-f1", str(awd), "--gold", str(tiny_treebank), "--out",
                  str(tmp_path / "awd")]) == 2
