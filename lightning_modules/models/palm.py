@@ -188,9 +188,10 @@ class PalmLM(pl.LightningModule):
     def losses(self, batch: StreamBatch, out: Forward) -> dict[str, Tensor]:
         """Mean LM cross-entropy, AR, TAR and (palm-s) the mean span cross-entropy of Eq. 5."""
         c = self.config
+        steps = out.raw_last[:, 1:] - out.raw_last[:, :-1]  # none in a one-token window (an epoch's last)
         terms = {"lm": F.cross_entropy(out.logits.flatten(0, 1).float(), batch.targets.flatten()),
                  "ar": c.ar_alpha * out.dropped_last.pow(2).mean(),
-                 "tar": c.tar_beta * (out.raw_last[:, 1:] - out.raw_last[:, :-1]).pow(2).mean()}
+                 "tar": c.tar_beta * steps.pow(2).mean() if steps.shape[1] else steps.new_zeros(())}
         if self.family == "palm-s":
             if batch.span_targets is None or out.log_weights is None:
                 raise InputError("palm-s trains on gold span targets: the batch has none", "data")

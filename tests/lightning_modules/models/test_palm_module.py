@@ -95,6 +95,15 @@ def test_palm_s_loss_is_lambda_times_the_mean_cross_entropy_to_the_gold_selectio
     assert "span" not in build(TINY, "palm-u").losses(StreamBatch(x, x, None), build(TINY, "palm-u")(x))
 
 
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_one_token_window_has_finite_losses(family):
+    """An epoch's last BPTT window may hold a single token: TAR has no step to penalise there."""
+    model = build(TINY, family)
+    x = torch.randint(0, 30, (2, 1))
+    terms = model.losses(StreamBatch(x, x, torch.zeros(2, 1, 4)), model(x))
+    assert all(torch.isfinite(v) for v in terms.values()) and terms["tar"] == 0.0
+
+
 def test_palm_rb_attention_prefers_the_longest_span():
     model = build(TINY, "palm-rb").eval()
     weights = model(torch.randint(0, 30, (1, 8))).log_weights.exp()[0, 7]
