@@ -107,8 +107,12 @@ def _train(cfg: dict[str, Any], seed: int, run_dir: Path, callbacks: list[Any]) 
             Metadata(cfg["family"], cfg, seed, data.vocab), *callbacks, best, last,
         ],
     )
-    train_batches = StepBatches(data.train, int(tc["batch_size"]), seed, data.collate,
-                                consumed=lambda: trainer.global_step * trainer.accumulate_grad_batches)
+    def consumed() -> int:
+        return trainer.global_step * trainer.accumulate_grad_batches
+
+    train_batches = data.train_batches(int(tc["batch_size"]), seed, consumed)
+    if train_batches is None:
+        train_batches = StepBatches(data.train, int(tc["batch_size"]), seed, data.collate, consumed=consumed)
     val_batches = data.valid_batches(int(tc.get("eval_batch_size", tc["batch_size"])))
     resume = ckpt_dir / "last.ckpt"
     for folder in (run_dir, ckpt_dir):  # what an attempt killed mid-write left beside DONE or a checkpoint

@@ -245,6 +245,43 @@ def run_parse(args: argparse.Namespace) -> int:
     return _print(args, result, computed, result["settings"]["sentences"], report)
 
 
+def add_unsupervised_f1(tasks: argparse._SubParsersAction) -> None:
+    from experiments.evaluate.scorer_choice import add_arguments
+
+    p = tasks.add_parser(
+        "unsupervised-f1", help="unsupervised-parsing F1 of the model's own parses (sentence-level, WSJ-40 style)",
+        description="The grammar-induction protocol (PRPN, ON-LSTM, PaLM Table 3): the model parses the gold "
+                    "sentences without punctuation; brackets without trivial spans; F1 per sentence averaged "
+                    "(corpus F1 beside); sentences longer than --max-length words (after punctuation removal) "
+                    "left out; right- and left-branching baselines; % left/right splits of the model's and the "
+                    "(binarized) gold trees (PaLM Table 4).")
+    add_arguments(p, methods=("exact",))
+    p.add_argument("--gold", required=True, help="gold treebank file or CORPUS/SPLIT (e.g. ptb-sample/test)")
+    p.add_argument("--max-length", type=int, default=40,
+                   help="longest sentence kept, in words without punctuation (default 40: WSJ-40; 0: all)")
+    _limit(p)
+    p.set_defaults(func=run_unsupervised_f1)
+
+
+def run_unsupervised_f1(args: argparse.Namespace) -> int:
+    from experiments.evaluate import rerank, unsupervised_parse
+    from experiments.evaluate.scorer_choice import choose
+
+    gold = rerank.read_gold(args.gold, args.limit, args.data_dir)
+    chosen = choose(args)
+    result, computed = unsupervised_parse.evaluate(chosen, args.checkpoint, gold, args.max_length or None,
+                                                   args.limit, args.out)
+
+    def report(r: dict) -> str:
+        rows = []
+        for name in ("parsed", "right_branching", "left_branching"):
+            m = r["metrics"][name]
+            rows.append(f"{name:15} sentence F1 {m['sentence_f1']:.2f}  corpus F1 {m['corpus_f1']:.2f}")
+        return "\n".join(rows + [r["headline"]]) + "\n"
+
+    return _print(args, result, computed, result["settings"]["sentences"], report)
+
+
 def add_uas(tasks: argparse._SubParsersAction) -> None:
     p = tasks.add_parser(
         "uas", help="unlabeled/labeled attachment scores of CoNLL-U dependency trees",

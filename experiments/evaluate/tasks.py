@@ -208,6 +208,15 @@ def _parse(m: Mapping[str, Any]) -> dict[str, float]:
             "parse_f1_right_branching": m["right_branching"]["all"]["bracket_f1"]}
 
 
+def _unsupervised_f1(m: Mapping[str, Any]) -> dict[str, float]:
+    parsed = m["parsed"]
+    out = {"unsupervised_f1": parsed["sentence_f1"], "unsupervised_f1_corpus": parsed["corpus_f1"],
+           "unsupervised_f1_right_branching": m["right_branching"]["sentence_f1"]}
+    out.update({f"splits.{side}": parsed[f"{side}_splits_pct"] for side in ("left", "right")
+                if parsed.get(f"{side}_splits_pct") is not None})
+    return out
+
+
 def _uas(m: Mapping[str, Any]) -> dict[str, float]:
     return {k: m[k] for k in ("uas", "las") if m.get(k) is not None}
 
@@ -236,6 +245,11 @@ for _task in (
     Task("parse", "parse", f"{_EVAL}:add_parse", _parse, headline=("parse_f1",),
          secondary=("parse_f1_right_branching",), options=COMMON_OPTIONS + CORPUS_OPTIONS + ("beam",),
          default_split="test", arguments=_gold, takes_method=False, methods=()),
+    Task("unsupervised-f1", "parse", f"{_EVAL}:add_unsupervised_f1", _unsupervised_f1,
+         headline=("unsupervised_f1",), tested=("unsupervised_f1_corpus", "splits.*"),
+         secondary=("unsupervised_f1_right_branching",),
+         options=COMMON_OPTIONS + CORPUS_OPTIONS + ("max_length",), default_split="test",
+         arguments=lambda p: [*_gold(p), *_flag(p.options, "max_length")], takes_method=False, methods=()),
     Task("uas", "dependency_parse", f"{_EVAL}:add_uas", _uas, headline=("uas",), secondary=("las",),
          unplanned="it compares two CoNLL-U files (synbench eval uas GOLD TEST), not a model", scored=False),
     Task("terminals", "terminals", f"{_EVAL}:add_terminals", None,

@@ -16,7 +16,8 @@ from experiments.plugins import PLUGINS_ENV, load_plugins
 from lightning_modules.errors import InputError
 
 BUILTIN = ("experiments.families.tg", "experiments.families.pushdown", "experiments.families.parser",
-           "experiments.families.hf", "experiments.families.som", "experiments.families.dtg")
+           "experiments.families.hf", "experiments.families.som", "experiments.families.dtg",
+           "experiments.families.palm")
 
 _REGISTRY: dict[str, type[Family]] = {}
 _loaded = False

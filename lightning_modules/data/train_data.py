@@ -21,6 +21,11 @@ class TrainData:
     valid_words: int = 0  # words in the validation split (the word-perplexity denominator)
     stats: dict[str, Any] = field(default_factory=dict)
 
+    def train_batches(self, batch_size: int, seed: int, consumed: Callable[[], int]) -> Any | None:
+        """Training batches in an order of the family's own (e.g. consecutive BPTT windows of a stream), or None
+        for the shared stream of shuffled examples (``experiments.batching.StepBatches``)."""
+        return None
+
     def valid_batches(self, batch_size: int) -> FixedBatches:
         """Validation batches in corpus order (deterministic, independent of the seed)."""
         size = len(self.valid)

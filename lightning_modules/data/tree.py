@@ -110,6 +110,29 @@ def bracket_order(tree: Tree) -> Iterator[tuple[Tree | str, bool]]:
                 frames.append((child, iter(child.children)))
 
 
+def constituent_spans(tree: Tree) -> list[tuple[int, int]]:
+    """``(first, last)`` leaf positions (0-based, inclusive) of every node, preterminals included, in the order
+    the nodes close (post-order); an iterative walk like ``bracket_order``."""
+    spans: list[tuple[int, int]] = []
+    starts: list[int] = []
+    words = 0
+    for item, closing in bracket_order(tree):
+        if isinstance(item, str):
+            words += 1
+        elif closing:
+            spans.append((starts.pop(), words - 1))
+        else:
+            starts.append(words)
+    return spans
+
+
+def nontrivial_spans(tree: Tree) -> set[tuple[int, int]]:
+    """The constituents (first, last) of ``tree`` covering more than one word but not the whole sentence (the
+    spans unsupervised-parsing F1 counts and PaLM-S supervises; unary chains give one span)."""
+    last = len(tree.leaves()) - 1
+    return {(a, b) for a, b in constituent_spans(tree) if a < b and (a, b) != (0, last)}
+
+
 class TreeBuilder:
     """Builds a tree from bracket-order actions: open a constituent, add a word to it, close it."""
 

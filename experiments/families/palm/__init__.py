@@ -1,0 +1,118 @@
+"""AWD-LSTM (Merity et al. 2018) and PaLM (Peng et al. 2019): the family adapter.
+
+All four are string models on Mikolov-style text, scored exactly: ``awd-lstm`` (the baseline), ``palm-u``
+(span attention, unsupervised), ``palm-s`` (the attention supervised with gold spans, Eq. 5) and ``palm-rb``
+(fixed right-branching scores). PaLM models also parse (§2.2): their scorer gives the greedy tree of the span
+attention scores. Training reads the corpus as one stream in truncated-BPTT windows
+(``lightning_modules.data.palm_data``); the run's final metrics are the papers' stream-level perplexity.
+
+Presets: ``configs/model/palm.yaml`` holds the PaLM presets (the three variants share "exactly the same
+architecture and hyperparameters", Appendix A) and ``configs/model/awd-lstm.yaml`` the baseline's.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from experiments.families import register
+from experiments.families.adapter import Family, ParseView, Scoring, ScoringRequest
+from lightning_modules.errors import InputError
+
+# the data/train presets of configs/train.yaml that the AWD-LSTM recipe changes: parallel streams per batch
+# (Merity et al.: 20 for PTB, evaluation 10)
+STREAM_BATCHES = {"ptb": {"batch_size": 20, "eval_batch_size": 10}}
+
+
+@register
+class PalmFamily(Family):
+    """AWD-LSTM and PaLM-U/S/RB: LSTM language models over a token stream, PaLM with span attention."""
+
+    names = ("awd-lstm", "palm-u", "palm-s", "palm-rb")
+    paper = "palm"
+
+    def kind(self, config: dict[str, Any] | None = None) -> str:
+        return "string"
+
+    def capabilities(self, config: dict[str, Any] | None = None) -> frozenset[str]:
+        return frozenset({"perplexity", "score", "surprisal"} | ({"parse"} if self.name != "awd-lstm" else set()))
+
+    def methods(self, config: dict[str, Any] | None = None) -> tuple[str, ...]:
+        return ("exact",)
+
+    # -- presets and training ------------------------------------------------------------------------------
+    def model_presets(self) -> tuple[dict[str, Any], str]:
+        from experiments.config import configs_dir, load_yaml
+
+        path = configs_dir() / "model" / ("awd-lstm.yaml" if self.name == "awd-lstm" else "palm.yaml")
+        return load_yaml(path), str(path)
+
+    def train_presets(self) -> dict[str, Any]:
+        presets = super().train_presets()
+        for name, train in STREAM_BATCHES.items():
+            if name in presets:
+                presets[name] = {**presets[name], "train": {**presets[name]["train"], **train}}
+        return presets
+
+    def build_data(self, cfg: dict[str, Any]) -> Any:
+        from lightning_modules.data import palm_data
+
+        return palm_data.build(self.name, cfg)
+
+    def build_module(self, cfg: dict[str, Any], data: Any) -> Any:
+        from lightning_modules.models.palm import build
+
+        return build({**cfg["model"], "vocab_size": data.vocab_size}, family=self.name)
+
+    def final_metrics(self, module: Any, data: Any, best_path: str) -> dict[str, Any]:
+        """Stream-level validation perplexity of the best checkpoint (its averaged weights after the switch),
+        as the papers report it: the split read as one stream in windows, ``<eos>`` predicted."""
+        import torch
+        import torch.nn.functional as F
+
+        if best_path:
+            module.load_state_dict(torch.load(best_path, map_location="cpu", weights_only=True)["state_dict"])
+        module.eval()
+        nll, tokens, state = 0.0, 0, None
+        with torch.no_grad():
+            for batch in data.valid_batches(10):
+                out = module(batch.inputs.to(module.device), None if batch.reset else state)
+                state = out.state
+                nll += float(F.cross_entropy(out.logits.flatten(0, 1).float(), batch.targets.to(module.device)
+                                             .flatten(), reduction="sum"))
+                tokens += batch.targets.numel()
+        return {"val_tokens": tokens, "val_ppl": math.exp(nll / max(tokens, 1)),
+                "val_ppl_convention": "stream-level (Mikolov text, <eos> predicted, 10 parallel streams)",
+                **data.stats}
+
+    # -- checkpoints and scoring ---------------------------------------------------------------------------
+    def load(self, checkpoint: str | Path, device: str = "cpu") -> Any:
+        from experiments.families.palm.scorers import PalmModel
+
+        return PalmModel.load(str(checkpoint), device)
+
+    def scoring(self, checkpoint: str | Path, meta: dict[str, Any], request: ScoringRequest) -> Scoring:
+        from experiments.families.palm.scorers import ExactScorer
+
+        if request.proposals is not None or request.method != "exact":
+            raise InputError(f"a {self.name} model is a string model, scored exactly", str(checkpoint))
+        model = self.load(checkpoint, request.device)
+        return Scoring(ExactScorer(model, request.batch_size, trees=True), {}, "exact", 64)
+
+    def parse_view(self) -> ParseView:
+        if self.name == "awd-lstm":
+            return super().parse_view()
+        from experiments.families.palm.parsing import VIEW
+
+        return VIEW
+
+    def model_info(self, config: dict[str, Any], prefix: str) -> dict[str, Any]:
+        import torch
+
+        from lightning_modules.models import palm
+
+        cfg = palm.config_from_dict(config, prefix=prefix, family=self.name)
+        with torch.device("meta"):
+            module = palm.build(cfg, self.name)
+        return {"parameters": palm.parameter_count(module), "config": palm.asdict(cfg)}

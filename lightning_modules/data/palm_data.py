@@ -1,0 +1,108 @@
+"""Training data of AWD-LSTM and PaLM: a treebank's splits as Mikolov-style token streams (``mikolov``), with
+PaLM-S's span targets aligned to every token (``encodings.palm``), read in truncated-BPTT windows (``bptt``).
+
+The gold spans of PaLM-S come from the tree binarized as the official code does (nltk's right-factored
+``chomsky_normal_form`` of the cleaned tree) and then stripped of punctuation; trivial spans (single words, the
+whole sentence) are never targets. ``model.vocab_size`` caps the vocabulary (10,000: Mikolov's); the module is
+built with the size the training split gives.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from lightning_modules.data.bptt import StreamBatches, batchify, fixed_windows
+from lightning_modules.data.corpora import load_corpus
+from lightning_modules.data.encodings.palm import span_targets
+from lightning_modules.data.mikolov import EOS, mikolov_tree, stream_ids, vocabulary
+from lightning_modules.data.train_data import FixedBatches, TrainData
+from lightning_modules.data.transforms import binarize
+from lightning_modules.data.tree import Tree, clean, nontrivial_spans
+from lightning_modules.errors import InputError
+
+
+@dataclass(frozen=True)
+class StreamSentence:
+    """One sentence as PaLM reads it: its Mikolov words and the gold spans over them (binarized tree)."""
+
+    words: tuple[str, ...]
+    spans: frozenset[tuple[int, int]]
+
+
+def stream_sentence(tree: Tree) -> StreamSentence | None:
+    """A raw treebank tree as a stream sentence (None when only punctuation is left)."""
+    words_tree = mikolov_tree(clean(tree))
+    if words_tree is None:
+        return None
+    binary = mikolov_tree(binarize(clean(tree)))
+    assert binary is not None
+    return StreamSentence(tuple(words_tree.leaves()), frozenset(nontrivial_spans(binary)))
+
+
+def split_sentences(documents: Sequence[Any]) -> list[StreamSentence]:
+    out = []
+    for doc in documents:
+        for location, tree in doc.sentences:
+            try:
+                sentence = stream_sentence(tree)
+            except InputError as e:
+                raise InputError(e.message, e.location or location) from None
+            if sentence is not None:
+                out.append(sentence)
+    return out
+
+
+def aligned_targets(sentences: Sequence[StreamSentence], max_span: int) -> np.ndarray:
+    """float32[tokens, m]: each stream token's normalised gold selection (``encodings.palm.span_targets``)."""
+    return np.concatenate([span_targets(s.spans, len(s.words), max_span) for s in sentences])
+
+
+@dataclass
+class StreamData(TrainData):
+    """``TrainData`` whose training batches are BPTT windows of one stream (not shuffled sentences)."""
+
+    train_ids: np.ndarray | None = None
+    train_targets: np.ndarray | None = None  # palm-s: aligned span targets
+    valid_ids: np.ndarray | None = None
+    bptt: int = 70
+
+    def train_batches(self, batch_size: int, seed: int, consumed: Callable[[], int]) -> StreamBatches:
+        assert self.train_ids is not None
+        rows, targets = batchify(self.train_ids, batch_size, self.train_targets)
+        return StreamBatches(rows, targets, self.bptt, seed, consumed)
+
+    def valid_batches(self, batch_size: int) -> FixedBatches:
+        assert self.valid_ids is not None
+        rows, _ = batchify(self.valid_ids, min(batch_size, max(len(self.valid_ids) // 2, 1)))
+        return FixedBatches(fixed_windows(rows, None, self.bptt))
+
+
+def build(family: str, cfg: dict[str, Any]) -> StreamData:
+    """The configured training and validation splits as streams, the vocabulary from the training split."""
+    data, model = cfg["data"], cfg["model"]
+    corpus = load_corpus(data["corpus"], cfg["runtime"].get("data_dir"))
+    if corpus.kind != "constituency":
+        raise InputError(f"corpus {corpus.name!r} has dependency trees; {family} reads a treebank's text and "
+                         "trees", "data.corpus")
+    splits = {}
+    for key in ("train_split", "valid_split"):
+        if data[key] not in corpus.splits:
+            raise InputError(f"corpus {corpus.name!r} has no split {data[key]!r} (splits: "
+                             f"{', '.join(corpus.splits)})", f"data.{key}")
+        splits[key] = split_sentences(corpus.splits[data[key]])
+    train, valid = splits["train_split"], splits["valid_split"]
+    tokens = vocabulary((s.words for s in train), int(model.get("vocab_size", 10000)))
+    index = {w: i for i, w in enumerate(tokens)}
+    train_ids = np.array(stream_ids((s.words for s in train), index), dtype=np.int64)
+    valid_ids = np.array(stream_ids((s.words for s in valid), index), dtype=np.int64)
+    targets = aligned_targets(train, int(model.get("max_span", 20))) if family == "palm-s" else None
+    return StreamData(
+        train=train, valid=valid, collate=list, vocab={"tokens": tokens, "eos": EOS}, vocab_size=len(tokens),
+        valid_words=int(len(valid_ids)), train_ids=train_ids, train_targets=targets, valid_ids=valid_ids,
+        bptt=int(model.get("bptt", 70)),
+        stats={"train_tokens": int(len(train_ids)), "valid_tokens": int(len(valid_ids)), "vocab_size": len(tokens),
+               "train_sentences": len(train), "valid_sentences": len(valid)})
