@@ -16,6 +16,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from experiments.config_ranges import Range
 from experiments.families import register
 from experiments.families.adapter import Family, ParseView, Scoring, ScoringRequest
 from lightning_modules.errors import InputError
@@ -30,6 +31,7 @@ class PalmFamily(Family):
     """AWD-LSTM and PaLM-U/S/RB: LSTM language models over a token stream, PaLM with span attention."""
 
     names = ("awd-lstm", "palm-u", "palm-s", "palm-rb")
+    config_ranges = {"switch_after": Range(0)}  # 0: NT-ASGD's non-monotone trigger decides the switch
     paper = "palm"
 
     def kind(self, config: dict[str, Any] | None = None) -> str:
