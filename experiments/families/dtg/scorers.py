@@ -42,18 +42,11 @@ class DTGModel(TGModel):
         self.words = WordVocab.from_dict(meta["vocab"]["words"], "checkpoint vocabulary")
         self._encode = dtg_data.example_encoder(self.family, self.system, model["arc_input"], vocab, self.words)
 
-    @classmethod
-    def load(cls, checkpoint: str, device: str = "cpu") -> DTGModel:
-        """The one loader of DTG-family checkpoints (module in eval mode, config, vocabularies)."""
-        from experiments.checkpoints import read_checkpoint
+    @staticmethod
+    def network() -> tuple[tuple[str, ...], Any]:
         from lightning_modules.models.dtg import FAMILIES, build
 
-        ckpt = read_checkpoint(checkpoint, FAMILIES)
-        meta = ckpt["synbench"]
-        vocab = ActionVocab.from_json(meta["vocab"]["actions"])
-        module = build({**meta["config"]["model"], "vocab_size": len(vocab)})
-        module.load_state_dict(ckpt["state_dict"])
-        return cls(module, meta, vocab, device)
+        return FAMILIES, build
 
     @property
     def joint(self) -> bool:

@@ -84,13 +84,20 @@ class TGModel:
             self.terminals = lambda w: tuple(terminals.encode_words([w])[0])
             self.is_unknown = lambda w: any(p not in vocab for p in self.terminals(w))
 
+    @staticmethod
+    def network() -> tuple[tuple[str, ...], Any]:
+        """The families this class loads and the builder of their network (a subclass names its own)."""
+        from lightning_modules.models.tg import FAMILIES, build
+
+        return FAMILIES, build
+
     @classmethod
     def load(cls, checkpoint: str, device: str = "cpu") -> TGModel:
         """The one loader of TG-family checkpoints (module in eval mode, config, vocabularies)."""
         from experiments.checkpoints import read_checkpoint
-        from lightning_modules.models.tg import FAMILIES, build
 
-        ckpt = read_checkpoint(checkpoint, FAMILIES)
+        families, build = cls.network()
+        ckpt = read_checkpoint(checkpoint, families)
         meta = ckpt["synbench"]
         vocab = ActionVocab.from_json(meta["vocab"]["actions"])
         module = build({**meta["config"]["model"], "vocab_size": len(vocab)})
