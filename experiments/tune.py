@@ -15,8 +15,9 @@ journal storage has no heartbeats in Optuna, so a killed worker's trial stays RU
 
 Workers (``python -m experiments.tune SPEC --storage URL --study NAME --n-trials N``) run trials until the
 study holds N finished ones (complete, pruned, or failed with an error), counting trials in flight, so several
-workers (local processes or SLURM array tasks) share one budget (two workers that check at the same instant
-can still overshoot it by one trial each).
+workers (local processes or SLURM array tasks) share one budget. Counting and starting a trial happen under
+one claim lock per study (a PostgreSQL advisory lock, a MySQL named lock, or a file lock beside a SQLite
+database or journal), so two workers never both take the last trial of the budget.
 """
 
 from __future__ import annotations
@@ -24,13 +25,14 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 import socket
 import sys
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -184,12 +186,22 @@ def run_lock(run_dir: Path) -> Iterator[None]:
 class Objective:
     """Train the trial's run (in this process) and return its best validation loss."""
 
-    def __init__(self, spec: ExperimentSpec, root: Path, study_name: str, threads: int | None = None):
+    def __init__(
+        self,
+        spec: ExperimentSpec,
+        root: Path,
+        study_name: str,
+        threads: int | None = None,
+        on_start: Callable[[], None] = lambda: None,
+    ):
         self.spec, self.root, self.study_name, self.threads = spec, Path(root), study_name, threads
+        self.on_start = on_start
 
     def __call__(self, trial: Any) -> float:
         from experiments.train import train
         from experiments.training_callbacks import OptunaPruning
+
+        self.on_start()  # the trial exists: other workers may count it now
 
         values = suggest(trial, self.spec.tune)
         runtime = {"runtime.experiment": f"{self.spec.name}/tune/{self.study_name}"}
@@ -236,6 +248,61 @@ def _counts(study: Any) -> tuple[int, int, int]:
     return finished, waiting, running
 
 
+class ClaimLock:
+    """Serialises "count the study's trials, then start one" across workers (see the module docstring).
+    ``acquire`` blocks; ``release`` is idempotent, so the objective releases it as soon as its trial exists
+    and the worker releases it again in any case."""
+
+    def __init__(self, storage_url: str, study_name: str):
+        self._file: Any = None
+        self._connection: Any = None
+        self._held = False
+        key = hashlib.sha256(study_name.encode()).digest()
+        self._key = int.from_bytes(key[:8], "big", signed=True)  # a bigint for pg_advisory_lock
+        self._name = "synbench-tune-" + key[:16].hex()  # MySQL names are at most 64 characters
+        if storage_url.startswith("journal:"):
+            self._path: Path | None = Path(storage_url[len("journal:") :].removeprefix("//"))
+        elif storage_url.startswith("sqlite:///"):
+            self._path = Path(storage_url[len("sqlite:///") :])
+        else:
+            import sqlalchemy
+
+            self._path = None
+            self._engine = sqlalchemy.create_engine(storage_url, poolclass=sqlalchemy.pool.NullPool)
+            self._dialect = self._engine.dialect.name
+            if self._dialect not in ("postgresql", "mysql"):
+                raise InputError(
+                    f"no claim lock for {self._dialect} storages; use PostgreSQL, MySQL, SQLite or journal:FILE",
+                    "--storage",
+                )
+
+    def acquire(self) -> None:
+        import sqlalchemy
+
+        if self._path is not None:
+            self._file = open(self._path.with_name(self._path.name + ".claim"), "a")
+            fcntl.flock(self._file, fcntl.LOCK_EX)
+        else:
+            self._connection = self._engine.connect()
+            if self._dialect == "postgresql":
+                self._connection.execute(sqlalchemy.text("SELECT pg_advisory_lock(:k)"), {"k": self._key})
+            else:
+                self._connection.execute(sqlalchemy.text("SELECT GET_LOCK(:n, -1)"), {"n": self._name})
+            self._connection.commit()  # session-level locks outlive the transaction
+        self._held = True
+
+    def release(self) -> None:
+        if not self._held:
+            return
+        self._held = False
+        if self._file is not None:
+            self._file.close()  # closing drops the flock
+            self._file = None
+        else:
+            self._connection.close()  # a session lock ends with its session
+            self._connection = None
+
+
 def work(
     spec: ExperimentSpec,
     storage_url: str,
@@ -256,18 +323,25 @@ def work(
     storage = open_storage(storage_url, spec.tune, create_tables=False)
     sampler, pruner = sampler_and_pruner(spec.tune, worker)
     study = optuna.load_study(study_name=study_name, storage=storage, sampler=sampler, pruner=pruner)
-    objective = Objective(spec, root, study_name, threads)
+    claim = ClaimLock(storage_url, study_name)
+    objective = Objective(spec, root, study_name, threads, on_start=claim.release)
     heartbeats = is_heartbeat_enabled(storage)
     while True:
         if heartbeats:
             fail_stale_trials(study)
-        finished, waiting, running = _counts(study)
-        if waiting == 0 and finished + running >= n_trials:
-            if running == 0 or not heartbeats:
-                return
-            time.sleep(min(spec.tune.heartbeat_s, 10))
-            continue
-        study.optimize(objective, n_trials=1, catch=(Exception,))
+        claim.acquire()
+        try:
+            finished, waiting, running = _counts(study)
+            if waiting == 0 and finished + running >= n_trials:
+                if running == 0 or not heartbeats:
+                    return
+                claim.release()
+                time.sleep(min(spec.tune.heartbeat_s, 10))
+                continue
+            # the trial is created (RUNNING) before the objective runs; the objective releases the claim
+            study.optimize(objective, n_trials=1, catch=(Exception,))
+        finally:
+            claim.release()
 
 
 # --- export ---

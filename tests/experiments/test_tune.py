@@ -180,3 +180,55 @@ def test_two_workers_share_a_journal_storage(tmp_path, tiny_spec):
     assert len({t.user_attrs["worker"] for t in trials}) == 2  # both workers ran trials
     assert len({t.user_attrs["run_id"] for t in trials}) == 4 and all(
         Path(t.user_attrs["run_dir"], "DONE").exists() for t in trials)
+
+
+def _claim_waiters(storage: str, claim_file: Path | None) -> int:
+    """How many processes wait for the study's claim: blocked flock entries (``->``) on the claim file's
+    inode in /proc/locks, or advisory locks PostgreSQL has not granted."""
+    if claim_file is not None:
+        inode = f":{claim_file.stat().st_ino} "
+        return sum("->" in line and inode in line for line in Path("/proc/locks").read_text().splitlines())
+    import sqlalchemy
+
+    with sqlalchemy.create_engine(storage, poolclass=sqlalchemy.pool.NullPool).connect() as c:
+        return c.execute(sqlalchemy.text(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")).scalar()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "journal", pytest.param("postgres", marks=pytest.mark.postgres)])
+def test_a_worker_counts_the_budget_only_under_the_claim(backend, request, tmp_path, tiny_spec):
+    """The race two workers ran into (both counted 2 of 3 finished trials, both started the third): while a
+    worker holds the study's claim, having counted and about to start the last trial, another worker waits
+    for the claim before it counts; once that trial exists and the claim is released, it finds the budget
+    spent and returns without training."""
+    from experiments.tune import ClaimLock, create_study, open_storage
+
+    spec = tiny_spec(name="tuned", seeds="0", tune={"params": SPACE, "pruner": "none", "sampler_seed": 0})
+    tune = load_spec(spec).tune
+    storage = {"sqlite": f"sqlite:///{tmp_path / 'study.db'}", "journal": f"journal:{tmp_path / 'study.journal'}",
+               "postgres": request.getfixturevalue("postgres_url") if backend == "postgres" else ""}[backend]
+    name = f"claim-{os.getpid()}-{time.monotonic_ns()}"
+    study = create_study(open_storage(storage, tune), name, tune)
+    claim = ClaimLock(storage, name)
+    claim.acquire()
+    claim_file = {"sqlite": tmp_path / "study.db.claim", "journal": tmp_path / "study.journal.claim"}.get(backend)
+    worker = subprocess.Popen([sys.executable, "-m", "experiments.tune", str(spec), "--storage", storage,
+                               "--study", name, "--n-trials", "1", "--runs-dir", str(tmp_path / "runs")],
+                              cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while _claim_waiters(storage, claim_file) == 0:
+            assert worker.poll() is None, worker.communicate()
+            assert time.monotonic() < deadline, "the worker never waited for the claim"
+            time.sleep(0.2)
+        assert study.trials == []  # it waits without having started a trial
+        study.tell(study.ask(), 1.0)  # the last trial of the budget, started and finished under the claim
+        claim.release()
+        out, err = worker.communicate(timeout=120)
+        assert worker.returncode == 0, err[-3000:]
+        assert len(study.trials) == 1 and not (tmp_path / "runs" / "tuned" / "trials").exists()
+    finally:
+        claim.release()
+        worker.kill()
+        if backend == "postgres":
+            optuna.delete_study(study_name=name, storage=storage)
