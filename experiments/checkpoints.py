@@ -44,12 +44,14 @@ class Metadata(pl.Callback):
 
 
 def read_checkpoint(path: str | Path, family: str | tuple[str, ...] | None = None) -> dict[str, Any]:
-    """Load a synbench checkpoint safely; ``family`` (one or several) must match the recorded one."""
+    """Load a synbench checkpoint safely; ``family`` (one or several) must match the recorded one. Memory-mapped:
+    a tensor is read from disk only when used, so reading the metadata (or the weights without the optimizer
+    state) costs little."""
     path = Path(path)
     if not path.is_file():
         raise InputError("checkpoint not found", str(path))
     try:
-        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+        ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except Exception as e:  # corrupted, truncated, or not a torch file at all
         raise InputError(f"cannot read checkpoint ({type(e).__name__}: {str(e).splitlines()[0][:120]})",
                          str(path)) from None
