@@ -192,17 +192,20 @@ def run_rerank(args: argparse.Namespace) -> int:
     result, computed = rerank.evaluate(chosen, args.checkpoint, gold, args.proposals, args.n, args.logq, args.limit,
                                        args.out)
 
-    def report(r: dict) -> str:
-        m = r["metrics"]
-        rows = []
-        for name in ("reranked", "oracle", "parser_1best"):
-            if m[name] is not None:
-                a = m[name]["all"]
-                rows.append(f"{name:14} F1 {a['bracket_f1']}  recall {a['bracket_recall']}  "
-                            f"precision {a['bracket_precision']}  (len<=40 F1 {m[name]['len40']['bracket_f1']})")
-        return "\n".join(rows + [r["headline"]]) + "\n"
+    return _print(args, result, computed, result["settings"]["sentences"],
+                  lambda r: _bracket_report(r, ("reranked", "oracle", "parser_1best")))
 
-    return _print(args, result, computed, result["settings"]["sentences"], report)
+
+def _bracket_report(result: dict, names: tuple[str, ...]) -> str:
+    """One EVALB line per scored parse set of ``names`` (those present), then the headline."""
+    rows = []
+    for name in names:
+        m = result["metrics"][name]
+        if m is not None:
+            a = m["all"]
+            rows.append(f"{name:15} F1 {a['bracket_f1']}  recall {a['bracket_recall']}  "
+                        f"precision {a['bracket_precision']}  (len<=40 F1 {m['len40']['bracket_f1']})")
+    return "\n".join(rows + [result["headline"]]) + "\n"
 
 
 def add_parse(tasks: argparse._SubParsersAction) -> None:
@@ -234,15 +237,8 @@ def run_parse(args: argparse.Namespace) -> int:
     gold = rerank.read_gold(args.gold, args.limit, args.data_dir, kind)
     result, computed = parse.evaluate(chosen, args.checkpoint, gold, args.unknown, args.limit, args.out)
 
-    def report(r: dict) -> str:
-        rows = []
-        for name in ("parsed", "right_branching"):
-            a = r["metrics"][name]["all"]
-            rows.append(f"{name:15} F1 {a['bracket_f1']}  recall {a['bracket_recall']}  precision "
-                        f"{a['bracket_precision']}  (len<=40 F1 {r['metrics'][name]['len40']['bracket_f1']})")
-        return "\n".join(rows + [r["headline"]]) + "\n"
-
-    return _print(args, result, computed, result["settings"]["sentences"], report)
+    return _print(args, result, computed, result["settings"]["sentences"],
+                  lambda r: _bracket_report(r, ("parsed", "right_branching")))
 
 
 def add_unsupervised_f1(tasks: argparse._SubParsersAction) -> None:

@@ -17,11 +17,11 @@ pair accuracy is reported as well.
 from __future__ import annotations
 
 import gzip
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from lightning_modules.data.json_input import json_line
 from lightning_modules.errors import InputError
 
 PAPER_PHENOMENON = {"s-selection": "argument_structure"}
@@ -62,10 +62,7 @@ def load_paradigm(path: str | Path, limit: int | None = None) -> list[Pair]:
 
 
 def _pair(line: str, loc: str) -> Pair:
-    try:
-        rec = json.loads(line)
-    except json.JSONDecodeError as e:
-        raise InputError(f"invalid JSON: {e.msg}", loc) from None
+    rec = json_line(line, loc)
     keys = ("sentence_good", "sentence_bad", "UID", "linguistics_term", "field", "pairID")
     if not isinstance(rec, dict) or any(k not in rec for k in keys):
         raise InputError(f"a BLiMP pair needs the fields {', '.join(keys)}", loc)

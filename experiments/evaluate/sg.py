@@ -20,6 +20,7 @@ from importlib import resources
 from pathlib import Path
 
 from experiments.evaluate.sg_formula import Formula, FormulaError, evaluate, parse_formula, regions
+from lightning_modules.data.json_input import json_document, json_line
 from lightning_modules.errors import InputError
 
 
@@ -47,13 +48,12 @@ def load_suite(path: str | Path) -> Suite:
     """Read and validate one suite JSON file (``InputError`` with the file and the offending key)."""
     path = Path(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
     except OSError as e:
         raise InputError(f"cannot read suite: {e.strerror or e}", str(path)) from None
     except UnicodeDecodeError as e:
         raise InputError(f"suite is not UTF-8: {e}", str(path)) from None
-    except json.JSONDecodeError as e:
-        raise InputError(f"invalid JSON: {e.msg}", f"{path}:{e.lineno}") from None
+    data = json_document(text, str(path))
 
     def need(cond: bool, key: str, message: str) -> None:
         if not cond:
@@ -237,10 +237,7 @@ def read_surprisals(path: str | Path, suites: dict[str, Suite]) -> SurprisalTabl
         if not line.strip():
             continue
         loc = f"{path}:{lineno}"
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise InputError(f"invalid JSON: {e.msg}", loc) from None
+        rec = json_line(line, loc)
         if not isinstance(rec, dict) or not {"suite", "item", "condition", "region", "surprisal"} <= set(rec):
             raise InputError("expected {\"suite\", \"item\", \"condition\", \"region\", \"surprisal\"}", loc)
         suite, item, condition, region, value = (rec[k] for k in ("suite", "item", "condition", "region",

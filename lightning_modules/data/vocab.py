@@ -18,6 +18,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from lightning_modules.data.json_input import json_document
 from lightning_modules.errors import InputError
 
 if TYPE_CHECKING:
@@ -190,11 +191,7 @@ class WordVocab:
 
     @classmethod
     def from_json(cls, text: str, source: str = "<vocab>") -> WordVocab:
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise InputError(f"invalid JSON: {e.msg}", f"{source}:{e.lineno}") from None
-        return cls.from_dict(data, source)
+        return cls.from_dict(json_document(text, source), source)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, WordVocab) and self.to_dict() == other.to_dict()

@@ -37,6 +37,7 @@ from typing import Any
 
 from experiments.evaluate.scorer import Convention, SentenceScore
 from lightning_modules.data.atomic import atomic_write_text
+from lightning_modules.data.json_input import json_document
 from lightning_modules.data.vocab import WordVocab
 from lightning_modules.errors import InputError
 
@@ -230,11 +231,10 @@ def load(path: str | Path) -> KneserNey | Unigram:
     """Read a model written by ``save``; malformed files are an ``InputError`` at the file."""
     source = str(path)
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise InputError(f"cannot read n-gram model: {e}", source) from None
-    except json.JSONDecodeError as e:
-        raise InputError(f"invalid JSON: {e.msg}", f"{source}:{e.lineno}") from None
+    data = json_document(text, source)
     if not isinstance(data, dict) or data.get("format") != _FORMAT or data.get("version") != _VERSION:
         raise InputError(f"not a {_FORMAT} version {_VERSION} file", source)
     vocab = WordVocab.from_dict(data.get("vocab"), source)

@@ -16,10 +16,10 @@ line is an ``InputError`` at ``FILE:LINE``.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 
+from lightning_modules.data.json_input import json_line
 from lightning_modules.data.tree import Tree, clean, parse_tree, read_bracketed
 from lightning_modules.errors import InputError
 
@@ -88,10 +88,7 @@ def _read_jsonl(text: str, source: str) -> dict[int, list[tuple[int, Tree]]]:
         if not line.strip():
             continue
         location = f"{source}:{line_no}"
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise InputError(f"invalid JSON: {e.msg}", location) from None
+        row = json_line(line, location)
         if not isinstance(row, dict) or set(row) != {"sentence", "trees"}:
             raise InputError('expected an object with exactly the keys "sentence" and "trees"', location)
         sentence, trees = row["sentence"], row["trees"]
