@@ -153,12 +153,13 @@ class LastCheckpoint(Checkpoint):
 def _close_wandb(trainer: pl.Trainer) -> None:
     """Finish the W&B run before the task requeues itself: ``scontrol requeue`` sends SIGTERM to every process
     of the task, W&B's service (wandb-core) too, which exits without writing what it still holds — the
-    segment's offline records would be lost."""
+    segment's offline records would be lost. The run is W&B's current one (``wandb.run``), which the
+    WandbLogger opened; a run never opened is not opened here."""
     from pytorch_lightning.loggers import WandbLogger
 
-    for logger in trainer.loggers:
-        if isinstance(logger, WandbLogger) and logger._experiment is not None:
-            logger._experiment.finish()
+    wandb = sys.modules.get("wandb")
+    if any(isinstance(logger, WandbLogger) for logger in trainer.loggers) and wandb and wandb.run is not None:
+        wandb.run.finish()
 
 
 def _validation_due(trainer: pl.Trainer) -> bool:
