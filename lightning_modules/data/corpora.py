@@ -58,9 +58,17 @@ class Corpus:
     kind: str  # "constituency" | "dependency"
     splits: dict[str, list[Document]]
 
-    def sentences(self, split: str) -> list[Sentence]:
+    def documents(self, split: str, location: str) -> list[Document]:
+        """The documents of one split; an unknown split is an ``InputError`` at ``location`` (the config key
+        or option that named it)."""
+        if split not in self.splits:
+            raise InputError(f"corpus {self.name!r} has no split {split!r} (splits: {', '.join(self.splits)})",
+                             location)
+        return self.splits[split]
+
+    def sentences(self, split: str, location: str = "--split") -> list[Sentence]:
         """All sentences of one split, in document order."""
-        return [s for doc in self.splits[split] for s in doc.sentences]
+        return [s for doc in self.documents(split, location) for s in doc.sentences]
 
 
 @dataclass(frozen=True)
@@ -83,11 +91,8 @@ def read_split(corpus: str | Path, split: str, limit: int | None = None, data_di
     loaded = load_corpus(corpus, data_dir)
     if kind is not None and loaded.kind != kind:
         raise InputError(f"corpus {loaded.name!r} has {loaded.kind} trees; this needs {kind} trees", "--corpus")
-    if split not in loaded.splits:
-        raise InputError(f"corpus {loaded.name!r} has no split {split!r} (splits: {', '.join(loaded.splits)})",
-                         "--split")
     out = []
-    numbered = [(d, s) for d, doc in enumerate(loaded.splits[split]) for s in doc.sentences]
+    numbered = [(d, s) for d, doc in enumerate(loaded.documents(split, "--split")) for s in doc.sentences]
     for document, (location, tree) in numbered[:limit]:
         if isinstance(tree, DepTree):
             words, tags = list(tree.forms), list(tree.xpos if any(x != "_" for x in tree.xpos) else tree.upos)

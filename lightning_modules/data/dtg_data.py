@@ -65,10 +65,7 @@ def build(family: str, cfg: dict[str, Any]) -> TrainData:
     stats: dict[str, Any] = {}
     parsed = {}
     for key in ("train_split", "valid_split"):
-        if data[key] not in corpus.splits:
-            raise InputError(f"corpus {corpus.name!r} has no split {data[key]!r} "
-                             f"(splits: {', '.join(corpus.splits)})", f"data.{key}")
-        trees = [tree for _, tree in corpus.sentences(data[key])]
+        trees = [tree for _, tree in corpus.sentences(data[key], f"data.{key}")]
         kept = [(t, dtg.oracle(t.heads, system)) for t in trees if t.is_projective()]
         stats[f"{key.split('_')[0]}_nonprojective"] = len(trees) - len(kept)
         parsed[key] = kept

@@ -90,10 +90,7 @@ def build(family: str, cfg: dict[str, Any]) -> StreamData:
                          "trees", "data.corpus")
     splits = {}
     for key in ("train_split", "valid_split"):
-        if data[key] not in corpus.splits:
-            raise InputError(f"corpus {corpus.name!r} has no split {data[key]!r} (splits: "
-                             f"{', '.join(corpus.splits)})", f"data.{key}")
-        splits[key] = split_sentences(corpus.splits[data[key]])
+        splits[key] = split_sentences(corpus.documents(data[key], f"data.{key}"))
     train, valid = splits["train_split"], splits["valid_split"]
     tokens = vocabulary((s.words for s in train), int(model.get("vocab_size", 10000)))
     index = {w: i for i, w in enumerate(tokens)}

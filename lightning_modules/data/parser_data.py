@@ -49,10 +49,7 @@ def build(cfg: dict[str, Any]) -> ParserData:
                          "data.corpus")
     trees: dict[str, list[Tree]] = {}
     for key in ("train_split", "valid_split"):
-        if data[key] not in corpus.splits:
-            raise InputError(f"corpus {corpus.name!r} has no split {data[key]!r} "
-                             f"(splits: {', '.join(corpus.splits)})", f"data.{key}")
-        trees[key] = [seq[0] for seq in sequences(corpus.splits[data[key]], "sentence", "none")]
+        trees[key] = [seq[0] for seq in sequences(corpus.documents(data[key], f"data.{key}"), "sentence", "none")]
     train_words = [w for t in trees["train_split"] for w in t.leaves()]
     _, payload, _ = terminal_mapping(data, train_words, [[t] for t in trees["train_split"]])
     labels = encoding.ParserVocab.build(trees["train_split"] + trees["valid_split"])

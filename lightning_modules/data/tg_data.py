@@ -76,10 +76,7 @@ def corpus_splits(family: str, cfg: dict[str, Any]) -> dict[str, list[list[Tree]
                          "data.corpus")
     splits = {}
     for key in ("train_split", "valid_split"):
-        if data[key] not in corpus.splits:
-            raise InputError(f"corpus {corpus.name!r} has no split {data[key]!r} "
-                             f"(splits: {', '.join(corpus.splits)})", f"data.{key}")
-        splits[key] = sequences(corpus.splits[data[key]], data["level"], data["tree_transform"])
+        splits[key] = sequences(corpus.documents(data[key], f"data.{key}"), data["level"], data["tree_transform"])
     return splits
 
 

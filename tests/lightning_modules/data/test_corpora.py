@@ -233,3 +233,14 @@ def test_conversion_error_names_the_sentence(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="no head rule for constituent label 'FOO'") as info:
         load_corpus("odd-dep", tmp_path)
     assert info.value.location == f"{trees}:2"
+
+
+def test_an_unknown_split_names_the_key_that_asked_for_it(tmp_path: Path) -> None:
+    for split in ("train", "dev"):
+        (tmp_path / f"toy-ud-{split}.conllu").write_text(CONLLU)
+    corpus = load_corpus(tmp_path, tmp_path)
+    with pytest.raises(InputError) as e:
+        corpus.documents("valid", "data.valid_split")
+    assert e.value.location == "data.valid_split"
+    assert e.value.message == f"corpus {corpus.name!r} has no split 'valid' (splits: train, dev)"
+    assert len(corpus.sentences("dev")) == 3
