@@ -82,7 +82,7 @@ class Decoder:
         live = sorted({h.rows[p] for h in hypotheses for p in h.state.live()})
         if self.pool.size < 2 * len(live) + self.slack:
             return
-        remap = self.pool.compact(torch.tensor(live, dtype=torch.long, device=self.pool.keys.device)).tolist()
+        remap = self.pool.compact(torch.tensor(live, dtype=torch.long, device=self.pool.device)).tolist()
         for h in hypotheses:
             h.rows = [remap[r] if r >= 0 else -1 for r in h.rows]
 
@@ -91,7 +91,8 @@ class Decoder:
 class _Hypothesis:
     """An action prefix: its Choe–Charniak tokens, log-prob, constraint and decoding state, pool rows.
 
-    ``next`` is the distribution of the token after the fed ones; ``pending`` a terminal piece counted in
+    ``next`` is the distribution of the token after the fed ones (``source``: the feed's [B, V] matrix and
+    its row there, so a frontier's rows are read as one slice); ``pending`` a terminal piece counted in
     ``logprob`` but not fed yet (-1: none). ``shared``: state and rows are the parent's (copied before a feed).
     """
 
@@ -105,10 +106,31 @@ class _Hypothesis:
     next: torch.Tensor | None = None
     pending: int = -1
     shared: bool = True
+    source: tuple[torch.Tensor, int] | None = None
 
     def own(self) -> None:
         if self.shared:
             self.state, self.rows, self.shared = self.state.copy(), self.rows[:], False
+
+
+def _next_rows(hypotheses: Sequence[_Hypothesis]) -> torch.Tensor:
+    """The ``next`` distributions of ``hypotheses`` as one [n, V] tensor: a view when they are consecutive
+    rows of one feed (a frontier always is), else a copy."""
+    first = hypotheses[0].source
+    if first is not None and all(h.source is not None and h.source[0] is first[0]
+                                 and h.source[1] == first[1] + k for k, h in enumerate(hypotheses)):
+        return first[0][first[1] : first[1] + len(hypotheses)]
+    return torch.stack([h.next for h in hypotheses])
+
+
+def _next_values(hypotheses: Sequence[_Hypothesis], tokens: Sequence[int]) -> list[float]:
+    """``h.next[token]`` for each hypothesis and token, read in one indexing when they share a feed."""
+    first = hypotheses[0].source
+    if first is not None and all(h.source is not None and h.source[0] is first[0] for h in hypotheses):
+        rows = torch.tensor([h.source[1] for h in hypotheses])
+        return first[0][rows, torch.tensor(tokens, device=rows.device)].tolist()
+    rows = torch.stack([h.next for h in hypotheses])
+    return rows.gather(1, torch.tensor(tokens, device=rows.device)[:, None])[:, 0].tolist()
 
 
 class BeamScorer:
@@ -144,6 +166,7 @@ class BeamScorer:
         self.masks = masks
         types = vocab.token_types(np.arange(len(vocab)))
         self.nonterminal_ids = np.flatnonzero(masks.opening | (types == TokenType.CNT))  # ascending
+        self.nonterminal_index = torch.from_numpy(self.nonterminal_ids)
         self.opening_columns = masks.opening[self.nonterminal_ids]
         self.column = {int(a): c for c, a in enumerate(self.nonterminal_ids)}
         self.types = types
@@ -206,7 +229,8 @@ class BeamScorer:
                     if h.cc.open:  # inside the root: the word may come now
                         word = _Hypothesis(h.tokens + pieces, h.types + (int(TokenType.T),) * len(pieces),
                                            h.word_index + (i,) * len(pieces), h.logprob, h.cc.advance(
-                                               TokenType.T, pieces[0]), h.state, h.rows, h.next)
+                                               TokenType.T, pieces[0]), h.state, h.rows, h.next,
+                                           source=h.source)
                         fresh.append((word, ids))
                     candidates[s].append(word)
             self._read_word(decoder, fresh)
@@ -224,9 +248,8 @@ class BeamScorer:
         """Add the word's log-prob (its pieces' ids given) to each new completion; the pieces before the
         last are fed now, the last one pends until the hypothesis needs it."""
         if fresh:
-            rows = torch.stack([h.next for h, _ in fresh])
-            first = rows.gather(1, torch.tensor([[ids[0]] for _, ids in fresh], device=rows.device))
-            for (h, _), value in zip(fresh, first[:, 0].tolist()):
+            first = _next_values([h for h, _ in fresh], [ids[0] for _, ids in fresh])
+            for (h, _), value in zip(fresh, first):
                 h.logprob += value
         for k in range(1, max((len(ids) for _, ids in fresh), default=0)):
             more = [(h, ids) for h, ids in fresh if len(ids) > k]
@@ -235,7 +258,7 @@ class BeamScorer:
             for h, ids in more:
                 h.logprob += float(h.next[ids[k]])
         for h, ids in fresh:
-            h.pending, h.next = ids[-1], None
+            h.pending, h.next, h.source = ids[-1], None, None
 
     def _select(self, frontier: list[_Hypothesis], words: list[_Hypothesis | None], last: bool
                 ) -> tuple[list[_Hypothesis], list[_Hypothesis]]:
@@ -249,8 +272,8 @@ class BeamScorer:
         """
         if not frontier:
             return [], []
-        rows = torch.stack([h.next for h in frontier])
-        scores = rows[:, torch.from_numpy(self.nonterminal_ids).to(rows.device)].double().cpu()
+        rows = _next_rows(frontier)
+        scores = rows[:, self.nonterminal_index.to(rows.device)].double().cpu()
         scores += torch.tensor([h.logprob for h in frontier], dtype=torch.float64)[:, None]
         allowed = np.zeros(scores.shape, dtype=bool)
         if not last:
@@ -326,7 +349,7 @@ class BeamScorer:
         logprobs = decoder.feed([h.state for h in hypotheses], [h.rows for h in hypotheses], tokens, types,
                                 predict)
         for k, h in enumerate(hypotheses):
-            h.next = None if logprobs is None else logprobs[k]
+            h.next, h.source = (None, None) if logprobs is None else (logprobs[k], (logprobs, k))
 
     def _close(self, decoder: Decoder, groups: list[list[_Hypothesis]]) -> list[list[_Hypothesis]]:
         """Each completed hypothesis with its open constituents closed (innermost first), all batched."""
@@ -336,9 +359,8 @@ class BeamScorer:
         closings = [[self.masks.closing_id(label) for label in reversed(h.cc.open)] for h in hypotheses]
         for k in range(max((len(c) for c in closings), default=0)):
             closing = [(h, c[k]) for h, c in zip(hypotheses, closings) if k < len(c)]
-            rows = torch.stack([h.next for h, _ in closing])
-            values = rows.gather(1, torch.tensor([[a] for _, a in closing], device=rows.device))
-            for (h, _), value in zip(closing, values[:, 0].tolist()):
+            values = _next_values([h for h, _ in closing], [a for _, a in closing])
+            for (h, _), value in zip(closing, values):
                 h.logprob += value
             more = [(h, c[k]) for h, c in zip(hypotheses, closings) if k + 1 < len(c)]
             for h, action in more:
