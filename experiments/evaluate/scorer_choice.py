@@ -144,8 +144,9 @@ def choose(args: argparse.Namespace, gold: TreeSource | None = None, documents: 
     if given_trees and "proposals" not in methods:
         raise InputError(f"{adapter.name} models are scored with --method {' or '.join(methods)}: "
                          "--proposals/--parser do not apply", str(path))
-    if method != "proposals" and given_trees:
-        raise InputError(f"--proposals/--parser need --method proposals (not {method})", "--method")
+    if method not in ("proposals", "beam") and given_trees:
+        raise InputError(f"--proposals/--parser need --method proposals or beam (the union of the beam's trees "
+                         f"and the proposals), not {method}", "--method")
     request = ScoringRequest(method=method, batch_size=args.batch_size, beam=args.beam, word_beam=args.word_beam,
                              max_actions=args.max_actions, fast_track=fast_track, n=args.n, gold=gold,
                              documents=documents,
@@ -158,8 +159,11 @@ def choose(args: argparse.Namespace, gold: TreeSource | None = None, documents: 
         if args.proposals is not None:
             data["proposals"] = args.proposals
     scoring = adapter.scoring(path, meta, request)
+    if given_trees and scoring.scorer.convention.proposal_source is None:  # the family's beam ignored them
+        raise InputError(f"{adapter.name} does not pool its beam with proposals: use --method proposals, or the "
+                         "beam without --proposals/--parser", "--method")
     identity: dict[str, Any] = {"model_sha256": sha, "family": adapter.name, "method": method, **scoring.identity,
-                                **(extra if method == "proposals" else {})}
+                                **(extra if given_trees else {})}
     settings = {"method": method, "family": adapter.name,
                 **{k: v for k, v in identity.items() if k not in ("model_sha256", "family", "method")},
                 "scorer_convention": scoring.scorer.convention.to_dict()}

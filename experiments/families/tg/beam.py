@@ -36,7 +36,7 @@ from lightning_modules.data.encodings.cc_constraints import ActionMasks, CCState
 from lightning_modules.data.encodings.choe_charniak import BOS, TokenType
 from lightning_modules.data.encodings.decoding import DecodingState
 from lightning_modules.data.tg_data import RELPOS
-from lightning_modules.data.tree import to_bracketed
+from lightning_modules.data.tree import Tree, to_bracketed
 from lightning_modules.errors import InputError
 from lightning_modules.numeric import logsumexp
 
@@ -172,9 +172,21 @@ class BeamScorer:
         self.types = types
 
     def score(self, sentences: Sequence[Sequence[str]]) -> list[SentenceScore]:
+        return [self._result(words, prefix, final)
+                for words, (prefix, final) in zip(sentences, self._searches(sentences))]
+
+    def final_trees(self, sentences: Sequence[Sequence[str]]) -> list[list[Tree]]:
+        """Each sentence's complete trees at the end of the search (distinct, as the model reads trees: a
+        ``TreeSource`` of model views, e.g. for the union with proposals, ``tree_marginal.UnionScorer``)."""
+        return [[action_tree(h.tokens, h.types, h.word_index, words) for h in final]
+                for words, (_, final) in zip(sentences, self._searches(sentences))]
+
+    def _searches(self, sentences: Sequence[Sequence[str]]) -> list[tuple[np.ndarray, list[_Hypothesis]]]:
+        """Each sentence's prefix values and final hypotheses, ``batch_size`` sentences of similar length
+        searched together."""
         check_sentences(sentences)
         order = sorted(range(len(sentences)), key=lambda k: -len(sentences[k]))  # similar lengths together
-        out: list[SentenceScore | None] = [None] * len(sentences)
+        out: list[tuple[np.ndarray, list[_Hypothesis]] | None] = [None] * len(sentences)
         for lo in range(0, len(order), self.batch_size):
             batch = order[lo : lo + self.batch_size]
             for k, result in zip(batch, self._search([sentences[k] for k in batch])):
@@ -182,7 +194,7 @@ class BeamScorer:
         return out  # type: ignore[return-value]
 
     # -- the search ------------------------------------------------------------------------------------------
-    def _search(self, sentences: Sequence[Sequence[str]]) -> list[SentenceScore]:
+    def _search(self, sentences: Sequence[Sequence[str]]) -> list[tuple[np.ndarray, list[_Hypothesis]]]:
         model, vocab = self.model, self.model.vocab
         decoder = Decoder(model)
         pieces = [[model.terminals(w) for w in words] for words in sentences]
@@ -192,7 +204,7 @@ class BeamScorer:
         self._feed(decoder, starts, [vocab.id(BOS)] * len(starts), [int(TokenType.SOS)] * len(starts))
         word_beams = [[h] for h in starts]
         prefixes = [np.empty(len(words)) for words in sentences]
-        results: list[SentenceScore | None] = [None] * len(sentences)
+        results: list[tuple[np.ndarray, list[_Hypothesis]] | None] = [None] * len(sentences)
         for i in range(max(len(words) for words in sentences)):
             active = [s for s, words in enumerate(sentences) if i < len(words)]
             completed = self._word(decoder, {s: word_beams[s] for s in active},
@@ -208,7 +220,7 @@ class BeamScorer:
             self._feed_pending(decoder, [h for s in going_on for h in word_beams[s]])
             finals = self._close(decoder, [completed[s] for s in ending])
             for s, final in zip(ending, finals):
-                results[s] = self._result(sentences[s], prefixes[s], final)
+                results[s] = (prefixes[s], final)
             decoder.compact([h for s in going_on for h in word_beams[s]])
         return results  # type: ignore[return-value]
 
