@@ -3,7 +3,8 @@
 ``tg`` and ``txl-trees`` are joint models p(x, y) over Choe–Charniak action sequences (TG with the
 STACK/COMPOSE mask and duplicated closing nonterminals), ``txl-terminals`` a string model over the words.
 Joint models are scored by a word-synchronous beam (``beam``; given proposals too, over the union of the
-beam's final trees and the proposals), over proposal trees (``proposals``) or on the gold trees (``gold``); document-level checkpoints by ``eval ppl`` only, with TG §3.1's greedy prefix.
+beam's final trees and the proposals), over proposal trees (``proposals``) or on the gold trees (``gold``);
+document-level checkpoints by ``eval ppl`` only, with TG §3.1's greedy prefix.
 """
 
 from __future__ import annotations
