@@ -46,7 +46,8 @@ def add_arguments(p: argparse.ArgumentParser, methods: Sequence[str] = ("exact",
         p.add_argument("--method", choices=list(methods),
                        help="exact (string models, the default for them), gold (joint models on gold trees), "
                             "proposals (--proposals FILE or --parser CKPT), beam (word-synchronous beam search; "
-                            "the default for joint models)")
+                            "the default for joint models; with --proposals/--parser, TG and TXL (trees) pool the "
+                            "beam's trees with the proposals)")
     source = p.add_mutually_exclusive_group(required=proposals_required)
     source.add_argument("--proposals", type=Path, metavar="FILE",
                         help="proposal trees (synbench propose output, or SENTENCE<TAB>TREE lines)")
