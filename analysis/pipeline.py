@@ -5,7 +5,8 @@ In order: the aggregate tables (``aggregate.py``); seed statistics and pairwise 
 per-terminal log-probabilities (``regressions.py``; inputs from ``synbench eval terminals``); MDL probing
 (``probing.py``) of one seed per model; the figures (``figures.py``); and ``settings.json``, which names
 the scale and every setting that differs from the full-protocol spec the experiment scales down
-(``compare_to``). Each output file is written atomically; a section whose inputs are missing is skipped
+(``compare_to``), and the proposal sets' quality (the parser's 1-best and oracle F1, ``proposal_sets``).
+Each output file is written atomically; a section whose inputs are missing is skipped
 with its reason in ``settings.json["skipped"]``, which the report shows.
 
 The spec's ``analysis:`` section::
@@ -112,6 +113,7 @@ def analyze(spec: ExperimentSpec, root: Path, seeds: str | None = None, data_dir
         "reduced": reduced_settings(spec, seeds),
         "skipped": result.skipped,
         "notes": agg.summary.get("notes", []),
+        "proposals": proposal_sets(experiment_dir(root, spec) / "proposals"),
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
     }
     if wandb != "disabled":
@@ -119,6 +121,27 @@ def analyze(spec: ExperimentSpec, root: Path, seeds: str | None = None, data_dir
     atomic_write_text(out / "settings.json", json.dumps(settings, indent=1, default=str) + "\n")
     result.written.append("settings.json")
     return result
+
+
+def proposal_sets(folder: Path) -> list[dict[str, Any]]:
+    """The metadata ``synbench propose`` wrote beside each proposal set under ``folder`` (PARSER_RUN/SET.jsonl
+    -> SET.meta.json): the parser run, the set, N and, where the set has gold trees, the parser's 1-best and
+    oracle F1 — how far a bound over those proposals can be from the marginal. Unreadable files are listed
+    with the reason."""
+    sets = []
+    for path in sorted(folder.glob("*/*.meta.json")) if folder.is_dir() else []:
+        entry: dict[str, Any] = {"parser_run": path.parent.name, "set": path.name.removesuffix(".meta.json")}
+        try:
+            meta = json.loads(path.read_text(encoding="utf-8"))
+            if not isinstance(meta, dict):
+                raise ValueError("not a JSON object")
+        except (OSError, UnicodeDecodeError, ValueError) as error:
+            entry["problem"] = f"{path.name}: {error}"
+        else:
+            entry.update({k: meta[k] for k in ("n", "method", "sentences", "trees", "one_best_f1", "oracle_f1")
+                          if k in meta})
+        sets.append(entry)
+    return sets
 
 
 def _log_to_wandb(spec: ExperimentSpec, result: Analysis, settings: dict[str, Any], mode: str) -> None:

@@ -554,6 +554,29 @@ KNOWN_FIGURES = (fig.DISTRIBUTIONS, fig.SG_CIRCUITS, fig.REGRESSION_COEFFICIENTS
                  fig.MDL_COMPRESSION)
 
 
+def _proposals(sources: Sources) -> list[Block]:
+    """The proposal sets joint models were scored over: the parser's 1-best and oracle F1 at each N."""
+    sets = sources.settings.get("proposals") or []
+    if not sets:
+        return []
+    ns = sorted({int(n) for s in sets for n in (s.get("oracle_f1") or {})})
+    rows = []
+    for s in sets:
+        oracle = s.get("oracle_f1") or {}
+        rows.append([_text(s.get("parser_run")), _text(s.get("set")), _count(s.get("n")),
+                     _count(s.get("sentences")), _fixed(s.get("one_best_f1")),
+                     *(_fixed(oracle.get(str(n))) for n in ns), _text(s.get("problem", ""))])
+    return [
+        Heading("Proposal sets"),
+        Paragraph("Joint models scored over proposals give an upper bound on perplexity (a lower bound on "
+                  "log p(x)) that can be no tighter than the trees the parser proposes: the parser's 1-best "
+                  "bracket F1 and the oracle F1 of its first N trees (EVALB COLLINS.prm, labeled, percent; n/a "
+                  "where the set has no gold trees)."),
+        Table(["parser run", "set", "N", "sentences", "1-best F1", *(f"oracle F1 @{n}" for n in ns), "problem"],
+              rows),
+    ]
+
+
 def _other_figures(sources: Sources) -> list[Block]:
     folder = sources.analysis_dir / "figures"
     pngs = folder.glob("*.png") if folder.is_dir() else []
@@ -581,7 +604,7 @@ def _results(sources: Sources) -> list[Block]:
 SECTIONS = (
     ("headline", _headline), ("results", _results), ("all metrics", _all_metrics), ("Welch tests", _welch),
     ("variance components", _variance), ("regressions", _regressions), ("MDL probing", _mdl),
-    ("other figures", _other_figures),
+    ("proposal sets", _proposals), ("other figures", _other_figures),
 )
 
 

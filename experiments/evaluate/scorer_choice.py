@@ -46,7 +46,8 @@ def add_arguments(p: argparse.ArgumentParser, methods: Sequence[str] = ("exact",
         p.add_argument("--method", choices=list(methods),
                        help="exact (string models, the default for them), gold (joint models on gold trees), "
                             "proposals (--proposals FILE or --parser CKPT), beam (word-synchronous beam search; "
-                            "the default for joint models)")
+                            "the default for joint models; with --proposals/--parser, TG and TXL (trees) pool the "
+                            "beam's trees with the proposals)")
     source = p.add_mutually_exclusive_group(required=proposals_required)
     source.add_argument("--proposals", type=Path, metavar="FILE",
                         help="proposal trees (synbench propose output, or SENTENCE<TAB>TREE lines)")
@@ -144,8 +145,9 @@ def choose(args: argparse.Namespace, gold: TreeSource | None = None, documents: 
     if given_trees and "proposals" not in methods:
         raise InputError(f"{adapter.name} models are scored with --method {' or '.join(methods)}: "
                          "--proposals/--parser do not apply", str(path))
-    if method != "proposals" and given_trees:
-        raise InputError(f"--proposals/--parser need --method proposals (not {method})", "--method")
+    if method not in ("proposals", "beam") and given_trees:
+        raise InputError(f"--proposals/--parser need --method proposals or beam (the union of the beam's trees "
+                         f"and the proposals), not {method}", "--method")
     request = ScoringRequest(method=method, batch_size=args.batch_size, beam=args.beam, word_beam=args.word_beam,
                              max_actions=args.max_actions, fast_track=fast_track, n=args.n, gold=gold,
                              documents=documents,
@@ -158,8 +160,11 @@ def choose(args: argparse.Namespace, gold: TreeSource | None = None, documents: 
         if args.proposals is not None:
             data["proposals"] = args.proposals
     scoring = adapter.scoring(path, meta, request)
+    if given_trees and scoring.scorer.convention.proposal_source is None:  # the family's beam ignored them
+        raise InputError(f"{adapter.name} does not pool its beam with proposals: use --method proposals, or the "
+                         "beam without --proposals/--parser", "--method")
     identity: dict[str, Any] = {"model_sha256": sha, "family": adapter.name, "method": method, **scoring.identity,
-                                **(extra if method == "proposals" else {})}
+                                **(extra if given_trees else {})}
     settings = {"method": method, "family": adapter.name,
                 **{k: v for k, v in identity.items() if k not in ("model_sha256", "family", "method")},
                 "scorer_convention": scoring.scorer.convention.to_dict()}

@@ -6,6 +6,10 @@ positions. Extending a hypothesis writes one new row; selecting the beam's survi
 origins) copies nothing — the survivors keep pointing at the rows they share. Rows nobody can attend to any
 more are dropped by ``compact``, which moves only the rows still needed (the decoder calls it between words,
 when the pool has grown well past what is live).
+
+A row holds a token's key and value side by side, so reading the attended keys of a batch is one
+``index_select`` per layer and attention function (decoding small batches on a CPU is bound by the number of
+tensor operations, not by their size).
 """
 
 from __future__ import annotations
@@ -15,54 +19,59 @@ from torch import Tensor
 
 
 class KeyValuePool:
-    """Keys and values ``[n_layers, n_fns, rows, H, d]`` of decoded tokens, allocated row by row."""
+    """Keys and values ``[n_layers, n_fns, rows, 2, H, d]`` of decoded tokens, allocated row by row."""
 
     def __init__(self, n_layers: int, n_fns: int, n_heads: int, d_head: int, capacity: int = 256,
                  dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu"):
-        shape = (n_layers, n_fns, max(1, capacity), n_heads, d_head)
-        self.keys = torch.empty(shape, dtype=dtype, device=device)
-        self.values = torch.empty(shape, dtype=dtype, device=device)
+        self.data = torch.empty((n_layers, n_fns, max(1, capacity), 2, n_heads, d_head), dtype=dtype,
+                                device=device)
         self.size = 0
+        self._allocated: tuple[Tensor, int] | None = None  # the last ``allocate``'s rows and their first
 
     @property
     def capacity(self) -> int:
-        return self.keys.shape[2]
+        return self.data.shape[2]
+
+    @property
+    def device(self) -> torch.device:
+        return self.data.device
 
     def allocate(self, count: int) -> Tensor:
-        """Rows for ``count`` new tokens (long [count]); the storage doubles when full (amortised O(1))."""
+        """Rows for ``count`` new tokens (long [count], consecutive); the storage doubles when full
+        (amortised O(1))."""
         needed = self.size + count
         if needed > self.capacity:
-            grown = max(needed, 2 * self.capacity)
-            self.keys = _resized(self.keys, grown, self.size)
-            self.values = _resized(self.values, grown, self.size)
-        rows = torch.arange(self.size, needed, device=self.keys.device)
+            grown = self.data.new_empty((*self.data.shape[:2], max(needed, 2 * self.capacity),
+                                         *self.data.shape[3:]))
+            grown[:, :, : self.size] = self.data[:, :, : self.size]
+            self.data = grown
+        rows = torch.arange(self.size, needed, device=self.device)
+        self._allocated = (rows, self.size)
         self.size = needed
         return rows
 
     def write(self, layer: int, fn: int, rows: Tensor, k: Tensor, v: Tensor) -> None:
-        """Store k, v [B, H, d] of the tokens at ``rows`` [B]."""
-        self.keys[layer, fn, rows] = k
-        self.values[layer, fn, rows] = v
+        """Store k, v [B, H, d] of the tokens at ``rows`` [B] (the rows the last ``allocate`` returned,
+        consecutive, are written as one slice)."""
+        store = self.data[layer, fn]
+        if self._allocated is not None and rows is self._allocated[0]:
+            store = store[self._allocated[1] : self._allocated[1] + len(rows)]
+            store[:, 0], store[:, 1] = k, v
+        else:
+            store[rows, 0], store[rows, 1] = k, v
 
     def gather(self, layer: int, fn: int, key_rows: Tensor) -> tuple[Tensor, Tensor]:
         """k, v [B, H, K, d] at ``key_rows`` [B, K] (entries < 0 read row 0: the caller masks them)."""
-        rows = key_rows.clamp(min=0)
-        k = self.keys[layer, fn][rows]  # [B, K, H, d]
-        v = self.values[layer, fn][rows]
-        return k.transpose(1, 2), v.transpose(1, 2)
+        store = self.data[layer, fn]
+        flat = store.view(store.shape[0], -1).index_select(0, key_rows.clamp(min=0).flatten())
+        kv = flat.view(*key_rows.shape, *store.shape[1:])  # [B, K, 2, H, d]
+        return kv[:, :, 0].transpose(1, 2), kv[:, :, 1].transpose(1, 2)
 
     def compact(self, live: Tensor) -> Tensor:
         """Keep only the rows ``live`` (long, distinct), moved to the front in that order; returns the map
         old row -> new row (-1 for a dropped row) for the callers' row lists."""
-        remap = torch.full((self.size,), -1, dtype=torch.long, device=self.keys.device)
-        remap[live] = torch.arange(len(live), device=self.keys.device)
-        self.keys[:, :, : len(live)] = self.keys[:, :, live]
-        self.values[:, :, : len(live)] = self.values[:, :, live]
-        self.size = len(live)
+        remap = torch.full((self.size,), -1, dtype=torch.long, device=self.device)
+        remap[live] = torch.arange(len(live), device=self.device)
+        self.data[:, :, : len(live)] = self.data[:, :, live]
+        self.size, self._allocated = len(live), None
         return remap
-
-
-def _resized(storage: Tensor, rows: int, used: int) -> Tensor:
-    grown = storage.new_empty((*storage.shape[:2], rows, *storage.shape[3:]))
-    grown[:, :, :used] = storage[:, :, :used]
-    return grown

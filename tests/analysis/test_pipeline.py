@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from analysis.pipeline import analyze
+from analysis.pipeline import analyze, proposal_sets
 from analysis.report import headline_table, write_report
 from experiments.cli import main
 from experiments.evaluate.results import write_results
@@ -206,3 +206,19 @@ def test_bad_analysis_section_is_one_error_line_with_its_location(tmp_path, caps
     assert main(["analyze", str(path), "--runs-dir", str(tmp_path / "runs"), "--wandb", "disabled"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"synbench: error: {path}:") and message in err and "\n" not in err
+
+
+def test_proposal_sets_read_each_sets_metadata(tmp_path):
+    parser = tmp_path / "proposals" / "parser-s0"
+    parser.mkdir(parents=True)
+    (parser / "ptb-valid-n10.meta.json").write_text(json.dumps({
+        "checkpoint": "x.ckpt", "n": 10, "method": "sample", "sentences": 3, "trees": 30,
+        "one_best_f1": 50.0, "oracle_f1": {"1": 50.0, "10": 61.5}}))
+    (parser / "bad.meta.json").write_text("[1, 2]")
+    (parser / "ptb-valid-n10.jsonl").write_text("")
+    assert proposal_sets(tmp_path / "proposals") == [
+        {"parser_run": "parser-s0", "set": "bad", "problem": "bad.meta.json: not a JSON object"},
+        {"parser_run": "parser-s0", "set": "ptb-valid-n10", "n": 10, "method": "sample", "sentences": 3,
+         "trees": 30, "one_best_f1": 50.0, "oracle_f1": {"1": 50.0, "10": 61.5}},
+    ]
+    assert proposal_sets(tmp_path / "nothing") == []

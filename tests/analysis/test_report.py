@@ -242,3 +242,26 @@ def test_an_experiment_no_paper_describes_has_no_paper_column(tmp_path) -> None:
     assert table.splitlines()[0] == ("| model | perplexity (test): ours | SG score (%): ours | "
                                      "BLiMP accuracy (%): ours |")
     assert "| gpt | 71.00 ± 0.50 | 61.00 ± 2.00 | 71.00 ± 1.00 |" in table
+
+
+def test_proposal_sets_give_the_parsers_one_best_and_oracle_f1(tmp_path) -> None:
+    folder = analysis_folder(tmp_path)
+    settings = json.loads((folder / "settings.json").read_text())
+    settings["proposals"] = [
+        {"parser_run": "rnng-s0", "set": "ptb-test-n10", "n": 10, "sentences": 40, "trees": 400,
+         "one_best_f1": 48.51, "oracle_f1": {"1": 48.51, "10": 57.42}},
+        {"parser_run": "rnng-s0", "set": "sg-n10", "n": 10, "sentences": 12, "trees": 120},
+        {"parser_run": "rnng-s0", "set": "broken", "problem": "broken.meta.json: not a JSON object"},
+    ]
+    (folder / "settings.json").write_text(json.dumps(settings))
+    md, _ = (p.read_text() for p in report.write_report(folder))
+    assert "## Proposal sets" in md
+    assert "| parser run | set | N | sentences | 1-best F1 | oracle F1 @1 | oracle F1 @10 | problem |" in md
+    assert "| rnng-s0 | ptb-test-n10 | 10 | 40 | 48.51 | 48.51 | 57.42 |  |" in md
+    assert "| rnng-s0 | sg-n10 | 10 | 12 | n/a | n/a | n/a |  |" in md
+    assert "not a JSON object |" in md
+
+
+def test_no_proposal_sets_no_section(tmp_path) -> None:
+    md, _ = (p.read_text() for p in report.write_report(analysis_folder(tmp_path)))
+    assert "Proposal sets" not in md

@@ -114,6 +114,11 @@ class TreeScorer:
             raise InputError(f"{len(trees)} tree sets for {len(sentences)} sentences", "proposals")
         candidates = [self.candidates(k, words, trees[k], locations[k] if locations else None)[0]
                       for k, words in enumerate(sentences)]
+        return self.score_candidates(sentences, candidates)
+
+    def score_candidates(self, sentences: Sequence[Sequence[str]], candidates: Sequence[list[Candidate]]
+                         ) -> list[SentenceScore]:
+        """The marginal of each sentence over its candidates (distinct trees), batched forward passes."""
         order = sorted(range(len(sentences)), key=lambda k: -len(candidates[k][0].example))
         out: list[SentenceScore | None] = [None] * len(sentences)
         for batch in batches(order, [len(c) for c in candidates], self.batch_size):
@@ -179,3 +184,43 @@ class TreeScorer:
             unknown_words=sum(self.model.is_unknown(w) for w in words),
             extra={"trees": len(candidates), "best_logprob": float(joint[best])},
         )
+
+
+class UnionScorer:
+    """The marginal over the union of a tree source's trees and a search's trees (distinct trees only).
+
+    Where a joint model has both a beam search and proposals, the beam's final trees (``search``: sentences
+    -> their trees as the model reads them) and the first ``n`` distinct proposals of ``scorer`` (a
+    ``TreeScorer`` over the proposal source) are pooled; a tree found by both counts once, so the total is
+    still a lower bound on log p(x), and no looser than the bound of either set alone. Per-word values are
+    the distinct prefixes of the pooled trees (``TreeScorer.marginal``); every tree is rescored in one
+    forward pass with the proposals.
+    """
+
+    def __init__(self, scorer: TreeScorer, search: TreeSource, convention: Convention):
+        if scorer.source is None:
+            raise InputError("the union needs a proposal source", "proposals")
+        self.scorer, self.search, self.convention = scorer, search, convention
+        self.name = scorer.name
+
+    def score(self, sentences: Sequence[Sequence[str]]) -> list[SentenceScore]:
+        check_sentences(sentences)
+        proposals = self.scorer.source(sentences)
+        found = self.search(sentences)
+        if len(proposals) != len(sentences):
+            raise InputError(f"{len(proposals)} tree sets for {len(sentences)} sentences", "proposals")
+        candidates, added = [], []
+        for k, words in enumerate(sentences):
+            pooled, views = self.scorer.candidates(k, words, proposals[k])
+            seen, proposed = set(views), len(pooled)
+            for view in found[k]:
+                if view not in seen:
+                    seen.add(view)
+                    example = self.scorer.model.encode_tree(view)
+                    pooled.append(Candidate(view, example, last_pieces(example, len(words))))
+            candidates.append(pooled)
+            added.append(len(pooled) - proposed)
+        scores = self.scorer.score_candidates(sentences, candidates)
+        for score, count in zip(scores, added):
+            score.extra["search_only_trees"] = count  # found by the search, not among the proposals
+        return scores

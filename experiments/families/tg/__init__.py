@@ -2,14 +2,16 @@
 
 ``tg`` and ``txl-trees`` are joint models p(x, y) over Choe–Charniak action sequences (TG with the
 STACK/COMPOSE mask and duplicated closing nonterminals), ``txl-terminals`` a string model over the words.
-Joint models are scored by a word-synchronous beam (``beam``), over proposal trees (``proposals``) or on the
-gold trees (``gold``); document-level checkpoints by ``eval ppl`` only, with TG §3.1's greedy prefix.
+Joint models are scored by a word-synchronous beam (``beam``; given proposals too, over the union of the
+beam's final trees and the proposals), over proposal trees (``proposals``) or on the gold trees (``gold``);
+document-level checkpoints by ``eval ppl`` only, with TG §3.1's greedy prefix.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -85,7 +87,7 @@ class TGFamily(Family):
     def scoring(self, checkpoint: str | Path, meta: dict[str, Any], request: ScoringRequest) -> Scoring:
         """Exact (``txl-terminals``), beam, proposals or gold; document-level checkpoints wrapped for ``eval
         ppl`` (TG §3.1's greedy single-path prefix)."""
-        from experiments.evaluate.scorers.tree_marginal import TreeScorer
+        from experiments.evaluate.scorers.tree_marginal import TreeScorer, UnionScorer
         from experiments.families.tg import scorers
         from experiments.families.tg.beam import BeamScorer
 
@@ -112,6 +114,17 @@ class TGFamily(Family):
                 track = f", fast-track {request.fast_track}"
             description = (f"beam {request.beam}/{request.word_beam}{track}, <= {request.max_actions} actions per "
                            f"word ({PAPER_NOTE})")
+            if request.proposals is not None:  # the union of the beam's final trees and the proposals
+                proposals = TreeScorer(model, request.proposals, method="proposals", n=request.n,
+                                       pos_tags=request.pos_tags, batch_size=request.batch_size,
+                                       source_name=request.source_name)
+                convention = replace(scorer.convention, n_proposals=request.n, proposal_source=proposals.convention
+                                     .proposal_source, incremental="union-prefixes")
+                scorer = UnionScorer(proposals, scorer.final_trees, convention)
+                identity["n_proposals"] = request.n
+                description = (f"union of the beam's trees (beam {request.beam}/{request.word_beam}{track}, <= "
+                               f"{request.max_actions} actions per word) and N = {request.n} proposals from "
+                               f"{request.source_name}")
         elif method == "gold":
             if request.gold is None:
                 raise InputError("--method gold needs gold trees: evaluate a treebank corpus (eval ppl)", "--method")

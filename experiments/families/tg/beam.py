@@ -24,7 +24,9 @@ the hypotheses of all sentences in the batch.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import gc
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,9 +38,22 @@ from lightning_modules.data.encodings.cc_constraints import ActionMasks, CCState
 from lightning_modules.data.encodings.choe_charniak import BOS, TokenType
 from lightning_modules.data.encodings.decoding import DecodingState
 from lightning_modules.data.tg_data import RELPOS
-from lightning_modules.data.tree import to_bracketed
+from lightning_modules.data.tree import Tree, to_bracketed
 from lightning_modules.errors import InputError
 from lightning_modules.numeric import logsumexp
+
+
+@contextmanager
+def _no_cyclic_gc() -> Iterator[None]:
+    """Python's cyclic collector paused: a search creates many small acyclic objects (freed by reference
+    counting), and every collection would rescan all live hypotheses (~20% of a beam-50 search)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 class Decoder:
@@ -82,7 +97,7 @@ class Decoder:
         live = sorted({h.rows[p] for h in hypotheses for p in h.state.live()})
         if self.pool.size < 2 * len(live) + self.slack:
             return
-        remap = self.pool.compact(torch.tensor(live, dtype=torch.long, device=self.pool.keys.device)).tolist()
+        remap = self.pool.compact(torch.tensor(live, dtype=torch.long, device=self.pool.device)).tolist()
         for h in hypotheses:
             h.rows = [remap[r] if r >= 0 else -1 for r in h.rows]
 
@@ -91,7 +106,8 @@ class Decoder:
 class _Hypothesis:
     """An action prefix: its Choe–Charniak tokens, log-prob, constraint and decoding state, pool rows.
 
-    ``next`` is the distribution of the token after the fed ones; ``pending`` a terminal piece counted in
+    ``next`` is the distribution of the token after the fed ones (``source``: the feed's [B, V] matrix and
+    its row there, so a frontier's rows are read as one slice); ``pending`` a terminal piece counted in
     ``logprob`` but not fed yet (-1: none). ``shared``: state and rows are the parent's (copied before a feed).
     """
 
@@ -105,10 +121,31 @@ class _Hypothesis:
     next: torch.Tensor | None = None
     pending: int = -1
     shared: bool = True
+    source: tuple[torch.Tensor, int] | None = None
 
     def own(self) -> None:
         if self.shared:
             self.state, self.rows, self.shared = self.state.copy(), self.rows[:], False
+
+
+def _next_rows(hypotheses: Sequence[_Hypothesis]) -> torch.Tensor:
+    """The ``next`` distributions of ``hypotheses`` as one [n, V] tensor: a view when they are consecutive
+    rows of one feed (a frontier always is), else a copy."""
+    first = hypotheses[0].source
+    if first is not None and all(h.source is not None and h.source[0] is first[0]
+                                 and h.source[1] == first[1] + k for k, h in enumerate(hypotheses)):
+        return first[0][first[1] : first[1] + len(hypotheses)]
+    return torch.stack([h.next for h in hypotheses])
+
+
+def _next_values(hypotheses: Sequence[_Hypothesis], tokens: Sequence[int]) -> list[float]:
+    """``h.next[token]`` for each hypothesis and token, read in one indexing when they share a feed."""
+    first = hypotheses[0].source
+    if first is not None and all(h.source is not None and h.source[0] is first[0] for h in hypotheses):
+        rows = torch.tensor([h.source[1] for h in hypotheses])
+        return first[0][rows, torch.tensor(tokens, device=rows.device)].tolist()
+    rows = torch.stack([h.next for h in hypotheses])
+    return rows.gather(1, torch.tensor(tokens, device=rows.device)[:, None])[:, 0].tolist()
 
 
 class BeamScorer:
@@ -144,22 +181,36 @@ class BeamScorer:
         self.masks = masks
         types = vocab.token_types(np.arange(len(vocab)))
         self.nonterminal_ids = np.flatnonzero(masks.opening | (types == TokenType.CNT))  # ascending
+        self.nonterminal_index = torch.from_numpy(self.nonterminal_ids)
         self.opening_columns = masks.opening[self.nonterminal_ids]
         self.column = {int(a): c for c, a in enumerate(self.nonterminal_ids)}
         self.types = types
 
     def score(self, sentences: Sequence[Sequence[str]]) -> list[SentenceScore]:
+        return [self._result(words, prefix, final)
+                for words, (prefix, final) in zip(sentences, self._searches(sentences))]
+
+    def final_trees(self, sentences: Sequence[Sequence[str]]) -> list[list[Tree]]:
+        """Each sentence's complete trees at the end of the search (distinct, as the model reads trees: a
+        ``TreeSource`` of model views, e.g. for the union with proposals, ``tree_marginal.UnionScorer``)."""
+        return [[action_tree(h.tokens, h.types, h.word_index, words) for h in final]
+                for words, (_, final) in zip(sentences, self._searches(sentences))]
+
+    def _searches(self, sentences: Sequence[Sequence[str]]) -> list[tuple[np.ndarray, list[_Hypothesis]]]:
+        """Each sentence's prefix values and final hypotheses, ``batch_size`` sentences of similar length
+        searched together."""
         check_sentences(sentences)
         order = sorted(range(len(sentences)), key=lambda k: -len(sentences[k]))  # similar lengths together
-        out: list[SentenceScore | None] = [None] * len(sentences)
-        for lo in range(0, len(order), self.batch_size):
-            batch = order[lo : lo + self.batch_size]
-            for k, result in zip(batch, self._search([sentences[k] for k in batch])):
-                out[k] = result
+        out: list[tuple[np.ndarray, list[_Hypothesis]] | None] = [None] * len(sentences)
+        with _no_cyclic_gc():
+            for lo in range(0, len(order), self.batch_size):
+                batch = order[lo : lo + self.batch_size]
+                for k, result in zip(batch, self._search([sentences[k] for k in batch])):
+                    out[k] = result
         return out  # type: ignore[return-value]
 
     # -- the search ------------------------------------------------------------------------------------------
-    def _search(self, sentences: Sequence[Sequence[str]]) -> list[SentenceScore]:
+    def _search(self, sentences: Sequence[Sequence[str]]) -> list[tuple[np.ndarray, list[_Hypothesis]]]:
         model, vocab = self.model, self.model.vocab
         decoder = Decoder(model)
         pieces = [[model.terminals(w) for w in words] for words in sentences]
@@ -169,7 +220,7 @@ class BeamScorer:
         self._feed(decoder, starts, [vocab.id(BOS)] * len(starts), [int(TokenType.SOS)] * len(starts))
         word_beams = [[h] for h in starts]
         prefixes = [np.empty(len(words)) for words in sentences]
-        results: list[SentenceScore | None] = [None] * len(sentences)
+        results: list[tuple[np.ndarray, list[_Hypothesis]] | None] = [None] * len(sentences)
         for i in range(max(len(words) for words in sentences)):
             active = [s for s, words in enumerate(sentences) if i < len(words)]
             completed = self._word(decoder, {s: word_beams[s] for s in active},
@@ -185,7 +236,7 @@ class BeamScorer:
             self._feed_pending(decoder, [h for s in going_on for h in word_beams[s]])
             finals = self._close(decoder, [completed[s] for s in ending])
             for s, final in zip(ending, finals):
-                results[s] = self._result(sentences[s], prefixes[s], final)
+                results[s] = (prefixes[s], final)
             decoder.compact([h for s in going_on for h in word_beams[s]])
         return results  # type: ignore[return-value]
 
@@ -206,7 +257,8 @@ class BeamScorer:
                     if h.cc.open:  # inside the root: the word may come now
                         word = _Hypothesis(h.tokens + pieces, h.types + (int(TokenType.T),) * len(pieces),
                                            h.word_index + (i,) * len(pieces), h.logprob, h.cc.advance(
-                                               TokenType.T, pieces[0]), h.state, h.rows, h.next)
+                                               TokenType.T, pieces[0]), h.state, h.rows, h.next,
+                                           source=h.source)
                         fresh.append((word, ids))
                     candidates[s].append(word)
             self._read_word(decoder, fresh)
@@ -224,9 +276,8 @@ class BeamScorer:
         """Add the word's log-prob (its pieces' ids given) to each new completion; the pieces before the
         last are fed now, the last one pends until the hypothesis needs it."""
         if fresh:
-            rows = torch.stack([h.next for h, _ in fresh])
-            first = rows.gather(1, torch.tensor([[ids[0]] for _, ids in fresh], device=rows.device))
-            for (h, _), value in zip(fresh, first[:, 0].tolist()):
+            first = _next_values([h for h, _ in fresh], [ids[0] for _, ids in fresh])
+            for (h, _), value in zip(fresh, first):
                 h.logprob += value
         for k in range(1, max((len(ids) for _, ids in fresh), default=0)):
             more = [(h, ids) for h, ids in fresh if len(ids) > k]
@@ -235,7 +286,7 @@ class BeamScorer:
             for h, ids in more:
                 h.logprob += float(h.next[ids[k]])
         for h, ids in fresh:
-            h.pending, h.next = ids[-1], None
+            h.pending, h.next, h.source = ids[-1], None, None
 
     def _select(self, frontier: list[_Hypothesis], words: list[_Hypothesis | None], last: bool
                 ) -> tuple[list[_Hypothesis], list[_Hypothesis]]:
@@ -249,8 +300,8 @@ class BeamScorer:
         """
         if not frontier:
             return [], []
-        rows = torch.stack([h.next for h in frontier])
-        scores = rows[:, torch.from_numpy(self.nonterminal_ids).to(rows.device)].double().cpu()
+        rows = _next_rows(frontier)
+        scores = rows[:, self.nonterminal_index.to(rows.device)].double().cpu()
         scores += torch.tensor([h.logprob for h in frontier], dtype=torch.float64)[:, None]
         allowed = np.zeros(scores.shape, dtype=bool)
         if not last:
@@ -326,7 +377,7 @@ class BeamScorer:
         logprobs = decoder.feed([h.state for h in hypotheses], [h.rows for h in hypotheses], tokens, types,
                                 predict)
         for k, h in enumerate(hypotheses):
-            h.next = None if logprobs is None else logprobs[k]
+            h.next, h.source = (None, None) if logprobs is None else (logprobs[k], (logprobs, k))
 
     def _close(self, decoder: Decoder, groups: list[list[_Hypothesis]]) -> list[list[_Hypothesis]]:
         """Each completed hypothesis with its open constituents closed (innermost first), all batched."""
@@ -336,9 +387,8 @@ class BeamScorer:
         closings = [[self.masks.closing_id(label) for label in reversed(h.cc.open)] for h in hypotheses]
         for k in range(max((len(c) for c in closings), default=0)):
             closing = [(h, c[k]) for h, c in zip(hypotheses, closings) if k < len(c)]
-            rows = torch.stack([h.next for h, _ in closing])
-            values = rows.gather(1, torch.tensor([[a] for _, a in closing], device=rows.device))
-            for (h, _), value in zip(closing, values[:, 0].tolist()):
+            values = _next_values([h for h, _ in closing], [a for _, a in closing])
+            for (h, _), value in zip(closing, values):
                 h.logprob += value
             more = [(h, c[k]) for h, c in zip(hypotheses, closings) if k + 1 < len(c)]
             for h, action in more:

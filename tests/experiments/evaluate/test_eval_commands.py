@@ -199,6 +199,22 @@ def test_sg_joint_model_with_parser_proposals_drawn_per_sentence(capsys, checkpo
     assert "N = 3 proposals from parser:" in result["headline"]
 
 
+def test_sg_joint_model_with_the_union_of_beam_trees_and_proposals(capsys, checkpoints, prepared_data_dir):
+    """--method beam with --parser: the marginal over the beam's trees and the proposals together, no looser
+    than the beam alone."""
+    common = ["sg", checkpoints["tg"], *BEAM, "--suites", "number_prep", "--items-per-suite", 1, "--data-dir",
+              prepared_data_dir]
+    union, _ = run_json(capsys, *common, "--parser", checkpoints["proposal-parser"], "-n", 3)
+    convention = union["settings"]["scorer_convention"]
+    assert convention["method"] == "beam" and convention["incremental"] == "union-prefixes"
+    assert convention["n_proposals"] == 3 and convention["proposal_source"].startswith("parser:")
+    assert union["settings"]["n_proposals"] == 3 and union["settings"]["parser_sha256"]
+    assert "union of the beam's trees (beam 3/2" in union["headline"]
+    code, _, err = run(capsys, "sg", checkpoints["tg"], "--method", "gold", "--parser",
+                       checkpoints["proposal-parser"], "--suites", "number_prep", "--data-dir", prepared_data_dir)
+    assert code == 2 and "need --method proposals or beam" in err
+
+
 # -- BLiMP ------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("family", ["txl-terminals", "tg"])
 def test_blimp_pairs_compare_sentence_totals(capsys, checkpoints, prepared_data_dir, family):

@@ -7,6 +7,7 @@
    the pool compacted midway.
 2. ``BeamScorer`` (cached) returns the numbers of ``ReencodingBeamScorer`` (today's re-encoding beam) at the
    same settings on PTB-sample sentences, for TG and TXL (trees), words and SentencePiece terminals.
+3. ``UnionScorer`` pools the beam's final trees with proposals, each distinct tree once.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from experiments.evaluate.scorer import Convention
+from experiments.evaluate.scorers.tree_marginal import TreeScorer, UnionScorer
 from experiments.families.tg.beam import BeamScorer, Decoder, _Hypothesis
 from experiments.families.tg.reference_beam import ReencodingBeamScorer
 from experiments.families.tg.scorers import TGModel
@@ -25,6 +28,7 @@ from lightning_modules.data.corpora import Document
 from lightning_modules.data.encodings.cc_constraints import CCState
 from lightning_modules.data.tree import Tree, clean, drop_pos_tags, read_bracketed
 from lightning_modules.models.tg import build
+from lightning_modules.numeric import logsumexp
 
 LABELS = st.sampled_from(["S", "NP", "VP", "PP"])
 WORDS = ["the", "cat", "sat", "on", "a", "mat"]
@@ -191,3 +195,38 @@ def test_fast_track_selection_rule():
     assert kept == [words[1], words[2]] and len(children) == 3
     children, kept = scorer._select(frontier, words, last=True)  # only completions remain
     assert children == [] and kept == words  # kept in frontier order
+
+
+# -- the union of the beam's trees and proposals ----------------------------------------------------------------
+def test_union_of_beam_trees_and_proposals_counts_each_tree_once(ptb_trees):
+    """The pooled marginal is logsumexp over the distinct trees of both sets: >= either bound alone, equal to
+    the beam's when the proposals are trees the beam found, and each tree's value is its gold-tree score."""
+    model = make_model("tg", ptb_trees, segment_length=16)
+    chosen = [t for t in ptb_trees if 3 <= len(t.leaves()) <= 7][:3]
+    sentences = [t.leaves() for t in chosen]
+    beam = BeamScorer(model, 4, 2, 3, batch_size=2)
+    found = beam.final_trees(sentences)
+    by_beam = beam.score(sentences)
+    for score, trees in zip(by_beam, found, strict=True):
+        assert len(trees) == score.extra["trees"] == len(set(trees))
+
+    def proposals(batch):  # the gold tree, then two of the beam's own trees (duplicates of the search's)
+        return [[gold, *found[sentences.index(list(words))][:2]] for gold, words in zip(chosen, batch)]
+
+    pooled = TreeScorer(model, proposals, method="proposals", n=None)
+    convention = Convention(method="beam", bound=True, proposal_source="test")
+    union = UnionScorer(pooled, beam.final_trees, convention).score(sentences)
+    alone = pooled.score(sentences)
+    gold = TreeScorer(model, None, method="gold")
+    for k, (u, b, p) in enumerate(zip(union, by_beam, alone, strict=True)):
+        distinct = set(found[k]) | {chosen[k]}
+        assert u.extra["trees"] == len(distinct)
+        assert u.extra["search_only_trees"] == len(distinct) - len(set(proposals(sentences)[k]))
+        each = [gold.score_trees([sentences[k]], [[t]])[0].total for t in distinct]
+        assert u.total == pytest.approx(logsumexp(each), abs=1e-4)
+        assert u.total >= max(b.total, p.total) - 1e-4  # float32 passes
+        assert sum(u.word_logprobs) + u.end_logprob == pytest.approx(u.total, abs=1e-4)
+    same = UnionScorer(TreeScorer(model, beam.final_trees, method="proposals", n=None), beam.final_trees,
+                       convention).score(sentences)
+    assert [s.total for s in same] == pytest.approx([s.total for s in by_beam], abs=1e-4)
+    assert all(s.extra["search_only_trees"] == 0 for s in same)
