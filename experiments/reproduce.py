@@ -79,12 +79,12 @@ def overview(spec: ExperimentSpec, seeds: str | None) -> str:
 
 
 def evaluate_stage(spec: ExperimentSpec, root: Path, seeds: str | None, executor: str, data_dir: str | None = None,
-                   poll_s: float = 5.0) -> dict[str, list[str]]:
+                   poll_s: float = 5.0, device: str = "cpu") -> dict[str, list[str]]:
     """Stages 2 and 3 for the finished runs: proposal sets, then every evaluation; returns failed task keys."""
     exp = experiment_dir(root, spec)
     runs = experiment_runs(spec, seeds)
     done = [r for r in runs if run_status(folder_of(root, r), r.run_id, r.seed).state == "DONE"]
-    planner = Planner(spec, done, root, data_dir, sys.executable)
+    planner = Planner(spec, done, root, data_dir, sys.executable, device)
     for path, sentences in planner.sentence_files().items():
         if not path.exists():
             atomic_write_text(path, "".join(" ".join(words) + "\n" for words in sentences))
