@@ -12,7 +12,7 @@ import argparse
 import sys
 
 from experiments.commands import add_experiment_arguments
-from experiments.commands.arguments import add_device_argument
+from experiments.commands.arguments import add_device_argument, checked_device
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -28,6 +28,7 @@ def run(args: argparse.Namespace) -> int:
     from experiments.reproduce import evaluate_stage
     from experiments.runs import runs_root
 
+    checked_device(args.device)  # before any stage: every eval would fail on it
     spec = load_spec(args.experiment)
     failed = evaluate_stage(spec, runs_root(args.runs_dir), args.seeds, args.executor, args.data_dir,
                             device=args.device)

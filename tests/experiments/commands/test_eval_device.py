@@ -34,6 +34,14 @@ def test_cuda_without_cuda_is_one_error_line(capsys, tmp_path, task):
     assert err.startswith("synbench: error: --device: CUDA is not available")
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message of a machine without CUDA")
+@pytest.mark.parametrize("argv", [("evaluate", "smoke"), ("reproduce", "tg", "--scale", "demo")])
+def test_experiment_stages_check_cuda_before_starting(capsys, tmp_path, argv):
+    assert cli.main([*argv, "--device", "cuda", "--runs-dir", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.startswith("synbench: error: --device: CUDA is not available")
+    assert not any(tmp_path.iterdir())
+
+
 def test_an_unknown_device_is_a_usage_error(capsys):
     assert cli.main(["eval", "ppl", "x.ckpt", "--device", "tpu"]) == 2
     assert "argument --device: invalid choice: 'tpu'" in capsys.readouterr().err
