@@ -42,7 +42,6 @@ def train(cfg: dict[str, Any], seed: int, run_dir: Path, callbacks: Sequence[Any
 def _train(cfg: dict[str, Any], seed: int, run_dir: Path, callbacks: list[Any]) -> dict[str, Any]:
     import pytorch_lightning as pl
     import torch
-    from lightning_fabric.plugins.environments import SLURMEnvironment
     from pytorch_lightning.callbacks import ModelCheckpoint
     from pytorch_lightning.loggers import CSVLogger
 
@@ -100,7 +99,7 @@ def _train(cfg: dict[str, Any], seed: int, run_dir: Path, callbacks: list[Any]) 
         default_root_dir=str(run_dir),
         # LastCheckpoint owns SIGUSR1/SIGTERM: Lightning's auto-requeue (mid-step hpc checkpoints) stays off.
         plugins=[AtomicCheckpointIO(),
-                 *([SLURMEnvironment(auto_requeue=False)] if SLURMEnvironment.detect() else [])],
+                 *_cluster_environment(hardware["devices"])],
         callbacks=[
             StepSeeding(seed), NaNGuard(), Heartbeat(run_dir),
             Metadata(cfg["family"], cfg, seed, data.vocab), *callbacks, best, last,
@@ -163,6 +162,17 @@ def trainer_hardware(rt: dict[str, Any]) -> dict[str, Any]:
         raise InputError(f"expected a positive number of devices, got {devices!r}", "runtime.devices")
     return {"accelerator": accelerator, "devices": devices, "strategy": str(rt.get("strategy", "auto")),
             "precision": precision}
+
+
+def _cluster_environment(devices: int) -> list[Any]:
+    """Lightning's view of the cluster. In a SLURM task with one device: SLURM's (auto-requeue off). With
+    several, this one process starts the others (one SLURM task per run, as the array scripts ask), so
+    Lightning's own environment, not SLURM's, which would expect one SLURM task per device."""
+    from lightning_fabric.plugins.environments import LightningEnvironment, SLURMEnvironment
+
+    if devices > 1:
+        return [LightningEnvironment()]
+    return [SLURMEnvironment(auto_requeue=False)] if SLURMEnvironment.detect() else []
 
 
 def _progress(rt: dict[str, Any]) -> bool:

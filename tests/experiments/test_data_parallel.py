@@ -97,3 +97,27 @@ def test_two_gloo_processes_follow_one_process_on_the_doubled_batch(tiny_treeban
         else:
             torch.testing.assert_close(weights[1][name], value, rtol=0, atol=1e-6, msg=name)
     assert (tmp_path / "two" / "DONE").is_file()
+
+
+@pytest.mark.slurm
+def test_two_processes_train_in_one_slurm_task(slurm_cluster, tmp_path, tiny_spec):
+    """In an array task (one SLURM task per run) the run starts its second process itself: Lightning's own
+    environment, not SLURM's, which would expect one SLURM task per device."""
+    import yaml
+
+    from experiments.experiment_runs import experiment_runs, folder_of
+    from experiments.experiment_spec import load_spec
+    from experiments.runs import run_status
+
+    path = tiny_spec(seeds="0", steps=4)
+    spec = yaml.safe_load(path.read_text())
+    spec["models"][0]["overrides"]["runtime"].update(devices=2, strategy="ddp", accelerator="cpu", threads=1)
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    root = tmp_path / "runs"
+    done = subprocess.run([sys.executable, "-m", "experiments.cli", "submit", str(path), "--executor", "slurm",
+                           "--runs-dir", str(root), "--wait"], cwd=REPO, capture_output=True, text=True, timeout=600)
+    [run] = experiment_runs(load_spec(path))
+    logs = "".join(p.read_text() for p in (root / "exp" / "logs").glob("slurm-*.out"))
+    assert done.returncode == 0, done.stdout + done.stderr + logs[-3000:]
+    assert run_status(folder_of(root, run)).metrics["global_step"] == 4
+    assert "distributed_backend=gloo" in logs and "All distributed processes registered" in logs
