@@ -9,7 +9,9 @@ model FLOPs per second / the device's peak. Model FLOPs of a step are 3x the for
 backward): per token 2·(QKV + output projections + FFN) + 2·d·R (relative position logits over the R-row
 table) + 2·d·V (tied output layer), plus 4·d per attended (query, key) pair per layer (QKᵀ and AV over the
 pairs the mask keeps: TG's sparse STACK/COMPOSE pattern counts what it attends, not the dense M + L keys), plus
-the relative-key projection of the table. Peak bf16 dense tensor FLOPs assumed: H100 SXM 989.4 TFLOP/s
+the key and value projections of the M memory slots of each row (when the memory is attended), plus
+2x the relative-key projection of the table per chunk (it has no input gradient). With every pair attended
+and no padding this is exactly what ``torch.utils.flop_counter`` counts (tests/benchmarks/test_training_step.py). Peak bf16 dense tensor FLOPs assumed: H100 SXM 989.4 TFLOP/s
 (H100 PCIe 756), H200 989.4 (NVIDIA datasheets, without sparsity); other devices need ``--peak-tflops``.
 Ratios TG / TXL are printed from the same run. Targets (issue 17): TG step time <= 1.15x TXL's, TG MFU >= 35 %.
 
@@ -57,18 +59,21 @@ def step_flops(module: Any, chunks: list[Any]) -> float:
     """Model FLOPs of one training step over ``chunks`` (see the module docstring)."""
     net, c = module.network, module.config
     d, n_fns = c.d_model, len(net.layers[0].attentions)
-    rows = (net.max_rel - net.min_rel + 2) if net.relative else 0
+    rows = (net.max_rel - net.min_rel + 1) if net.relative else 0  # the sinusoid table's rows
     vocab = net.embedding.weight.shape[0]
     per_token = c.n_layers * (n_fns * (4 * 2 * d * d + 2 * d * rows) + 2 * 2 * d * c.d_ff) + 2 * d * vocab
     tokens = sum(int((chunk.inputs != 0).sum()) for chunk in chunks)
-    pairs = 0
+    pairs = memory_rows = 0
     for chunk in chunks:
         mask = chunk.attn_mask
         if bool(chunk.reset.all()):  # the core skips the (empty) memory columns
             mask = mask[..., net.memory_length:]
+        else:  # keys and values of the memory slots are projected too
+            memory_rows += chunk.inputs.shape[0] * net.memory_length
         pairs += int(mask.sum())
-    table = c.n_layers * n_fns * 2 * rows * d * d * len(chunks)
-    return 3.0 * (tokens * per_token + pairs * c.n_layers * n_fns * 4 * d + table)
+    table = c.n_layers * n_fns * 2 * rows * d * d * len(chunks)  # forward and weight gradient only: 2x
+    memory = memory_rows * c.n_layers * n_fns * 2 * 2 * d * d
+    return 3.0 * (tokens * per_token + pairs * c.n_layers * n_fns * 4 * d + memory) + 2.0 * table
 
 
 def sync(device: str) -> None:
