@@ -11,7 +11,10 @@ the allowed actions, at most 4 nonterminals before a word) until ``--proposals``
 - ``beam``: ``BeamScorer`` with ``--beam``, ``--word-beam``, ``--max-actions`` (sentences per second).
 
 Both proposal paths give the same totals (checked). Times are wall-clock, best of ``--repeats``.
-Run: ``PYTHONPATH=. python benchmarks/marginalize.py [--threads 1]``.
+Run: ``PYTHONPATH=. python benchmarks/marginalize.py [--threads 1]``. On a GPU, at the paper's N = 300 and the
+16-layer PTB model (``--preset ptb``; random weights, same speed), sentences/s of N trees per sentence batched
+vs one tree at a time:
+``python benchmarks/marginalize.py --device cuda --preset ptb --proposals 300 --sentences 20 --beam 300``.
 """
 
 from __future__ import annotations
@@ -37,8 +40,9 @@ from lightning_modules.models.tg import build
 PRESETS = Path(__file__).resolve().parents[1] / "experiments" / "configs" / "model" / "tg.yaml"
 
 
-def cpu_small_model() -> tuple[TGModel, list[Tree]]:
-    """The random cpu-small TG and the cleaned, POS-free validation trees of the PTB sample."""
+def cpu_small_model(preset: str = "cpu-small", device: str = "cpu") -> tuple[TGModel, list[Tree]]:
+    """A random TG of the preset (default cpu-small) on ``device`` and the cleaned, POS-free validation trees
+    of the PTB sample."""
     corpus = load_corpus("ptb-sample")
     train = tg_data.sequences(corpus.splits["train"], "sentence", "none")
     words = [w for seq in train for t in seq for w in t.leaves()]
@@ -46,13 +50,13 @@ def cpu_small_model() -> tuple[TGModel, list[Tree]]:
     mapping, payload, tokens = tg_data.terminal_mapping(data_cfg, words, train)
     vocab = tg_data.build_action_vocab(tokens, [tg_data.actions_function("tg", "sentence", mapping)(s)
                                                 for s in train])
-    model_cfg = yaml.safe_load(PRESETS.read_text())["cpu-small"]
+    model_cfg = yaml.safe_load(PRESETS.read_text())[preset]
     torch.manual_seed(0)
     module = build({**model_cfg, "vocab_size": len(vocab)})
     meta = {"family": "tg", "vocab": payload,
             "config": {"model": model_cfg, "data": {"memory": "smart", "tree_transform": "none"}}}
     valid = [drop_pos_tags(clean(t)) for doc in corpus.splits["valid"] for _, t in doc.sentences]
-    return TGModel(module, meta, vocab), valid
+    return TGModel(module, meta, vocab, device), valid
 
 
 def random_tree(words: list[str], masks: ActionMasks, rng: np.random.Generator, max_actions: int = 4) -> Tree:
@@ -96,6 +100,8 @@ def best_time(fn, repeats: int) -> tuple[float, object]:
     for _ in range(repeats):
         start = time.perf_counter()
         result = fn()
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
         best = min(best, time.perf_counter() - start)
     return best, result
 
@@ -111,11 +117,15 @@ def main() -> None:
     parser.add_argument("--beam-sentences", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument("--preset", default="cpu-small", help="TG model preset (cpu-small | ptb | bllip)")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
 
-    model, valid = cpu_small_model()
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: CUDA is not available on this machine")
+    model, valid = cpu_small_model(args.preset, args.device)
     masks = ActionMasks(model.vocab)
     rng = np.random.default_rng(0)
     golds = [t for t in valid if 5 <= len(t.leaves()) <= args.max_words][: args.sentences]
@@ -123,10 +133,11 @@ def main() -> None:
     sets = [proposals(t, args.proposals, masks, rng) for t in golds]
     n_trees = sum(len(s) for s in sets)
     words = sum(len(s) for s in sentences)
-    print(f"model: random cpu-small TG, vocab {len(model.vocab)}; torch threads {torch.get_num_threads()}")
+    print(f"model: random {args.preset} TG, vocab {len(model.vocab)}; device {args.device}; torch threads "
+          f"{torch.get_num_threads()}")
     print(f"{len(sentences)} sentences ({words} words, {words / len(sentences):.1f} per sentence), "
           f"{n_trees} proposal trees ({n_trees / len(sentences):.1f} per sentence)")
-    lengths = [[len(c.example) for c in TreeScorer(model, None, n=None)._candidates(k, s, ts, None)]
+    lengths = [[len(c.example) for c in TreeScorer(model, None, n=None).candidates(k, s, ts, None)[0]]
                for k, (s, ts) in enumerate(zip(sentences, sets))]
     used = sum(sum(x) for x in lengths) / sum(len(x) * max(x) for x in lengths)
     print(f"encoded tree length {np.mean([v for x in lengths for v in x]):.1f} tokens on average; "
@@ -142,6 +153,8 @@ def main() -> None:
         assert abs(score.total - float(torch.logsumexp(totals, 0))) < 1e-4
     print(f"proposals batched:        {n_trees / t_batched:8.1f} trees/s  ({t_batched:.2f} s)")
     print(f"proposals one at a time:  {n_trees / t_one:8.1f} trees/s  ({t_one:.2f} s)")
+    print(f"sentences/s (N = {n_trees / len(sentences):.0f} trees each): batched {len(sentences) / t_batched:.2f}, "
+          f"one at a time {len(sentences) / t_one:.2f}")
     print(f"batched / one-at-a-time speed-up: {t_one / t_batched:.1f}x")
 
     beam = BeamScorer(model, args.beam, args.word_beam, args.max_actions)

@@ -5,6 +5,10 @@ The batch at optimizer step k is a pure function of (seed, k): epoch e's order i
 uninterrupted run would have seen, with no sampler state to pickle. ``StepBatches`` also implements
 ``state_dict``/``load_state_dict`` so Lightning treats it as a resumable loader (no mid-epoch warning) — the
 state is just the number of batches consumed.
+
+Data-parallel training (DDP over ``world`` processes) draws the same global batch of ``world × batch_size``
+examples at step k and gives process ``rank`` its slice ``[rank·B, (rank+1)·B)``: together the processes see
+exactly the batch one process with ``world × batch_size`` would see.
 """
 
 from __future__ import annotations
@@ -33,11 +37,15 @@ class StepBatches:
     """An endless stream of collated training batches, resumable at any step."""
 
     def __init__(self, examples: Sequence[Any], batch_size: int, seed: int,
-                 collate: Callable[[list[Any]], Any], consumed: Callable[[], int] | None = None):
-        if batch_size > len(examples):
-            batch_size = len(examples)
+                 collate: Callable[[list[Any]], Any], consumed: Callable[[], int] | None = None,
+                 rank: int = 0, world: int = 1):
+        if not 0 <= rank < world:
+            raise ValueError(f"rank {rank} is not in a world of {world} processes")
+        if batch_size * world > len(examples):
+            batch_size = max(len(examples) // world, 1)
         self.examples = examples
         self.batch_size = batch_size
+        self.rank, self.world = rank, world
         self.seed = seed
         self.collate = collate
         self._consumed = consumed  # e.g. lambda: trainer.global_step * accumulate_grad_batches
@@ -46,7 +54,8 @@ class StepBatches:
     def __iter__(self) -> Iterator[Any]:
         index = self._consumed() if self._consumed is not None else self._start
         while True:
-            idx = batch_indices(len(self.examples), self.batch_size, self.seed, index)
+            idx = batch_indices(len(self.examples), self.batch_size * self.world, self.seed, index)
+            idx = idx[self.rank * self.batch_size : (self.rank + 1) * self.batch_size]
             yield self.collate([self.examples[i] for i in idx])
             index += 1
 

@@ -160,8 +160,9 @@ class Planner:
     """Turns the spec's evaluations into proposal tasks and eval tasks for the runs under ``root``."""
 
     def __init__(self, spec: ExperimentSpec, runs: list[Run], root: Path, data_dir: str | None = None,
-                 python: str = "python"):
+                 python: str = "python", device: str = "cpu"):
         self.spec, self.runs, self.root, self.data_dir, self.python = spec, runs, Path(root), data_dir, python
+        self.device = device  # where every eval runs (a setting of the machine, not of the task's identity)
         self.entries = evaluations(spec)
         self.exp = experiment_dir(self.root, spec)
 
@@ -249,6 +250,8 @@ class Planner:
                          str(o.get("split", task.default_split or "")), proposals, family.methods(run.config))
         assert task.arguments is not None  # evaluations() refuses unplanned tasks
         args: list[str] = ["eval", entry.name, str(checkpoint), "--out", str(out), *task.arguments(plan)]
+        if self.device != "cpu":
+            args += ["--device", self.device]
         if method is not None:
             if task.takes_method:
                 args += ["--method", method]

@@ -79,12 +79,12 @@ def overview(spec: ExperimentSpec, seeds: str | None) -> str:
 
 
 def evaluate_stage(spec: ExperimentSpec, root: Path, seeds: str | None, executor: str, data_dir: str | None = None,
-                   poll_s: float = 5.0) -> dict[str, list[str]]:
+                   poll_s: float = 5.0, device: str = "cpu") -> dict[str, list[str]]:
     """Stages 2 and 3 for the finished runs: proposal sets, then every evaluation; returns failed task keys."""
     exp = experiment_dir(root, spec)
     runs = experiment_runs(spec, seeds)
     done = [r for r in runs if run_status(folder_of(root, r), r.run_id, r.seed).state == "DONE"]
-    planner = Planner(spec, done, root, data_dir, sys.executable)
+    planner = Planner(spec, done, root, data_dir, sys.executable, device)
     for path, sentences in planner.sentence_files().items():
         if not path.exists():
             atomic_write_text(path, "".join(" ".join(words) + "\n" for words in sentences))
@@ -122,18 +122,18 @@ def _train(spec: ExperimentSpec, root: Path, seeds: str | None, executor: str, p
 
 
 def reproduce(paper: str, scale: str, root: Path, seeds: int | None = None, executor: str = "local",
-              data_dir: str | None = None, poll_s: float = 5.0, stream=None, *, write_report: ReportWriter
-              ) -> Outcome:
+              data_dir: str | None = None, poll_s: float = 5.0, stream=None, *, write_report: ReportWriter,
+              device: str = "cpu") -> Outcome:
     """Run (or resume) the reproduction of ``paper`` at ``scale``; returns the report's paths and failures."""
     return run_pipeline(spec_for(paper, scale), root, seeds, executor, data_dir, poll_s, stream,
-                        write_report=write_report)
+                        write_report=write_report, device=device)
 
 
 def run_pipeline(spec: ExperimentSpec, root: Path, seeds: int | None = None, executor: str = "local",
-                 data_dir: str | None = None, poll_s: float = 5.0, stream=None, *, write_report: ReportWriter
-                 ) -> Outcome:
+                 data_dir: str | None = None, poll_s: float = 5.0, stream=None, *, write_report: ReportWriter,
+                 device: str = "cpu") -> Outcome:
     """The five stages for any spec with evaluations and an analysis section; ``write_report`` renders the
-    analysis folder into the experiment folder."""
+    analysis folder into the experiment folder; ``device``: where the evaluations run."""
     stream = stream or sys.stderr
     started = time.monotonic()
     if seeds is not None and seeds < 1:
@@ -147,7 +147,7 @@ def run_pipeline(spec: ExperimentSpec, root: Path, seeds: int | None = None, exe
     failed["train"] = _train(spec, root, seed_text, executor, poll_s)
 
     print("[2/5] proposals, [3/5] evaluate", file=stream, flush=True)
-    failed.update(evaluate_stage(spec, root, seed_text, executor, data_dir, poll_s))
+    failed.update(evaluate_stage(spec, root, seed_text, executor, data_dir, poll_s, device))
 
     print("[4/5] analyze", file=stream, flush=True)
     marker = exp / "analysis" / "settings.json"

@@ -42,7 +42,6 @@ def train(cfg: dict[str, Any], seed: int, run_dir: Path, callbacks: Sequence[Any
 def _train(cfg: dict[str, Any], seed: int, run_dir: Path, callbacks: list[Any]) -> dict[str, Any]:
     import pytorch_lightning as pl
     import torch
-    from lightning_fabric.plugins.environments import SLURMEnvironment
     from pytorch_lightning.callbacks import ModelCheckpoint
     from pytorch_lightning.loggers import CSVLogger
 
@@ -64,6 +63,7 @@ def _train(cfg: dict[str, Any], seed: int, run_dir: Path, callbacks: list[Any]) 
     atomic_write_text(run_dir / "config.json", json.dumps({"seed": seed, **cfg}, indent=2, sort_keys=True))
 
     rt, tc = cfg["runtime"], cfg["train"]
+    hardware = trainer_hardware(rt)
     if rt.get("threads"):
         torch.set_num_threads(int(rt["threads"]))
     elif os.environ.get("SLURM_CPUS_PER_TASK"):
@@ -91,9 +91,7 @@ def _train(cfg: dict[str, Any], seed: int, run_dir: Path, callbacks: list[Any]) 
         num_sanity_val_steps=0,
         accumulate_grad_batches=int(tc.get("accumulate", 1)),
         deterministic=bool(tc.get("deterministic", True)),
-        accelerator=rt.get("accelerator", "auto"),
-        devices=1,
-        precision=rt.get("precision", "32-true"),
+        **hardware,
         logger=loggers,
         log_every_n_steps=int(tc.get("log_every", 10)),
         enable_progress_bar=_progress(rt),
@@ -101,7 +99,7 @@ def _train(cfg: dict[str, Any], seed: int, run_dir: Path, callbacks: list[Any]) 
         default_root_dir=str(run_dir),
         # LastCheckpoint owns SIGUSR1/SIGTERM: Lightning's auto-requeue (mid-step hpc checkpoints) stays off.
         plugins=[AtomicCheckpointIO(),
-                 *([SLURMEnvironment(auto_requeue=False)] if SLURMEnvironment.detect() else [])],
+                 *_cluster_environment(hardware["devices"])],
         callbacks=[
             StepSeeding(seed), NaNGuard(), Heartbeat(run_dir),
             Metadata(cfg["family"], cfg, seed, data.vocab), *callbacks, best, last,
@@ -111,8 +109,12 @@ def _train(cfg: dict[str, Any], seed: int, run_dir: Path, callbacks: list[Any]) 
         return trainer.global_step * trainer.accumulate_grad_batches
 
     train_batches = data.train_batches(int(tc["batch_size"]), seed, consumed)
-    if train_batches is None:
-        train_batches = StepBatches(data.train, int(tc["batch_size"]), seed, data.collate, consumed=consumed)
+    if train_batches is None:  # data parallel: each process takes its slice of the same global batch
+        train_batches = StepBatches(data.train, int(tc["batch_size"]), seed, data.collate, consumed=consumed,
+                                    rank=trainer.global_rank, world=trainer.world_size)
+    elif trainer.world_size > 1:
+        raise InputError(f"{cfg['family']} streams its own training batches, which are not split across "
+                         "processes: train it on one device", "runtime.devices")
     val_batches = data.valid_batches(int(tc.get("eval_batch_size", tc["batch_size"])))
     resume = ckpt_dir / "last.ckpt"
     for folder in (run_dir, ckpt_dir):  # what an attempt killed mid-write left beside DONE or a checkpoint
@@ -123,6 +125,8 @@ def _train(cfg: dict[str, Any], seed: int, run_dir: Path, callbacks: list[Any]) 
                 ckpt_path=str(resume) if resume.exists() else None, weights_only=True)
     if trainer.interrupted:
         raise InputError("training was interrupted; run the same command again to resume", str(run_dir))
+    if not trainer.is_global_zero:  # data parallel: the first process writes the run's results
+        return {"global_step": trainer.global_step, "family": cfg["family"], "seed": seed}
 
     metrics = {
         "best_val_loss": float(best.best_model_score) if best.best_model_score is not None else None,
@@ -133,6 +137,42 @@ def _train(cfg: dict[str, Any], seed: int, run_dir: Path, callbacks: list[Any]) 
     metrics.update(family.final_metrics(module, data, best.best_model_path))
     write_done(run_dir, metrics)
     return metrics
+
+
+PRECISIONS = ("32-true", "bf16-mixed", "16-mixed")
+
+
+def trainer_hardware(rt: dict[str, Any]) -> dict[str, Any]:
+    """The ``pl.Trainer`` arguments of ``runtime``: ``accelerator`` (auto | cpu | cuda | gpu), ``devices``
+    (processes, one per device: ``devices > 1`` trains data-parallel, each process on ``train.batch_size``
+    examples of every step's global batch), ``strategy`` (auto | ddp | ...; Lightning's; DDP on CPU uses gloo)
+    and ``precision`` (``PRECISIONS``; ``bf16-mixed`` is bf16 autocast with fp32 weights). A CUDA accelerator
+    where CUDA is absent is one error line, not a traceback inside Lightning."""
+    import torch
+
+    accelerator = str(rt.get("accelerator", "auto"))
+    if accelerator in ("cuda", "gpu") and not torch.cuda.is_available():
+        raise InputError(f"accelerator {accelerator!r} asked for, but CUDA is not available on this machine",
+                         "runtime.accelerator")
+    precision = str(rt.get("precision", "32-true"))
+    if precision not in PRECISIONS:
+        raise InputError(f"unknown precision {precision!r} (known: {', '.join(PRECISIONS)})", "runtime.precision")
+    devices = rt.get("devices", 1)
+    if isinstance(devices, bool) or not isinstance(devices, int) or devices < 1:
+        raise InputError(f"expected a positive number of devices, got {devices!r}", "runtime.devices")
+    return {"accelerator": accelerator, "devices": devices, "strategy": str(rt.get("strategy", "auto")),
+            "precision": precision}
+
+
+def _cluster_environment(devices: int) -> list[Any]:
+    """Lightning's view of the cluster. In a SLURM task with one device: SLURM's (auto-requeue off). With
+    several, this one process starts the others (one SLURM task per run, as the array scripts ask), so
+    Lightning's own environment, not SLURM's, which would expect one SLURM task per device."""
+    from lightning_fabric.plugins.environments import LightningEnvironment, SLURMEnvironment
+
+    if devices > 1:
+        return [LightningEnvironment()]
+    return [SLURMEnvironment(auto_requeue=False)] if SLURMEnvironment.detect() else []
 
 
 def _progress(rt: dict[str, Any]) -> bool:

@@ -37,6 +37,27 @@ def natural(text: str) -> int:
     return value
 
 
+DEVICES = ("cpu", "cuda")
+
+
+def add_device_argument(p: argparse.ArgumentParser) -> None:
+    """``--device cpu|cuda`` of every command that scores with a model."""
+    p.add_argument("--device", default="cpu", choices=DEVICES,
+                   help="where the model runs (default cpu; cuda: the first visible GPU, batched)")
+
+
+def checked_device(device: str) -> str:
+    """``device``, after checking that CUDA is there when asked for (one error line otherwise)."""
+    import torch
+
+    from lightning_modules.errors import InputError
+
+    if device == "cuda" and not torch.cuda.is_available():
+        raise InputError("CUDA is not available on this machine (no GPU or a CPU-only torch): use --device cpu",
+                         "--device")
+    return device
+
+
 def positive_float(text: str) -> float:
     """A finite number > 0 (temperatures, intervals)."""
     value = _number(text, float)

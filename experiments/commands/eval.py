@@ -17,7 +17,7 @@ import json
 import sys
 from pathlib import Path
 
-from experiments.commands.arguments import natural, positive_int
+from experiments.commands.arguments import add_device_argument, natural, positive_int
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -330,6 +330,7 @@ def add_dyck(tasks: argparse._SubParsersAction) -> None:
     p.add_argument("--beam", type=positive_int, default=50,
                    help="beam over attachment histories for pushdown checkpoints (default 50, as official)")
     p.add_argument("--seed", type=natural, default=0, help="seed of the test sets (default 0)")
+    add_device_argument(p)
     p.add_argument("--tape", default="beam", choices=("beam", "silver"),
                    help="pushdown: infer the attachments with the beam (default, the protocol) or read each "
                         "prefix's silver tape (an oracle that isolates the next-token predictor)")
@@ -364,6 +365,7 @@ def add_terminals(tasks: argparse._SubParsersAction) -> None:
                     "checkpoints read whole documents. The inputs of TG §4.2's frequency and copying "
                     "regressions (synbench analyze).")
     p.add_argument("checkpoint", help="TG-family checkpoint (RUN/checkpoints/best.ckpt)")
+    add_device_argument(p)
     p.add_argument("--corpus", default="ptb-sample", help="corpus name or treebank file (default ptb-sample)")
     p.add_argument("--split", default="valid", help="split (default valid)")
     _limit(p)
@@ -381,9 +383,11 @@ def run_terminals(args: argparse.Namespace) -> int:
 
 def _family_evaluation(task: str, args: argparse.Namespace) -> tuple[dict, int, int]:
     """A task the model's family evaluates itself (``terminals``, ``dyck``), after checking it applies."""
+    from experiments.commands.arguments import checked_device
     from experiments.families import checkpoint_family
     from lightning_modules.errors import InputError
 
+    checked_device(args.device)
     if not Path(args.checkpoint).is_file():
         raise InputError("model file not found", str(args.checkpoint))
     adapter, meta = checkpoint_family(args.checkpoint)

@@ -12,12 +12,14 @@ import argparse
 import sys
 
 from experiments.commands import add_experiment_arguments
+from experiments.commands.arguments import add_device_argument, checked_device
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("evaluate", help="run an experiment's evaluations on its finished runs", description=__doc__)
     add_experiment_arguments(p)
     p.add_argument("--executor", default="local", choices=("local", "slurm", "submitit"))
+    add_device_argument(p)
     p.set_defaults(func=run)
 
 
@@ -26,8 +28,10 @@ def run(args: argparse.Namespace) -> int:
     from experiments.reproduce import evaluate_stage
     from experiments.runs import runs_root
 
+    checked_device(args.device)  # before any stage: every eval would fail on it
     spec = load_spec(args.experiment)
-    failed = evaluate_stage(spec, runs_root(args.runs_dir), args.seeds, args.executor, args.data_dir)
+    failed = evaluate_stage(spec, runs_root(args.runs_dir), args.seeds, args.executor, args.data_dir,
+                            device=args.device)
     for stage, keys in failed.items():
         if keys:
             print(f"synbench: {stage}: {len(keys)} task(s) failed: {', '.join(keys)}", file=sys.stderr)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from experiments.commands.arguments import positive_float, positive_int
+from experiments.commands.arguments import add_device_argument, checked_device, positive_float, positive_int
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -32,6 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="where training, evaluation and analysis run (default local)")
     p.add_argument("--runs-dir", type=Path, help="parent of experiment folders (default: $SYNBENCH_RUNS or ./runs)")
     p.add_argument("--data-dir", help="data directory (default: $SYNBENCH_DATA or ~/.cache/synbench/data)")
+    add_device_argument(p)
     p.add_argument("--poll", type=positive_float, default=5.0, metavar="S", help="seconds between progress checks")
     p.set_defaults(func=run)
 
@@ -41,8 +42,9 @@ def run(args: argparse.Namespace) -> int:
     from experiments.reproduce import reproduce
     from experiments.runs import runs_root
 
+    checked_device(args.device)  # before any stage: every eval would fail on it
     outcome = reproduce(args.paper, args.scale, runs_root(args.runs_dir), args.seeds, args.executor,
-                        args.data_dir, args.poll, write_report=write_report)
+                        args.data_dir, args.poll, write_report=write_report, device=args.device)
     if outcome.report_md is not None:
         print(headline_table(outcome.report_md.parent / "analysis"))
         print(f"report: {outcome.report_md}\n        {outcome.report_html}")

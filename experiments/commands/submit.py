@@ -12,6 +12,9 @@ import json
 from collections import Counter
 from pathlib import Path
 
+from experiments.commands.arguments import positive_int
+from lightning_modules.errors import InputError
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -37,6 +40,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="print what would run (and the sbatch script for slurm); submit nothing, write nothing",
     )
     p.add_argument(
+        "--runs-per-gpu", type=positive_int, metavar="K",
+        help="slurm: pack K runs per GPU into each array task, each its own process and run folder "
+        "(launcher.slurm.runs_per_gpu; default 1)",
+    )
+    p.add_argument(
         "--wait", action="store_true", help="wait until the submitted runs end, then print the status"
     )
     p.add_argument(
@@ -51,6 +59,11 @@ def run(args: argparse.Namespace) -> int:
     from experiments.submit import describe, execute, plan_submission, wait_for
 
     spec = load_spec(args.experiment)
+    if args.runs_per_gpu is not None:
+        if args.executor != "slurm":
+            raise InputError("--runs-per-gpu packs SLURM array tasks (--executor slurm); locally, "
+                             "launcher.local.max_parallel runs side by side", "--runs-per-gpu")
+        spec.launcher.setdefault("slurm", {})["runs_per_gpu"] = args.runs_per_gpu
     plan = plan_submission(spec, runs_root(args.runs_dir), args.seeds, args.only_missing)
     if args.dry_run:
         print(describe(plan, args.executor))

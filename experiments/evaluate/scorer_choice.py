@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from experiments.commands.arguments import natural, positive_int
+from experiments.commands.arguments import add_device_argument, checked_device, natural, positive_int
 from experiments.evaluate.scorer import Scorer
 from experiments.families.adapter import ScoringRequest
 from lightning_modules.data.checksums import file_sha256
@@ -65,7 +65,7 @@ def add_arguments(p: argparse.ArgumentParser, methods: Sequence[str] = ("exact",
                         "the best K are kept regardless (Stern et al. 2017; DTG: 0); default: every word kept")
     p.add_argument("--batch-size", type=positive_int, default=32,
                    help="sequences per forward pass (results do not depend on it)")
-    p.add_argument("--device", default="cpu", help="torch device of the model (default cpu; e.g. cuda)")
+    add_device_argument(p)
     p.add_argument("--precision", default="float32", choices=("float32", "float16", "bfloat16"),
                    help="hf: models only: weights' precision (half precision on GPU only; default float32)")
     p.add_argument("--out", type=Path, metavar="DIR",
@@ -114,6 +114,7 @@ def choose(args: argparse.Namespace, gold: TreeSource | None = None, documents: 
                         ("--max-actions", args.max_actions), ("--batch-size", args.batch_size)):
         if value < 1:
             raise InputError("must be at least 1", flag)
+    checked_device(getattr(args, "device", "cpu"))
     fast_track = getattr(args, "fast_track", None)
     if fast_track is not None and fast_track < 0:
         raise InputError("must be at least 0", "--fast-track")

@@ -7,6 +7,12 @@ training command of its manifest line, and the time-limit signal goes to the bat
 (``--signal=B:SIGUSR1@90``; without ``B:`` SLURM signals only ``srun`` steps, of which there are none), so it
 reaches the training process, which checkpoints and requeues its own task (``--requeue``); the requeued task
 resumes from the run folder.
+
+GPUs: ``gpus: N`` (with ``gpu_type``) requests ``--gres=gpu[:TYPE]:N`` per task, ``cpus_per_gpu`` and
+``mem_per_gpu`` the CPUs and memory per GPU (SLURM's ``--cpus-per-gpu`` / ``--mem-per-gpu``, which replace
+``--cpus-per-task`` / ``--mem``). ``runs_per_gpu: K`` packs K runs per GPU into each array task (K x the GPUs
+of a task): the task runs ``experiments.launchers.pack`` over K consecutive manifest lines, each its own
+process and run folder, sharing the task's GPUs and CPUs (small models leave most of a GPU idle).
 """
 
 from __future__ import annotations
@@ -54,6 +60,11 @@ class SlurmOptions:
     cpus_per_task: int = 1
     mem: str | None = "2G"
     gres: str | None = None
+    gpus: int | None = None
+    gpu_type: str | None = None
+    cpus_per_gpu: int | None = None
+    mem_per_gpu: str | None = None
+    runs_per_gpu: int = 1
     account: str | None = None
     qos: str | None = None
     max_parallel: int = 32
@@ -69,17 +80,24 @@ class SlurmOptions:
                 raise InputError(
                     f"launcher.slurm.{key}: unknown option (known: {', '.join(sorted(known))})", where
                 )
-        for key in ("cpus_per_task", "max_parallel"):
+        for key in ("cpus_per_task", "max_parallel", "gpus", "cpus_per_gpu", "runs_per_gpu"):
             value = options.get(key, 1)
+            if value is None and key in ("gpus", "cpus_per_gpu"):
+                continue
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InputError(f"launcher.slurm.{key}: expected a positive integer, got {value!r}", where)
+        if options.get("gres") is not None and options.get("gpus") is not None:
+            raise InputError("launcher.slurm.gres: give either gres or gpus (which writes --gres=gpu:N)", where)
+        for key in ("gpu_type", "cpus_per_gpu", "mem_per_gpu"):
+            if options.get(key) is not None and options.get("gpus") is None:
+                raise InputError(f"launcher.slurm.{key}: needs launcher.slurm.gpus (the GPUs per task)", where)
         if "time" in options and not isinstance(options["time"], str):
             raise InputError(
                 f'launcher.slurm.time: expected a string like "01:00:00" (quote it: YAML reads '
                 f"unquoted 10:00 as the number 600), got {options['time']!r}",
                 where,
             )
-        strings = ("partition", "time", "mem", "gres", "account", "qos", "job_name")
+        strings = ("partition", "time", "mem", "gres", "gpu_type", "mem_per_gpu", "account", "qos", "job_name")
         for key in strings:
             value = options.get(key)
             if value is not None and (isinstance(value, bool) or not isinstance(value, str | int)):
@@ -95,7 +113,21 @@ class SlurmOptions:
             )
         fields = {k: str(v) if k in strings and v is not None else v for k, v in options.items()}
         fields["additional"] = {k: str(v) for k, v in additional.items()}
+        if fields.get("mem_per_gpu") is not None:
+            fields["mem"] = None  # SLURM refuses --mem beside --mem-per-gpu
         return cls(**fields)
+
+    @property
+    def runs_per_task(self) -> int:
+        """Runs packed into one array task: ``runs_per_gpu`` for each of its GPUs (at least one)."""
+        return self.runs_per_gpu * (self.gpus or 1)
+
+    @property
+    def gpu_gres(self) -> str | None:
+        """The ``--gres`` value: ``gres`` as given, or ``gpu[:TYPE]:N`` from ``gpus``."""
+        if self.gpus is None:
+            return self.gres
+        return f"gpu:{self.gpu_type}:{self.gpus}" if self.gpu_type else f"gpu:{self.gpus}"
 
 
 def _safe(value: str, what: str) -> str:
@@ -110,8 +142,11 @@ def _directives(options: SlurmOptions) -> list[str]:
     pairs = [
         ("partition", options.partition),
         ("time", options.time),
+        ("cpus-per-task", options.cpus_per_task if options.cpus_per_gpu is None else None),
         ("mem", options.mem),
-        ("gres", options.gres),
+        ("gres", options.gpu_gres),
+        ("cpus-per-gpu", options.cpus_per_gpu),
+        ("mem-per-gpu", options.mem_per_gpu),
         ("account", options.account),
         ("qos", options.qos),
         *options.additional.items(),
@@ -125,7 +160,7 @@ def _directives(options: SlurmOptions) -> list[str]:
 
 def render_array_script(
     experiment: str,
-    n_tasks: int,
+    n_runs: int,
     manifest: Path,
     log_dir: Path,
     options: SlurmOptions,
@@ -133,19 +168,22 @@ def render_array_script(
     python: str = sys.executable,
     template: Path = TEMPLATE,
 ) -> str:
-    """The sbatch script of an ``n_tasks``-task array that runs ``manifest`` line ``$SLURM_ARRAY_TASK_ID``."""
-    if n_tasks < 1:
+    """The sbatch script of an array over the ``n_runs`` lines of ``manifest``: task i runs lines
+    ``i·P .. i·P + P - 1`` (P = ``options.runs_per_task``; one line per task by default)."""
+    if n_runs < 1:
         raise InputError("nothing to submit (no runs)")
+    per_task = options.runs_per_task
+    n_tasks = -(-n_runs // per_task)
     # sbatch expands %A, %a, %j... in --output; a literal % in the folder name must be doubled.
     output = str(Path(log_dir).resolve() / "slurm-%A_%a.out")
     output = output[: output.rindex("/")].replace("%", "%%") + "/slurm-%A_%a.out"
     values = {
         "EXPERIMENT": _safe(experiment, "experiment name"),
-        "N_TASKS": str(n_tasks),
+        "N_RUNS": str(n_runs),
+        "RUNS_PER_TASK": str(per_task),
         "JOB_NAME": _safe(options.job_name or f"synbench-{experiment}", "launcher.slurm.job_name"),
         "LAST_INDEX": str(n_tasks - 1),
         "MAX_PARALLEL": str(options.max_parallel),
-        "CPUS_PER_TASK": str(options.cpus_per_task),
         "OUTPUT": _safe(output, "log folder"),
         "WORKDIR": _safe(str(Path(workdir).resolve()), "working directory"),
         "PYTHON": _safe(python, "python interpreter"),
@@ -222,7 +260,8 @@ def submit_array(
     submitted_at = time.time()
     job_id = sbatch([str(script)])
     for task in tasks:
-        write_queued(Path(task.run_dir), EXECUTOR, f"{job_id}_{task.index}", submitted_at)
+        write_queued(Path(task.run_dir), EXECUTOR, f"{job_id}_{task.index // options.runs_per_task}",
+                     submitted_at)
     atomic_write_text(folder / "JOB_ID", job_id + "\n")
     return job_id
 
@@ -245,7 +284,7 @@ def submit_arrays(
 ) -> list[str]:
     """Submit the tasks as array jobs of at most ``MaxArraySize`` tasks each (one job when they fit; each
     array's tasks indexed from 0 in its own manifest); returns the array job ids in order."""
-    size = max_array_size()
+    size = max_array_size() * options.runs_per_task
     return [
         submit_array([replace(task, index=i) for i, task in enumerate(tasks[start:start + size])], experiment,
                      exp_dir, options, workdir, python)

@@ -68,6 +68,9 @@ def submit_submitit(
 ) -> list[Any]:
     """Submit the tasks with ``executor.map_array``; returns submitit jobs (``job.result()`` waits) and writes
     each run's ``QUEUED`` marker with the job's SLURM id."""
+    if options.runs_per_task > 1:
+        raise InputError("launcher.slurm.runs_per_gpu: runs are packed into array tasks by --executor slurm "
+                         "only", "--executor")
     submitit = _import_submitit()
     folder = Path(exp_dir) / "submitit"
     executor = submitit.AutoExecutor(folder=str(folder / "%j"), cluster=cluster)
@@ -80,7 +83,9 @@ def submit_submitit(
         slurm_signal_delay_s=90,
         **({"mem_gb": mem_gb} if mem_gb is not None else {}),
         **({"slurm_partition": options.partition} if options.partition else {}),
-        **({"slurm_gres": options.gres} if options.gres else {}),
+        **({"slurm_gres": options.gpu_gres} if options.gpu_gres else {}),
+        **({"slurm_cpus_per_gpu": options.cpus_per_gpu} if options.cpus_per_gpu else {}),
+        **({"slurm_mem_per_gpu": options.mem_per_gpu} if options.mem_per_gpu else {}),
         **({"slurm_account": options.account} if options.account else {}),
         **({"slurm_qos": options.qos} if options.qos else {}),
         **({"slurm_additional_parameters": dict(options.additional)} if options.additional else {}),

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from torch.nn.attention.flex_attention import BlockMask, create_block_mask, flex_attention
+from torch.nn.attention.flex_attention import BlockMask, flex_attention
 
 from lightning_modules.layers.multi_head import MultiHeadProjections
 
@@ -75,16 +75,37 @@ class AttentionPattern:
               flex: bool) -> AttentionPattern:
         mask = attn_mask.bool()
         index = None if relpos is None else position_index(relpos.long(), min_rel, max_rel)
-        block_mask = None
-        if flex:
-            batch, length, keys = mask.shape
-
-            def mask_mod(b, h, q, kv):
-                return mask[b, q, kv]
-
-            block_mask = create_block_mask(mask_mod, batch, None, length, keys, device=mask.device,
-                                           _compile=mask.is_cuda)
+        block_mask = block_mask_of(mask) if flex else None
         return cls(mask=mask, index=index, row_valid=mask.any(-1), block_mask=block_mask)
+
+
+def block_mask_of(mask: Tensor, block_size: int = 128) -> BlockMask:
+    """FlexAttention's block mask of a [B, L, K] boolean mask, built where the mask lives (the GPU in training:
+    ``encodings.batch.Batch`` densifies its sparse attend lists on the device).
+
+    One reduction counts the attended pairs of every (query block, key block) tile: an empty tile is skipped,
+    a full one computed without ``mask_mod``, a partial one masked element-wise. This replaces
+    ``create_block_mask``, which evaluates ``mask_mod`` over all B·L·K pairs (and needs compiling to be fast).
+    """
+    batch, length, keys = mask.shape
+    n_q, n_kv = -(-length // block_size), -(-keys // block_size)
+    padded = F.pad(mask, (0, n_kv * block_size - keys, 0, n_q * block_size - length))
+    counts = padded.view(batch, n_q, block_size, n_kv, block_size).sum((2, 4), dtype=torch.int32)
+    full = counts == block_size * block_size  # as create_block_mask: a tile cut by the sequence end is partial
+    partial = (counts > 0) & ~full
+
+    def blocks(chosen: Tensor) -> tuple[Tensor, Tensor]:
+        """(number, indices first) of the chosen key blocks per query block: [B, 1, n_q], [B, 1, n_q, n_kv]."""
+        order = torch.argsort((~chosen).to(torch.int8), dim=-1, stable=True).to(torch.int32)
+        return chosen.sum(-1, dtype=torch.int32)[:, None], order[:, None]
+
+    def mask_mod(b, h, q, kv):
+        return mask[b, q, kv]
+
+    kv_num, kv_idx = blocks(partial)
+    full_num, full_idx = blocks(full)
+    return BlockMask.from_kv_blocks(kv_num, kv_idx, full_num, full_idx, BLOCK_SIZE=block_size, mask_mod=mask_mod,
+                                    seq_lengths=(length, keys))
 
 
 def gather_position_logits(pos_logits: Tensor, index: Tensor) -> Tensor:

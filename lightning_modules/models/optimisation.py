@@ -31,3 +31,22 @@ class ScheduledClipping:
         """Always clip by global norm to ``config.grad_clip_norm`` (the official 3.0 for TG and Pushdown)."""
         self.clip_gradients(optimizer, gradient_clip_val=self.config.grad_clip_norm,  # type: ignore[attr-defined]
                             gradient_clip_algorithm="norm")
+
+
+def global_token_mean(module: Any, total: torch.Tensor, count: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(loss to backpropagate, loss to log) for a summed NLL ``total`` over ``count`` tokens of this process.
+
+    On one process both are ``total / count``. Data-parallel (DDP averages the processes' gradients), the
+    backpropagated loss is ``total · world / global_count``, so the averaged gradient is exactly that of the
+    token mean over the global batch, as one process on the whole batch computes it; the logged loss is that
+    global token mean (the ``count`` and the detached ``total`` summed over processes).
+    """
+    trainer = getattr(module, "_trainer", None)
+    world = trainer.world_size if trainer is not None else 1
+    if world == 1:
+        loss = total / count.clamp(min=1)
+        return loss, loss.detach()
+    strategy = trainer.strategy
+    global_count = strategy.reduce(count.float(), reduce_op="sum").clamp(min=1)
+    logged = strategy.reduce(total.detach().clone(), reduce_op="sum") / global_count  # reduces in place
+    return total * world / global_count, logged

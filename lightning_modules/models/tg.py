@@ -37,7 +37,7 @@ from lightning_modules.errors import InputError
 from lightning_modules.layers.txl_core import TransformerXL
 from lightning_modules.models.config_fields import checked_values
 from lightning_modules.models.lr_schedule import stepwise_scheduler
-from lightning_modules.models.optimisation import ScheduledClipping
+from lightning_modules.models.optimisation import ScheduledClipping, global_token_mean
 
 FAMILIES = ("tg", "txl-trees", "txl-terminals")
 RELPOS_KINDS = ("delta_depth", "linear", "none")
@@ -224,8 +224,8 @@ class TransformerGrammarLM(ScheduledClipping, pl.LightningModule):
     # ---- Lightning hooks -----------------------------------------------------------------------------------
     def training_step(self, batch: Sequence[Chunk], batch_idx: int) -> Tensor:
         total, count = self.nll(batch)
-        loss = total / count.clamp(min=1)
-        self.log("train/loss", loss, prog_bar=True, batch_size=int(count))
+        loss, logged = global_token_mean(self, total, count)  # data parallel: the global batch's token mean
+        self.log("train/loss", logged, prog_bar=True, batch_size=int(count))
         return loss
 
     def validation_step(self, batch: Sequence[Chunk], batch_idx: int) -> None:

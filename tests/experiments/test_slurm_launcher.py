@@ -116,8 +116,8 @@ def test_rendered_script_has_the_array_contract(tmp_path):
         "#SBATCH --gres=gpu:1",
         "#SBATCH --constraint=v100",
         f"#SBATCH --output={tmp_path}/logs/slurm-%A_%a.out",
-        'export OMP_NUM_THREADS="$SLURM_CPUS_PER_TASK" MKL_NUM_THREADS="$SLURM_CPUS_PER_TASK"',
-        f'exec /usr/bin/python3 -m experiments.launchers.manifest {tmp_path}/m.jsonl "$SLURM_ARRAY_TASK_ID"',
+        'export SLURM_CPUS_PER_TASK="$CPUS" OMP_NUM_THREADS="$CPUS" MKL_NUM_THREADS="$CPUS"',
+        f'exec /usr/bin/python3 -m experiments.launchers.pack {tmp_path}/m.jsonl "$SLURM_ARRAY_TASK_ID" 1',
     ):
         assert line in text.splitlines(), line
     assert "@" not in text.replace("@90", "")
@@ -141,7 +141,7 @@ def test_hostile_values_are_quoted_or_refused(tmp_path):
         text=True,
         env={"SLURM_ARRAY_TASK_ID": "1"},
     ).stdout.split("\0")
-    assert words[:4] == [hostile, "-m", "experiments.launchers.manifest", str(folder.resolve() / "m.jsonl")]
+    assert words[:6] == [hostile, "-m", "experiments.launchers.pack", str(folder.resolve() / "m.jsonl"), "1", "1"]
     assert not sentinel.exists()
     for bad in ("two\nlines", "back\\slash", "nul\0"):
         with pytest.raises(InputError, match="not allowed"):
@@ -152,6 +152,38 @@ def test_hostile_values_are_quoted_or_refused(tmp_path):
             slurm.render_array_script(bad, 1, tmp_path / "m", tmp_path, slurm.SlurmOptions(), tmp_path)
 
 
+def test_gpu_options_render_gres_and_per_gpu_resources(tmp_path):
+    options = slurm.SlurmOptions.from_mapping(
+        {"gpus": 2, "gpu_type": "h100", "cpus_per_gpu": 8, "mem_per_gpu": "64G", "runs_per_gpu": 3})
+    text = slurm.render_array_script("gpu", 13, tmp_path / "m.jsonl", tmp_path / "logs", options, tmp_path,
+                                     python="/usr/bin/python3")
+    lines = text.splitlines()
+    for line in ("#SBATCH --gres=gpu:h100:2", "#SBATCH --cpus-per-gpu=8", "#SBATCH --mem-per-gpu=64G",
+                 "#SBATCH --array=0-2%32",  # 13 runs, 3 per GPU x 2 GPUs = 6 per task: 3 tasks
+                 f'exec /usr/bin/python3 -m experiments.launchers.pack {tmp_path}/m.jsonl "$SLURM_ARRAY_TASK_ID" 6'):
+        assert line in lines, line
+    # SLURM refuses --cpus-per-task beside --cpus-per-gpu and --mem beside --mem-per-gpu
+    assert not any(line.startswith(("#SBATCH --cpus-per-task", "#SBATCH --mem=")) for line in lines)
+    assert subprocess.run(["bash", "-n"], input=text, text=True).returncode == 0
+    plain = slurm.render_array_script("gpu", 4, tmp_path / "m.jsonl", tmp_path, slurm.SlurmOptions(gpus=1),
+                                      tmp_path)
+    assert "#SBATCH --gres=gpu:1" in plain.splitlines() and "#SBATCH --mem=2G" in plain.splitlines()
+    # every value shell-quoted, as the other options
+    hostile = slurm.SlurmOptions.from_mapping({"gpus": 1, "gpu_type": "a b;c", "mem_per_gpu": "$(x)"})
+    text = slurm.render_array_script("gpu", 1, tmp_path / "m.jsonl", tmp_path, hostile, tmp_path)
+    assert "#SBATCH --gres='gpu:a b;c:1'" in text and "#SBATCH --mem-per-gpu='$(x)'" in text
+
+
+def test_the_cpus_of_a_gpu_task_reach_the_runs(tmp_path):
+    """The script's thread count: --cpus-per-task, else --cpus-per-gpu times the task's GPUs."""
+    text = slurm.render_array_script("gpu", 1, tmp_path / "m.jsonl", tmp_path, slurm.SlurmOptions(), tmp_path)
+    [line] = [line for line in text.splitlines() if line.startswith("CPUS=")]
+    for env, cpus in (({"SLURM_CPUS_PER_TASK": "3"}, "3"),
+                      ({"SLURM_CPUS_PER_GPU": "8", "SLURM_GPUS_ON_NODE": "2"}, "16")):
+        out = subprocess.run(["bash", "-c", line + '; echo "$CPUS"'], env=env, capture_output=True, text=True)
+        assert out.stdout.strip() == cpus
+
+
 def test_options_validation():
     assert slurm.SlurmOptions.from_mapping({"mem": 2000, "max_parallel": 3}).mem == "2000"
     for options, message in (
@@ -160,6 +192,10 @@ def test_options_validation():
         ({"max_parallel": 0}, "positive integer"),
         ({"additional": {"Bad Opt": 1}}, "option names"),
         ({"partition": True}, "expected a string"),
+        ({"gpus": 0}, "positive integer"),
+        ({"runs_per_gpu": 0}, "positive integer"),
+        ({"gpus": 1, "gres": "gpu:1"}, "either gres or gpus"),
+        ({"cpus_per_gpu": 4}, "needs launcher.slurm.gpus"),
     ):
         with pytest.raises(InputError, match=message):
             slurm.SlurmOptions.from_mapping(options, "exp.yaml:9")

@@ -147,5 +147,5 @@ class PushdownFamily(Family):
         from experiments.families.pushdown import dyck
 
         result, computed = dyck.evaluate(args.checkpoint, args.sets, args.size, args.beam, args.seed, args.out,
-                                         args.tape)
+                                         args.tape, getattr(args, "device", "cpu"))
         return result, computed, result["settings"]["prefixes"]

@@ -37,7 +37,8 @@ ACCURACY = ("closing-bracket accuracy: argmax of the next-token distribution res
 
 
 def evaluate(model_path: str | Path, sets: Sequence[str] | None = None, size: int | None = None, beam: int = 50,
-             seed: int = 0, out: str | Path | None = None, tape: str = "beam") -> tuple[dict[str, Any], int]:
+             seed: int = 0, out: str | Path | None = None, tape: str = "beam",
+             device: str = "cpu") -> tuple[dict[str, Any], int]:
     """Score every prefix of the chosen sets (only those missing from the cache); accuracy per set.
 
     ``tape`` (pushdown only): ``beam`` infers the attachments (the model's own prediction, the protocol);
@@ -54,7 +55,7 @@ def evaluate(model_path: str | Path, sets: Sequence[str] | None = None, size: in
         raise InputError(f"must be positive, got {size}", "--size")
     if seed < 0:
         raise InputError(f"must be >= 0, got {seed}", "--seed")
-    model = PushdownModel.load(str(model_path))
+    model = PushdownModel.load(str(model_path), device)
     data = model.config.get("data", {})
     if data.get("corpus") != "dyck":
         raise InputError(f"not a Dyck run (data.corpus = {data.get('corpus')!r})", str(model_path))

@@ -177,7 +177,8 @@ class TGFamily(Family):
         from experiments.families.tg import terminals
 
         sentences = ppl.read_sentences(args.corpus, args.split, args.limit, args.data_dir, trees=True)
-        result, computed = terminals.evaluate(args.checkpoint, sentences, args.out, args.data_dir)
+        result, computed = terminals.evaluate(args.checkpoint, sentences, args.out, args.data_dir,
+                                              getattr(args, "device", "cpu"))
         return result, computed, result["metrics"]["items"]
 
 

@@ -72,11 +72,12 @@ def item_terminals(model: Any, trees: Sequence[Tree], level: str) -> tuple[list[
 
 
 def evaluate(model_path: str | Path, sentences: Sentences, out: str | Path | None = None,
-             data_dir: str | None = None) -> tuple[dict[str, Any], int]:
-    """Score every terminal of the split (only the items missing from the cache); write the results."""
+             data_dir: str | None = None, device: str = "cpu") -> tuple[dict[str, Any], int]:
+    """Score every terminal of the split (only the items missing from the cache) on ``device``; write the
+    results."""
     from experiments.families.tg.scorers import TGModel
 
-    model = TGModel.load(str(model_path))
+    model = TGModel.load(str(model_path), device)
     level = model.level
     train_counts = Counter(training_units(model, data_dir))
     unit_of = (lambda row: row["word"]) if model.vocab_kind == "words" else (lambda row: row["token"])
