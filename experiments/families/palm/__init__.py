@@ -31,7 +31,7 @@ class PalmFamily(Family):
     """AWD-LSTM and PaLM-U/S/RB: LSTM language models over a token stream, PaLM with span attention."""
 
     names = ("awd-lstm", "palm-u", "palm-s", "palm-rb")
-    config_ranges = {"switch_after": Range(0)}  # 0: NT-ASGD's non-monotone trigger decides the switch
+    config_ranges = {"switch_after": Range(0), "finetune_after": Range(0)}  # 0: the NT trigger switches; no finetuning
     paper = "palm"
 
     def kind(self, config: dict[str, Any] | None = None) -> str:
