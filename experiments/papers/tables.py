@@ -14,6 +14,8 @@ from dataclasses import dataclass
 METRIC_TITLES = {
     "ppl": "perplexity (test)",
     "val_ppl": "perplexity (validation)",
+    "ppl_stream": "perplexity (test, stream-level)",
+    "unsupervised_f1": "unlabeled F1, sentence-level (%)",
     "sg": "SG score (%)",
     "blimp": "BLiMP accuracy (%)",
     "f1": "bracket F1 (%)",

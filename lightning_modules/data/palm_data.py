@@ -68,6 +68,7 @@ class StreamData(TrainData):
     train_ids: np.ndarray | None = None
     train_targets: np.ndarray | None = None  # palm-s: aligned span targets
     valid_ids: np.ndarray | None = None
+    test_ids: np.ndarray | None = None  # the corpus's test split, for the stream-level test perplexity
     bptt: int = 70
 
     def train_batches(self, batch_size: int, seed: int, consumed: Callable[[], int]) -> StreamBatches:
@@ -77,12 +78,17 @@ class StreamData(TrainData):
 
     def valid_batches(self, batch_size: int) -> FixedBatches:
         assert self.valid_ids is not None
-        rows, _ = batchify(self.valid_ids, min(batch_size, max(len(self.valid_ids) // 2, 1)))
+        return self.eval_batches(self.valid_ids, batch_size)
+
+    def eval_batches(self, ids: np.ndarray, batch_size: int) -> FixedBatches:
+        """A held-out stream in ``batch_size`` parallel rows of consecutive ``bptt`` windows."""
+        rows, _ = batchify(ids, min(batch_size, max(len(ids) // 2, 1)))
         return FixedBatches(fixed_windows(rows, None, self.bptt))
 
 
 def build(family: str, cfg: dict[str, Any]) -> StreamData:
-    """The configured training and validation splits as streams, the vocabulary from the training split."""
+    """The configured training and validation splits as streams, the vocabulary from the training split, and
+    the test split (``data.test_split``, default ``test``) when the corpus has one."""
     data, model = cfg["data"], cfg["model"]
     corpus = load_corpus(data["corpus"], cfg["runtime"].get("data_dir"))
     if corpus.kind != "constituency":
@@ -99,10 +105,15 @@ def build(family: str, cfg: dict[str, Any]) -> StreamData:
     index = {w: i for i, w in enumerate(tokens)}
     train_ids = np.array(stream_ids((s.words for s in train), index), dtype=np.int64)
     valid_ids = np.array(stream_ids((s.words for s in valid), index), dtype=np.int64)
+    test_name = data.get("test_split", "test")
+    test_ids = (np.array(stream_ids((s.words for s in split_sentences(corpus.splits[test_name])), index),
+                         dtype=np.int64) if test_name in corpus.splits else None)
     targets = aligned_targets(train, int(model.get("max_span", 20))) if family == "palm-s" else None
     return StreamData(
         train=train, valid=valid, collate=list, vocab={"tokens": tokens, "eos": EOS}, vocab_size=len(tokens),
         valid_words=int(len(valid_ids)), train_ids=train_ids, train_targets=targets, valid_ids=valid_ids,
+        test_ids=test_ids,
         bptt=int(model.get("bptt", 70)),
-        stats={"train_tokens": int(len(train_ids)), "valid_tokens": int(len(valid_ids)), "vocab_size": len(tokens),
+        stats={"train_tokens": int(len(train_ids)), "valid_tokens": int(len(valid_ids)),
+               **({} if test_ids is None else {"test_tokens": int(len(test_ids))}), "vocab_size": len(tokens),
                "train_sentences": len(train), "valid_sentences": len(valid)})
