@@ -35,7 +35,9 @@ class PalmFamily(Family):
     """AWD-LSTM and PaLM-U/S/RB: LSTM language models over a token stream, PaLM with span attention."""
 
     names = ("awd-lstm", "palm-u", "palm-s", "palm-rb")
-    config_ranges = {"switch_after": Range(0), "finetune_after": Range(0)}  # 0: the NT trigger switches; no finetuning
+    # switch_after 0: the NT trigger switches; finetune_after 0: no finetuning; max_steps 0: an untrained model
+    # (Table 4's random-initialisation row)
+    config_ranges = {"switch_after": Range(0), "finetune_after": Range(0), "max_steps": Range(0)}
     paper = "palm"
 
     def kind(self, config: dict[str, Any] | None = None) -> str:
