@@ -3,7 +3,9 @@ PaLM-S's span targets aligned to every token (``encodings.palm``), read in trunc
 
 The gold spans of PaLM-S come from the tree binarized as the official code does (nltk's right-factored
 ``chomsky_normal_form`` of the cleaned tree) and then stripped of punctuation; trivial spans (single words, the
-whole sentence) are never targets. ``model.vocab_size`` caps the vocabulary (10,000: Mikolov's); the module is
+whole sentence) are never targets. A text corpus (``corpora``: a user's WikiText-2 copy) is read as written,
+one line one sentence, without Mikolov's normalisation and without trees (no PaLM-S). ``model.vocab_size``
+caps the vocabulary (10,000: Mikolov's; WikiText-2 has 33,278 types with ``<eos>``); the module is
 built with the size the training split gives.
 """
 
@@ -43,10 +45,13 @@ def stream_sentence(tree: Tree) -> StreamSentence | None:
     return StreamSentence(tuple(words_tree.leaves()), frozenset(nontrivial_spans(binary)))
 
 
-def split_sentences(documents: Sequence[Any]) -> list[StreamSentence]:
+def split_sentences(documents: Sequence[Any], kind: str = "constituency") -> list[StreamSentence]:
     out = []
     for doc in documents:
         for location, tree in doc.sentences:
+            if kind == "text":  # a line as written (a blank line still ends with <eos>)
+                out.append(StreamSentence(tuple(tree.leaves()), frozenset()))
+                continue
             try:
                 sentence = stream_sentence(tree)
             except InputError as e:
@@ -91,22 +96,26 @@ def build(family: str, cfg: dict[str, Any]) -> StreamData:
     the test split (``data.test_split``, default ``test``) when the corpus has one."""
     data, model = cfg["data"], cfg["model"]
     corpus = load_corpus(data["corpus"], cfg["runtime"].get("data_dir"))
-    if corpus.kind != "constituency":
+    if corpus.kind == "dependency":
         raise InputError(f"corpus {corpus.name!r} has dependency trees; {family} reads a treebank's text and "
-                         "trees", "data.corpus")
+                         "trees, or a text corpus", "data.corpus")
+    if corpus.kind == "text" and family == "palm-s":
+        raise InputError(f"corpus {corpus.name!r} is text without trees; palm-s trains on gold spans",
+                         "data.corpus")
     splits = {}
     for key in ("train_split", "valid_split"):
         if data[key] not in corpus.splits:
             raise InputError(f"corpus {corpus.name!r} has no split {data[key]!r} (splits: "
                              f"{', '.join(corpus.splits)})", f"data.{key}")
-        splits[key] = split_sentences(corpus.splits[data[key]])
+        splits[key] = split_sentences(corpus.splits[data[key]], corpus.kind)
     train, valid = splits["train_split"], splits["valid_split"]
     tokens = vocabulary((s.words for s in train), int(model.get("vocab_size", 10000)))
     index = {w: i for i, w in enumerate(tokens)}
     train_ids = np.array(stream_ids((s.words for s in train), index), dtype=np.int64)
     valid_ids = np.array(stream_ids((s.words for s in valid), index), dtype=np.int64)
     test_name = data.get("test_split", "test")
-    test_ids = (np.array(stream_ids((s.words for s in split_sentences(corpus.splits[test_name])), index),
+    test_ids = (np.array(stream_ids((s.words for s in split_sentences(corpus.splits[test_name], corpus.kind)),
+                                    index),
                          dtype=np.int64) if test_name in corpus.splits else None)
     targets = aligned_targets(train, int(model.get("max_span", 20))) if family == "palm-s" else None
     return StreamData(

@@ -152,3 +152,29 @@ def test_eval_commands_on_a_trained_palm(runs, tiny_treebank, tmp_path, capsys):
     _, awd, _ = runs["awd-lstm"]
     assert main(["eval", "unsupervised-f1", str(awd), "--gold", str(tiny_treebank), "--out",
                  str(tmp_path / "awd")]) == 2
+
+
+def test_a_registered_wikitext_copy_trains_awd_lstm_as_written(tmp_path):
+    """A user's WikiText-2 copy (a small file in its format written here) registered as a text corpus: the
+    stream is every line's tokens as written plus <eos> (AWD-LSTM's reading), and palm-s, which needs trees,
+    says so."""
+    from experiments.prepare import register_treebank
+    from lightning_modules.errors import InputError
+    from tests.lightning_modules.data.test_corpora import WIKITEXT, write_wikitext
+
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    name, entry = register_treebank(data_dir, f"my-wikitext-2={write_wikitext(tmp_path / 'wikitext-2')}")
+    assert entry["kind"] == "text" and entry["sentences"] == {"train": 5, "valid": 5, "test": 5}
+    tiny = [o for o in TINY if not o.startswith(SPAN_KEYS)]
+    cfg = resolve_train_config("awd-lstm", "cpu-small", [*tiny, f"data.corpus={name}", "model.bptt=4",
+                                                         "train.batch_size=2", f"runtime.data_dir={data_dir}"])
+    data = get_family("awd-lstm").build_data(cfg)
+    words = [w for line in WIKITEXT for w in [*line.split(), "<eos>"]]
+    assert [data.vocab["tokens"][i] for i in data.train_ids] == words  # case, @-@ and <unk> as written
+    assert len(data.test_ids) == len(words)
+    metrics = train(cfg, seed=0, run_dir=tmp_path / "run")
+    assert np.isfinite(metrics["ppl_stream"]) and metrics["train_tokens"] == len(words)
+    with pytest.raises(InputError, match="text without trees; palm-s trains on gold spans"):
+        get_family("palm-s").build_data(resolve_train_config("palm-s", "cpu-small", [
+            f"data.corpus={name}", f"runtime.data_dir={data_dir}"]))
