@@ -158,7 +158,8 @@ def test_palm_demo_end_to_end(tmp_path, prepared_data_dir, monkeypatch, capsys):
     assert "2 seeds per model (full protocol: 3)" in text and "Paper numbers: Peng, Schwartz & Smith (2019)" in text
     assert "palm-u: data.corpus ptb-sample (full protocol: ptb)" in text
     assert "57.3 (Table 1, PTB perplexity (test), test)" in text
-    assert "39.3 ± 10.5 (Table 4, % left splits, test)" in text and "40.7 (Table 3" in text
+    assert "39.3 ± 10.5 (Table 4, % left splits, test); 6.5 (Table 4, % left splits (gold), test)" in text
+    assert "40.7 (Table 3, WSJ-40 unlabeled F1 (right-branching), test)" in text
     capsys.readouterr()
     before = snapshot(exp)
     assert main(argv) == 0
