@@ -15,7 +15,7 @@ from __future__ import annotations
 from experiments.papers import Paper
 from experiments.papers.tables import Column, PaperNumber
 
-CITATION = "Peng, Schwartz & Smith (2019), PaLM: A Hybrid Parser and Language Model, EMNLP"
+CITATION = "Peng, Schwartz and Smith (2019), PaLM: A Hybrid Parser and Language Model, EMNLP"
 PTB = "PTB (Mikolov's preprocessing, ~1M words)"
 WSJ40 = "WSJ-40 test (punctuation removed, <= 40 words)"
 COLUMNS = {

@@ -155,7 +155,7 @@ def test_palm_demo_end_to_end(tmp_path, prepared_data_dir, monkeypatch, capsys):
     for model in ("palm-u", "palm-s", "palm-rb", "palm-u-init"):
         assert f"\nunsupervised_f1,{model}," in summary and f"\nsplits.left,{model}," in summary
     text = (exp / "report.md").read_text()
-    assert "2 seeds per model (full protocol: 3)" in text and "Paper numbers: Peng, Schwartz & Smith (2019)" in text
+    assert "2 seeds per model (full protocol: 3)" in text and "Paper numbers: Peng, Schwartz and Smith (2019)" in text
     assert "palm-u: data.corpus ptb-sample (full protocol: ptb)" in text
     assert "57.3 (Table 1, PTB perplexity (test), test)" in text
     assert "39.3 ± 10.5 (Table 4, % left splits, test); 6.5 (Table 4, % left splits (gold), test)" in text
