@@ -14,6 +14,7 @@ from experiments.experiment_spec import ExperimentSpec, Run, load_spec, parse_se
 
 # the resolved-config settings of a model whose difference from the full protocol is stated
 MODEL_KEYS = ("data.corpus", "data.level", "train.max_steps", "train.batch_size", "model.d_model",
+              "model.d_embedding", "model.d_hidden", "model.max_span", "model.d_rrnn",
               "model.n_layers", "model.n_heads", "model.d_ff", "model.n_encoder_layers", "model.n_decoder_layers")
 
 

@@ -2,6 +2,7 @@
 
 The run folder is the source of truth: ``config.json``, ``checkpoints/{best,last}.ckpt``, ``csv/version_K/metrics.csv``
 (one version per resumed segment),
+(with ``train.max_steps`` 0, where the family allows it, the untrained model is ``best.ckpt``),
 ``wandb/`` (offline by default), ``HEARTBEAT`` while training, and ``DONE`` (final metrics) written last and
 atomically. Calling ``train`` again on the same folder resumes from ``last.ckpt`` and ends where an
 uninterrupted run would (same batches, same dropout masks, same optimizer and scheduler state); a folder with
@@ -128,13 +129,17 @@ def _train(cfg: dict[str, Any], seed: int, run_dir: Path, callbacks: list[Any]) 
     if not trainer.is_global_zero:  # data parallel: the first process writes the run's results
         return {"global_step": trainer.global_step, "family": cfg["family"], "seed": seed}
 
+    best_path = best.best_model_path
+    if int(tc["max_steps"]) == 0 and not best_path:  # an untrained model (a random-initialisation baseline)
+        best_path = str(ckpt_dir / "best.ckpt")
+        trainer.save_checkpoint(best_path)
     metrics = {
         "best_val_loss": float(best.best_model_score) if best.best_model_score is not None else None,
         "global_step": trainer.global_step,
         "family": cfg["family"],
         "seed": seed,
     }
-    metrics.update(family.final_metrics(module, data, best.best_model_path))
+    metrics.update(family.final_metrics(module, data, best_path))
     write_done(run_dir, metrics)
     return metrics
 

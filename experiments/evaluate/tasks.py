@@ -23,7 +23,7 @@ COMMON_OPTIONS = ("name", "models")
 CORPUS_OPTIONS = ("corpus", "split", "limit")  # a corpus split (default: the run's data.corpus)
 SCORING_OPTIONS = ("method", "proposals", "n", "beam", "word_beam")  # through the family's scorer of a method
 # metrics of training (the family's final_metrics), beside the tasks': in the headline table / tested
-TRAINING_HEADLINE = ("val_ppl",)
+TRAINING_HEADLINE = ("val_ppl", "ppl_stream")  # ppl_stream: a string model's stream-level test perplexity
 TRAINING_TESTED = ("best_val_loss",)
 
 
@@ -214,6 +214,8 @@ def _unsupervised_f1(m: Mapping[str, Any]) -> dict[str, float]:
            "unsupervised_f1_right_branching": m["right_branching"]["sentence_f1"]}
     out.update({f"splits.{side}": parsed[f"{side}_splits_pct"] for side in ("left", "right")
                 if parsed.get(f"{side}_splits_pct") is not None})
+    out.update({f"gold_splits.{side}": m["gold_splits"][f"{side}_splits_pct"] for side in ("left", "right")
+                if m.get("gold_splits", {}).get(f"{side}_splits_pct") is not None})
     return out
 
 
@@ -246,8 +248,8 @@ for _task in (
          secondary=("parse_f1_right_branching",), options=COMMON_OPTIONS + CORPUS_OPTIONS + ("beam",),
          default_split="test", arguments=_gold, takes_method=False, methods=()),
     Task("unsupervised-f1", "parse", f"{_EVAL}:add_unsupervised_f1", _unsupervised_f1,
-         headline=("unsupervised_f1",), tested=("unsupervised_f1_corpus", "splits.*"),
-         secondary=("unsupervised_f1_right_branching",),
+         headline=("unsupervised_f1", "unsupervised_f1_right_branching", "splits.left", "splits.right"),
+         tested=("unsupervised_f1_corpus",), secondary=("gold_splits.*",),
          options=COMMON_OPTIONS + CORPUS_OPTIONS + ("max_length",), default_split="test",
          arguments=lambda p: [*_gold(p), *_flag(p.options, "max_length")], takes_method=False, methods=()),
     Task("uas", "dependency_parse", f"{_EVAL}:add_uas", _uas, headline=("uas",), secondary=("las",),

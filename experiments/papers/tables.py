@@ -14,6 +14,13 @@ from dataclasses import dataclass
 METRIC_TITLES = {
     "ppl": "perplexity (test)",
     "val_ppl": "perplexity (validation)",
+    "ppl_stream": "perplexity (test, stream-level)",
+    "unsupervised_f1": "unlabeled F1, sentence-level (%)",
+    "unsupervised_f1_right_branching": "unlabeled F1, right-branching (%)",
+    "splits.left": "% left splits",
+    "splits.right": "% right splits",
+    "gold_splits.left": "% left splits (gold)",
+    "gold_splits.right": "% right splits (gold)",
     "sg": "SG score (%)",
     "blimp": "BLiMP accuracy (%)",
     "f1": "bracket F1 (%)",

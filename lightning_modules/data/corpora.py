@@ -14,6 +14,13 @@
    every family can be compared on the same sentences;
 4. a path to a bracketed (``.mrg``, one tree per line) or CoNLL-U file, with the single split ``file``.
 
+A **text** corpus (kind ``"text"``) is plain tokenized text without trees, for string models: files named
+``*.tokens`` (a user's WikiText-2 copy: ``wiki.train.tokens``, ``wiki.valid.tokens``, ``wiki.test.tokens``),
+registered or read like a treebank. As AWD-LSTM reads WikiText, every line is a sentence (blank lines and
+`` = Heading = `` lines included) whose words are its whitespace-separated tokens, kept exactly as written
+(WikiText's own ``<unk>`` and ``@-@``); a sentence is a flat ``Tree("TEXT", words)`` (a blank line has no
+word).
+
 Trees are returned raw, as read (cleaning is a separate step, e.g. ``tree.clean``). CoNLL-U documents follow
 ``# newdoc id = ...`` comments; a bracketed file is one document. Parsed files are cached per process, keyed
 by path, size and modification time.
@@ -55,7 +62,7 @@ class Corpus:
     """A treebank split into named splits of documents."""
 
     name: str
-    kind: str  # "constituency" | "dependency"
+    kind: str  # "constituency" | "dependency" | "text"
     splits: dict[str, list[Document]]
 
     def documents(self, split: str, location: str) -> list[Document]:
@@ -203,7 +210,7 @@ def _read_documents(path: Path, kind: str, convert: bool = False) -> tuple[Docum
         if convert:
             _CACHE[key] = tuple(_converted(doc) for doc in _read_documents(path, "constituency"))
         else:
-            read = _conllu_documents if kind == "dependency" else _bracketed_document
+            read = {"dependency": _conllu_documents, "text": _text_document}.get(kind, _bracketed_document)
             _CACHE[key] = read(path, _read_text(path))
     return _CACHE[key]
 
@@ -232,6 +239,20 @@ def _bracketed_document(path: Path, text: str) -> tuple[Document, ...]:
     return (Document(_doc_name(path), tuple((f"{path}:{line}", t) for line, t in trees)),)
 
 
+TEXT_LABEL = "TEXT"  # the label of a text corpus's flat sentences
+TEXT_SUFFIXES = (".tokens",)
+
+
+def _text_document(path: Path, text: str) -> tuple[Document, ...]:
+    lines = text.split("\n")
+    if lines and lines[-1] == "":  # the final newline ends the last line; it starts no new one
+        lines.pop()
+    if not lines:
+        raise InputError("no text found (empty file)", f"{path}:1")
+    return (Document(_doc_name(path), tuple((f"{path}:{n}", Tree(TEXT_LABEL, tuple(line.split())))
+                                            for n, line in enumerate(lines, start=1))),)
+
+
 _NEWDOC = re.compile(r"^# newdoc(?: id = (.*))?$")
 
 
@@ -250,8 +271,11 @@ def _conllu_documents(path: Path, text: str) -> tuple[Document, ...]:
 
 
 def detect_kind(path: Path) -> str:
-    """``"dependency"`` for CoNLL-U, ``"constituency"`` for bracketed trees; by extension, else content."""
+    """``"dependency"`` for CoNLL-U, ``"constituency"`` for bracketed trees, ``"text"`` for ``*.tokens``; by
+    extension, else content."""
     name = path.name.removesuffix(".gz")
+    if name.endswith(TEXT_SUFFIXES):
+        return "text"
     if name.endswith((".conllu", ".conll")):
         return "dependency"
     if name.endswith(".mrg"):
@@ -348,6 +372,9 @@ def _split_stats(corpus: Corpus, docs: list[Document]) -> dict:
     counts: dict = {"documents": len(docs), "sentences": len(sentences)}
     if corpus.kind == "dependency":
         counts["words"] = sum(len(tree) for _, tree in sentences)
+        return counts
+    if corpus.kind == "text":
+        counts["words"] = sum(len(tree.children) for _, tree in sentences)
         return counts
     phrases: dict[str, int] = {}
     tags: dict[str, int] = {}

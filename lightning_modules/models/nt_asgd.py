@@ -49,6 +49,15 @@ class NTASGD(torch.optim.Optimizer):
             if lr is not None:
                 group["lr"] = lr
 
+    def restart_averaging(self, lr: float | None = None) -> None:
+        """Start a new average (AWD-LSTM's finetuning: a fresh ASGD from the current weights): the running
+        averages are dropped and the next step's iterate is the first of the new average."""
+        for group in self.param_groups:
+            group["averaged_steps"] = 0
+            for p in group["params"]:
+                self.state[p].pop("average", None)
+        self.start_averaging(lr)
+
     @torch.no_grad()
     def step(self, closure: Callable[[], float] | None = None) -> float | None:  # type: ignore[override]
         loss = None

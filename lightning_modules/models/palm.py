@@ -24,6 +24,11 @@ validation uses the averaged weights and every checkpoint's ``state_dict`` holds
 under ``training_state_dict`` and are put back when a run resumes). Validation is stream-level: the whole
 split read in windows with the state carried, as the papers report perplexity.
 
+Finetuning (AWD-LSTM's ``finetune.py``) is a stage of the same run: with ``finetune_after`` > 0, that many
+validations after the switch the weights of the best validation so far (the averaged weights it evaluated) are
+put back and averaged SGD starts afresh from them (a new average, a new NT history); in this stage the
+non-monotone trigger ends the run (``finetune.py`` stops there) — or ``train.max_steps`` does.
+
 Initialisation: the tied embedding uniform in ±√(3 / d_embedding) and the output bias 0 (the official PaLM
 code); the LSTMs and the PaLM layers keep PyTorch's defaults (the official code: block-orthogonal LSTM matrices).
 """
@@ -75,6 +80,7 @@ class PalmConfig:
     grad_clip_norm: float = 0.25
     nonmono: int = 5
     switch_after: int = 0  # > 0: switch to averaged SGD after this many validations instead of the trigger
+    finetune_after: int = 0  # > 0: validations of averaged SGD before the finetuning stage (0: none)
     bptt: int = 70
 
     def validate(self, prefix: str = "model.", family: str | None = None) -> PalmConfig:
@@ -92,7 +98,7 @@ class PalmConfig:
             if not 0.0 <= getattr(self, key) < 1.0:
                 raise bad(key, "must be in [0, 1)")
         for key in ("span_loss_weight", "ar_alpha", "tar_beta", "asgd_lr", "weight_decay", "grad_clip_norm",
-                    "switch_after"):
+                    "switch_after", "finetune_after"):
             if getattr(self, key) < 0:
                 raise bad(key, "must be >= 0")
         if self.lr <= 0:
@@ -158,6 +164,9 @@ class PalmLM(pl.LightningModule):
         init = (3.0 / c.d_embedding) ** 0.5  # the official uniform initialisation of the tied matrix
         nn.init.uniform_(self.embedding.weight, -init, init)
         self.nt_history: list[float] = []
+        self.switched_at: int | None = None  # validations before the switch to averaged SGD
+        self.finetune_history: list[float] | None = None  # None: not finetuning
+        self._best: tuple[float, dict[str, Tensor]] | None = None  # before finetuning: the best validation
         self._train_state: StreamState | None = None
         self._val_state: StreamState | None = None
         self._raw_weights: dict[str, Tensor] | None = None
@@ -248,15 +257,40 @@ class PalmLM(pl.LightningModule):
                     params[name].copy_(value)
             self._raw_weights = None
 
+    def _remember_if_best(self, loss: float) -> None:
+        """Keep the weights just validated when they are the best so far (the finetuning stage starts there)."""
+        if self.config.finetune_after and self.finetune_history is None and (self._best is None
+                                                                            or loss < self._best[0]):
+            self._best = (loss, {name: p.detach().clone() for name, p in self.named_parameters()})
+
     def _after_validation(self, loss: float) -> None:
-        """The switch to averaged SGD, decided on the validation loss (Merity et al.'s NT condition)."""
+        """The switch to averaged SGD, decided on the validation loss (Merity et al.'s NT condition); the start
+        of the finetuning stage; in that stage, the end of the run when the NT condition holds again."""
         optimizer, c = self.nt_asgd(), self.config
+        if self.finetune_history is not None:
+            if nonmonotone_trigger(self.finetune_history, loss, c.nonmono):
+                self.trainer.should_stop = True
+            self.finetune_history.append(loss)
+            return
         if not optimizer.averaging:
             due = (len(self.nt_history) + 1 >= c.switch_after if c.switch_after
                    else nonmonotone_trigger(self.nt_history, loss, c.nonmono))
             if due:
                 optimizer.start_averaging(c.asgd_lr or None)
+                self.switched_at = len(self.nt_history) + 1
+        elif c.finetune_after and len(self.nt_history) + 1 - (self.switched_at or 0) >= c.finetune_after:
+            self._start_finetuning()
         self.nt_history.append(loss)
+
+    def _start_finetuning(self) -> None:
+        """AWD-LSTM's finetune: the best validated weights back, and a fresh averaged SGD from them."""
+        assert self._best is not None
+        params = dict(self.named_parameters())
+        with torch.no_grad():
+            for name, value in self._best[1].items():
+                params[name].copy_(value)
+        self.nt_asgd().restart_averaging(self.config.asgd_lr or None)
+        self.finetune_history, self._best = [], None
 
     # ---- Lightning hooks -----------------------------------------------------------------------------------
     def training_step(self, batch: StreamBatch, batch_idx: int) -> Tensor:
@@ -289,8 +323,11 @@ class PalmLM(pl.LightningModule):
         self.log("val/loss", nll / tokens, prog_bar=True, batch_size=tokens, on_epoch=True)
 
     def on_validation_epoch_end(self) -> None:
+        validated = bool(self._val_sums[1]) and not self.trainer.sanity_checking
+        if validated:
+            self._remember_if_best(self._val_sums[0] / self._val_sums[1])
         self._restore_raw_weights()
-        if self._val_sums[1] and not self.trainer.sanity_checking:
+        if validated:
             self._after_validation(self._val_sums[0] / self._val_sums[1])
 
     def configure_optimizers(self) -> NTASGD:
@@ -305,6 +342,8 @@ class PalmLM(pl.LightningModule):
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         """The averaged weights are the checkpoint's model; the raw ones and the carried state allow resuming."""
         checkpoint["nt_asgd_history"] = list(self.nt_history)
+        checkpoint["nt_asgd_stage"] = {"switched_at": self.switched_at, "finetune_history": self.finetune_history,
+                                       "best": None if self._best is None else [self._best[0], self._best[1]]}
         if self._train_state is not None:
             checkpoint["stream_state"] = {"lstm": self._train_state.lstm, "span": None if self._train_state.span
                                           is None else [self._train_state.span.inputs, self._train_state.span.valid]}
@@ -317,6 +356,10 @@ class PalmLM(pl.LightningModule):
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         """Resuming training: the raw weights, the NT history and the state carried into the next window."""
         self.nt_history = list(checkpoint.get("nt_asgd_history", []))
+        stage = checkpoint.get("nt_asgd_stage") or {}
+        self.switched_at = stage.get("switched_at")
+        self.finetune_history = stage.get("finetune_history")
+        self._best = None if stage.get("best") is None else (float(stage["best"][0]), dict(stage["best"][1]))
         if "training_state_dict" in checkpoint:
             checkpoint["state_dict"] = checkpoint["training_state_dict"]
         saved = checkpoint.get("stream_state")

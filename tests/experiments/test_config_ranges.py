@@ -48,6 +48,12 @@ def test_zero_is_allowed_where_it_means_none():
     assert resolve_train_config("pushdown", "cpu-small", ["model.pushdown_layers=-1"])["model"]["pushdown_layers"] == -1
     with pytest.raises(InputError, match="pushdown_layers: -2 is out of range"):
         resolve_train_config("pushdown", "cpu-small", ["model.pushdown_layers=-2"])
+    # PaLM: an untrained model (Table 4's random row), no finetuning stage, the NT trigger's switch
+    palm = resolve_train_config("palm-u", "cpu-small", ["train.max_steps=0", "model.finetune_after=0",
+                                                        "model.switch_after=0"])
+    assert palm["train"]["max_steps"] == 0
+    with pytest.raises(InputError, match="train.max_steps: -1 is out of range"):
+        resolve_train_config("palm-u", "cpu-small", ["train.max_steps=-1"])
 
 
 def test_a_family_adds_ranges_of_its_own_keys():

@@ -104,6 +104,23 @@ def test_shipped_reproduction_specs_plan(tmp_path):
         assert planner.eval_tasks() and planner.proposal_tasks()
 
 
+def test_the_palm_reproductions_plan_parsing_for_parsers_and_keep_untrained_models(tmp_path):
+    for scale in ("demo", "cpu-small", "paper"):
+        spec = load_spec(f"reproduce-palm-{scale}")
+        runs = experiment_runs(spec)
+        tasks = Planner(spec, runs, tmp_path, python="py").eval_tasks()
+        by_model: dict[str, set] = {}
+        for task in tasks:
+            run = next(r for r in runs if r.run_id == Path(task.argv[5]).parent.parent.name)
+            by_model.setdefault(run.model, set()).add(task.argv[4])
+        assert by_model == {"awd-lstm": {"ppl"}, "palm-u": {"ppl", "unsupervised-f1"},
+                            "palm-s": {"ppl", "unsupervised-f1"}, "palm-rb": {"ppl", "unsupervised-f1"},
+                            "palm-u-init": {"unsupervised-f1"}}
+        untrained = [r for r in runs if r.model == "palm-u-init"]
+        assert all(r.config["train"]["max_steps"] == 0 and r.family == "palm-u" for r in untrained)
+        assert len({r.seed for r in untrained}) == {"demo": 2, "cpu-small": 6, "paper": 25}[scale]
+
+
 def test_pushdown_runs_on_text_use_their_beam_and_base_lm_is_exact(tmp_path):
     spec = load_spec("pushdown-ptb-cpu")
     runs = experiment_runs(spec)

@@ -29,14 +29,15 @@ def test_scales_and_errors():
     assert spec_for("tg", "demo").name == "reproduce-tg-demo"
     assert spec_for("pushdown", "demo").name == "reproduce-pushdown-demo"
     assert spec_for("pushdown", "cpu-small").name == "pushdown-ptb-cpu"
-    with pytest.raises(InputError, match=r"unknown paper 'palm' \(known: pushdown, tg\)"):
-        spec_for("palm", "demo")
+    assert spec_for("palm", "cpu-small").name == "reproduce-palm-cpu-small"
+    with pytest.raises(InputError, match=r"unknown paper 'som' \(known: pushdown, tg, palm\)"):
+        spec_for("som", "demo")
     with pytest.raises(InputError, match=r"paper 'tg' has no scale 'huge' \(its scales: demo, cpu-small, paper\)"):
         spec_for("tg", "huge")
 
 
 @pytest.mark.parametrize(("argv", "error"), [
-    (["palm"], "PAPER: unknown paper 'palm' (known: pushdown, tg)"),
+    (["som"], "PAPER: unknown paper 'som' (known: pushdown, tg, palm)"),
     (["pushdown", "--scale", "huge"],
      "--scale: paper 'pushdown' has no scale 'huge' (its scales: demo, cpu-small, paper)"),
 ])
@@ -136,3 +137,31 @@ def test_pushdown_demo_end_to_end(tmp_path, prepared_data_dir, monkeypatch, caps
     assert main(argv) == 0
     assert "[train] 4/4 done" in capsys.readouterr().err
     assert snapshot(exp) == before  # nothing trained, proposed or evaluated again
+
+
+@pytest.mark.slow
+def test_palm_demo_end_to_end(tmp_path, prepared_data_dir, monkeypatch, capsys):
+    """``synbench reproduce palm --scale demo`` as shipped: AWD-LSTM, PaLM-U/S/RB and untrained PaLM-U models,
+    PaLM's Tables 1, 3 and 4 beside ours with the reduced settings stated; a second call does nothing new."""
+    monkeypatch.setenv("SYNBENCH_DATA", str(prepared_data_dir))
+    argv = ["reproduce", "palm", "--scale", "demo", "--runs-dir", str(tmp_path / "runs"), "--poll", "1"]
+    assert main(argv) == 0
+    exp = tmp_path / "runs" / "reproduce-palm-demo"
+    settings = json.loads((exp / "analysis" / "settings.json").read_text())
+    assert settings["runs"]["done"] == 10 and settings["scale"] == "demo"
+    summary = (exp / "analysis" / "summary.csv").read_text()
+    for model in ("awd-lstm", "palm-u", "palm-s", "palm-rb"):
+        assert f"\nppl_stream,{model}," in summary and f"\nppl,{model}," in summary
+    for model in ("palm-u", "palm-s", "palm-rb", "palm-u-init"):
+        assert f"\nunsupervised_f1,{model}," in summary and f"\nsplits.left,{model}," in summary
+    text = (exp / "report.md").read_text()
+    assert "2 seeds per model (full protocol: 3)" in text and "Paper numbers: Peng, Schwartz and Smith (2019)" in text
+    assert "palm-u: data.corpus ptb-sample (full protocol: ptb)" in text
+    assert "57.3 (Table 1, PTB perplexity (test), test)" in text
+    assert "39.3 ± 10.5 (Table 4, % left splits, test); 6.5 (Table 4, % left splits (gold), test)" in text
+    assert "40.7 (Table 3, WSJ-40 unlabeled F1 (right-branching), test)" in text
+    capsys.readouterr()
+    before = snapshot(exp)
+    assert main(argv) == 0
+    assert "[train] 10/10 done" in capsys.readouterr().err
+    assert snapshot(exp) == before  # nothing trained or evaluated again

@@ -24,6 +24,10 @@ from lightning_modules.errors import InputError
 # the data/train presets of configs/train.yaml that the AWD-LSTM recipe changes: parallel streams per batch
 # (Merity et al.: 20 for PTB, evaluation 10)
 STREAM_BATCHES = {"ptb": {"batch_size": 20, "eval_batch_size": 10}}
+EVAL_STREAMS = 10  # parallel streams of the final stream-level perplexities (the official evaluation batch)
+STREAM_CONVENTION = ("stream-level (val_ppl, ppl_stream: the split's Mikolov text as one stream, <eos> predicted, "
+                     f"{EVAL_STREAMS} parallel streams, state carried across windows) as the papers report; the "
+                     "shared protocol's sentence-level test perplexity is eval ppl's ppl")
 
 
 @register
@@ -31,7 +35,9 @@ class PalmFamily(Family):
     """AWD-LSTM and PaLM-U/S/RB: LSTM language models over a token stream, PaLM with span attention."""
 
     names = ("awd-lstm", "palm-u", "palm-s", "palm-rb")
-    config_ranges = {"switch_after": Range(0)}  # 0: NT-ASGD's non-monotone trigger decides the switch
+    # switch_after 0: the NT trigger switches; finetune_after 0: no finetuning; max_steps 0: an untrained model
+    # (Table 4's random-initialisation row)
+    config_ranges = {"switch_after": Range(0), "finetune_after": Range(0), "max_steps": Range(0)}
     paper = "palm"
 
     def kind(self, config: dict[str, Any] | None = None) -> str:
@@ -51,10 +57,14 @@ class PalmFamily(Family):
         return load_yaml(path), str(path)
 
     def train_presets(self) -> dict[str, Any]:
+        """The shared presets with the recipe's stream batches and ``data.test_split`` (the split of the final
+        stream-level test perplexity, ``ppl_stream``; skipped when the corpus has no such split)."""
         presets = super().train_presets()
-        for name, train in STREAM_BATCHES.items():
-            if name in presets:
-                presets[name] = {**presets[name], "train": {**presets[name]["train"], **train}}
+        for name, preset in presets.items():
+            if "data" not in preset:  # the runtime defaults
+                continue
+            presets[name] = {**preset, "data": {**preset["data"], "test_split": "test"},
+                             "train": {**preset["train"], **STREAM_BATCHES.get(name, {})}}
         return presets
 
     def build_data(self, cfg: dict[str, Any]) -> Any:
@@ -68,25 +78,22 @@ class PalmFamily(Family):
         return build({**cfg["model"], "vocab_size": data.vocab_size}, family=self.name)
 
     def final_metrics(self, module: Any, data: Any, best_path: str) -> dict[str, Any]:
-        """Stream-level validation perplexity of the best checkpoint (its averaged weights after the switch),
-        as the papers report it: the split read as one stream in windows, ``<eos>`` predicted."""
+        """Stream-level validation and test perplexity of the best checkpoint (its averaged weights after the
+        switch), as the papers report it: the split read as one stream in windows, ``<eos>`` predicted. The
+        shared protocol's sentence-level test perplexity is ``eval ppl``'s ``ppl``."""
         import torch
-        import torch.nn.functional as F
 
         if best_path:
             module.load_state_dict(torch.load(best_path, map_location="cpu", weights_only=True)["state_dict"])
         module.eval()
-        nll, tokens, state = 0.0, 0, None
-        with torch.no_grad():
-            for batch in data.valid_batches(10):
-                out = module(batch.inputs.to(module.device), None if batch.reset else state)
-                state = out.state
-                nll += float(F.cross_entropy(out.logits.flatten(0, 1).float(), batch.targets.to(module.device)
-                                             .flatten(), reduction="sum"))
-                tokens += batch.targets.numel()
-        return {"val_tokens": tokens, "val_ppl": math.exp(nll / max(tokens, 1)),
-                "val_ppl_convention": "stream-level (Mikolov text, <eos> predicted, 10 parallel streams)",
-                **data.stats}
+        valid_tokens, valid_ppl = _stream_perplexity(module, data.valid_batches(EVAL_STREAMS))
+        out = {"val_tokens": valid_tokens, "val_ppl": valid_ppl}
+        if data.test_ids is not None:
+            out["ppl_stream_tokens"], out["ppl_stream"] = _stream_perplexity(module, data.eval_batches(data.test_ids,
+                                                                                                EVAL_STREAMS))
+        finetuned = module.finetune_history is not None
+        return {**out, "ppl_convention": STREAM_CONVENTION, "nt_asgd_stage": "finetune" if finetuned
+                else "averaged" if module.switched_at is not None else "base", **data.stats}
 
     # -- checkpoints and scoring ---------------------------------------------------------------------------
     def load(self, checkpoint: str | Path, device: str = "cpu") -> Any:
@@ -118,3 +125,19 @@ class PalmFamily(Family):
         with torch.device("meta"):
             module = palm.build(cfg, self.name)
         return {"parameters": palm.parameter_count(module), "config": palm.asdict(cfg)}
+
+
+def _stream_perplexity(module: Any, batches: Any) -> tuple[int, float]:
+    """(tokens, perplexity) of a held-out stream read window by window with the state carried."""
+    import torch
+    import torch.nn.functional as F
+
+    nll, tokens, state = 0.0, 0, None
+    with torch.no_grad():
+        for batch in batches:
+            out = module(batch.inputs.to(module.device), None if batch.reset else state)
+            state = out.state
+            nll += float(F.cross_entropy(out.logits.flatten(0, 1).float(), batch.targets.to(module.device).flatten(),
+                                         reduction="sum"))
+            tokens += batch.targets.numel()
+    return tokens, math.exp(nll / max(tokens, 1))

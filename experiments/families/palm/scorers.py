@@ -7,7 +7,7 @@ by the model and gets log-probability 0 (recorded in the convention and counted 
 
 Each sentence is scored as its own stream: the model reads ``<eos> w_1 … w_n`` from a zero state and predicts
 ``w_1 … w_n <eos>``; ``total`` includes log p(<eos> | x) (the sentence-level protocol shared by all families;
-the papers' stream-level perplexity is the training run's ``final_metrics``).
+the papers' stream-level perplexity is the training run's ``final_metrics``: ``val_ppl`` and ``ppl_stream``).
 
 Parses (PaLM, §2.2): the span scores of every length are read from the span attention while the model reads
 ``<eos> w_1 … w_n <eos>`` (the scores of spans ending at w_n come with the final ``<eos>``) and decoded by the

@@ -25,8 +25,10 @@ def test_builtin_tasks_declare_known_needs_and_one_headline_list():
     assert tasks.names() == ("ppl", "sg", "blimp", "rerank", "parse", "unsupervised-f1", "uas", "terminals", "dyck")
     assert all(t.needs in CAPABILITIES for t in tasks.tasks())
     headline = tasks.headline_metrics()
-    assert headline == ("ppl", "sg", "blimp", "f1", "parse_f1", "unsupervised_f1", "uas", "val_ppl")
-    assert all(tasks.is_tested(m) for m in headline if m != "val_ppl")
+    assert headline == ("ppl", "sg", "blimp", "f1", "parse_f1", "unsupervised_f1", "unsupervised_f1_right_branching",
+                        "splits.left", "splits.right", "uas", "val_ppl", "ppl_stream")
+    assert all(tasks.is_tested(m) for m in headline if m not in ("val_ppl", "ppl_stream"))
+    assert tasks.is_summarized("gold_splits.left") and not tasks.is_tested("gold_splits.left")
     assert tasks.is_tested("dyck.long-50") and tasks.is_tested("best_val_loss")
     assert tasks.is_summarized("sg.circuit.agreement") and not tasks.is_tested("sg.circuit.agreement")
     assert tasks.is_summarized("f1_oracle") and tasks.is_summarized("val_ppl") and not tasks.is_tested("val_ppl")

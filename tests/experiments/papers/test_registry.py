@@ -11,17 +11,18 @@ import pytest
 
 from experiments import papers
 from experiments.experiment_spec import load_spec
-from experiments.papers import pushdown, tg
+from experiments.papers import palm, pushdown, tg
 from lightning_modules.errors import InputError
 
 REPO = Path(__file__).resolve().parents[3]
 
 
 def test_the_built_in_papers_are_registered_and_found_by_key():
-    assert [p.key for p in papers.papers()] == ["pushdown", "tg"]
+    assert [p.key for p in papers.papers()] == ["pushdown", "tg", "palm"]
     assert papers.get("tg") is tg.PAPER and papers.get("pushdown") is pushdown.PAPER
-    with pytest.raises(InputError, match=r"unknown paper 'palm' \(known: pushdown, tg\)") as error:
-        papers.get("palm")
+    assert papers.get("palm") is palm.PAPER
+    with pytest.raises(InputError, match=r"unknown paper 'som' \(known: pushdown, tg, palm\)") as error:
+        papers.get("som")
     assert error.value.location == "PAPER"
 
 
@@ -41,7 +42,9 @@ def test_a_key_registers_once(monkeypatch):
     (["pushdown", "base-lm", "tg", "proposal-parser"], "pushdown"),  # pushdown-ptb-cpu: most are Pushdown's
     (["tg", "txl-trees", "pushdown"], "tg"),  # most are TG's
     (["tg", "pushdown"], "pushdown"),  # a tie: the first registered
-    (["awd-lstm", "proposal-parser"], None),  # no paper describes them
+    (["awd-lstm", "palm-u", "palm-s", "palm-rb"], "palm"),  # reproduce-palm-*
+    (["txl-terminals", "proposal-parser"], "tg"),
+    (["gpt", "proposal-parser"], None),  # no paper describes them
     ([], None),
 ])
 def test_paper_for_picks_the_paper_describing_most_families(families, key):

@@ -244,3 +244,31 @@ def test_an_unknown_split_names_the_key_that_asked_for_it(tmp_path: Path) -> Non
     assert e.value.location == "data.valid_split"
     assert e.value.message == f"corpus {corpus.name!r} has no split 'valid' (splits: train, dev)"
     assert len(corpus.sentences("dev")) == 3
+
+
+# WikiText-2's format (Merity et al. 2017): blank lines, " = Heading = " lines, tokens with @-@ and <unk>
+WIKITEXT = [" ", " = Valkyria Chronicles III = ", " ",
+            " Senjō Valkyria 3 : <unk> Chronicles is a tactical role @-@ playing video game . ",
+            " The game began development in 2010 . "]
+
+
+def write_wikitext(folder: Path) -> Path:
+    """A directory with a WikiText-2-style copy (wiki.{train,valid,test}.tokens) written by the test."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for split in ("train", "valid", "test"):
+        (folder / f"wiki.{split}.tokens").write_text("\n".join(WIKITEXT) + "\n", encoding="utf-8")
+    return folder
+
+
+def test_a_wikitext_copy_is_a_text_corpus_one_line_one_sentence(tmp_path: Path) -> None:
+    corpus = load_corpus(write_wikitext(tmp_path / "wikitext-2"))
+    assert corpus.kind == "text" and list(corpus.splits) == ["train", "valid", "test"]
+    sentences = corpus.sentences("train")
+    assert [tree.leaves() for _, tree in sentences] == [line.split() for line in WIKITEXT]
+    assert sentences[3][1].leaves()[4:6] == ["<unk>", "Chronicles"] and sentences[0][1].leaves() == []
+    assert sentences[3][0].endswith("wiki.train.tokens:4")
+    stats = corpus_stats(corpus)
+    assert stats["train"] == {"documents": 1, "sentences": 5, "words": sum(len(x.split()) for x in WIKITEXT)}
+    with pytest.raises(InputError, match="empty file"):
+        (tmp_path / "empty.tokens").write_text("")
+        load_corpus(tmp_path / "empty.tokens")

@@ -184,9 +184,11 @@ def test_the_nonmonotone_trigger_switches_on_a_stalled_validation_loss(tmp_path)
     assert model.nt_asgd().averaging and model.nt_history == [5.0, 4.0, 3.0, 4.9, 5.5]
 
 
-def test_resuming_from_a_checkpoint_ends_where_an_unbroken_run_does(tmp_path):
+@pytest.mark.parametrize("finetune_after", [0, 1])  # 1: switch at step 4, finetuning from step 6
+def test_resuming_from_a_checkpoint_ends_where_an_unbroken_run_does(tmp_path, finetune_after):
     quiet = {**TINY, "dropout": 0.0, "dropout_input": 0.0, "dropout_hidden": 0.0, "dropout_embedding": 0.0,
-             "weight_drop": 0.0, "optimizer": "adam", "lr": 0.01, "switch_after": 2, "span_loss_weight": 0.0}
+             "weight_drop": 0.0, "optimizer": "adam", "lr": 0.01, "switch_after": 2, "span_loss_weight": 0.0,
+             "finetune_after": finetune_after}
     torch.manual_seed(7)
     unbroken = build(quiet, "palm-u")
     start = {k: v.clone() for k, v in unbroken.state_dict().items()}
@@ -200,3 +202,69 @@ def test_resuming_from_a_checkpoint_ends_where_an_unbroken_run_does(tmp_path):
     for name, value in unbroken.state_dict().items():
         torch.testing.assert_close(second.state_dict()[name], value)
     assert second.nt_history == unbroken.nt_history
+    assert second.finetune_history == unbroken.finetune_history
+    assert (unbroken.finetune_history is None) == (not finetune_after)  # finetuning: validations 4 (step 8)
+
+
+QUIET = {**TINY, "dropout": 0.0, "dropout_input": 0.0, "dropout_hidden": 0.0, "dropout_embedding": 0.0,
+         "weight_drop": 0.0, "optimizer": "adam", "lr": 0.01, "switch_after": 2, "asgd_lr": 0.3,
+         "span_loss_weight": 0.0}
+
+
+class ValidatedWeights(pl.Callback):
+    """Each validation's loss and the weights it evaluated (callbacks run before the module's epoch-end hook)."""
+
+    def __init__(self):
+        self.seen: list[tuple[float, dict[str, torch.Tensor]]] = []
+
+    def on_validation_epoch_end(self, trainer, module):
+        self.seen.append((module._val_sums[0] / module._val_sums[1],
+                          {k: v.detach().clone() for k, v in module.named_parameters()}))
+
+
+def test_finetuning_restarts_averaged_sgd_from_the_best_validated_weights(tmp_path):
+    torch.manual_seed(8)
+    plain = build(QUIET, "palm-u")
+    start = {k: v.clone() for k, v in plain.state_dict().items()}
+    watch = ValidatedWeights()
+    train, valid = streams()
+    trainer = pl.Trainer(max_steps=8, val_check_interval=2, check_val_every_n_epoch=None, num_sanity_val_steps=0,
+                         logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                         enable_model_summary=False, default_root_dir=str(tmp_path / "a"), callbacks=[watch])
+    trainer.fit(plain, train_dataloaders=StreamBatches(train, None, 6, seed=0, consumed=lambda: trainer.global_step),
+                val_dataloaders=FixedBatches(fixed_windows(valid, None, 6)))
+    assert len(watch.seen) == 4 and plain.switched_at == 2 and plain.finetune_history is None
+    best_loss, best_weights = min(watch.seen, key=lambda seen: seen[0])
+
+    # validations 3 and 4 are averaged SGD's; at the 4th the finetuning stage starts from the best of the four
+    for steps in (8, 9):
+        tuned = build({**QUIET, "finetune_after": 2}, "palm-u")
+        tuned.load_state_dict(start)
+        fit(tuned, steps, tmp_path / f"b{steps}")
+        optimizer = tuned.nt_asgd()
+        assert tuned.finetune_history == [] and tuned.nt_history == plain.nt_history
+        assert optimizer.averaging and optimizer.param_groups[0]["lr"] == 0.3
+        assert optimizer.param_groups[0]["averaged_steps"] == steps - 8
+    # after 8 steps: the weights are the best validated ones, and the old average is gone
+    tuned8 = build({**QUIET, "finetune_after": 2}, "palm-u")
+    tuned8.load_state_dict(start)
+    fit(tuned8, 8, tmp_path / "c")
+    assert tuned8.averaged_weights() == {}
+    for name, value in tuned8.named_parameters():
+        torch.testing.assert_close(value.detach(), best_weights[name])
+    # one step later the new average is that step's iterate alone
+    averaged = tuned.averaged_weights()
+    for name, value in tuned.named_parameters():
+        torch.testing.assert_close(averaged[name], value.detach())
+
+
+def test_in_the_finetuning_stage_the_nonmonotone_trigger_ends_the_run(tmp_path):
+    torch.manual_seed(9)
+    model = build({**QUIET, "finetune_after": 1, "nonmono": 2}, "awd-lstm")
+    trainer = fit(model, 6, tmp_path)
+    assert model.finetune_history == [] and not trainer.should_stop  # started at validation 3 (step 6)
+    model.finetune_history = [5.0, 4.0, 3.0]
+    model._after_validation(4.9)
+    assert not trainer.should_stop
+    model._after_validation(5.5)  # worse than the best before the last 2: finetune.py stops here
+    assert trainer.should_stop and model.finetune_history == [5.0, 4.0, 3.0, 4.9, 5.5]

@@ -32,15 +32,16 @@ def runs(tmp_path_factory, tiny_treebank):
     for family in ("awd-lstm", "palm-u", "palm-s", "palm-rb"):
         tiny = [o for o in TINY if family != "awd-lstm" or not o.startswith(SPAN_KEYS)]
         cfg = resolve_train_config(family, "cpu-small", [*tiny, f"data.corpus={tiny_treebank}",
-                                                          "data.train_split=file", "data.valid_split=file"])
+                                                          "data.train_split=file", "data.valid_split=file",
+                                                          "data.test_split=file"])
         run_dir = tmp_path_factory.mktemp(family)
-        out[family] = (train(cfg, seed=1, run_dir=run_dir), run_dir / "checkpoints" / "best.ckpt")
+        out[family] = (train(cfg, seed=1, run_dir=run_dir), run_dir / "checkpoints" / "best.ckpt", cfg)
     return out
 
 
 @pytest.mark.parametrize("family", ["awd-lstm", "palm-u", "palm-s", "palm-rb"])
 def test_every_variant_trains_switches_to_averaging_and_checkpoints_the_averages(runs, family):
-    metrics, best = runs[family]
+    metrics, best, _ = runs[family]
     assert metrics["global_step"] == 4 and metrics["family"] == family
     assert np.isfinite(metrics["val_ppl"]) and metrics["val_ppl"] < 2 * metrics["vocab_size"]
     ckpt = read_checkpoint(best, family)
@@ -49,6 +50,25 @@ def test_every_variant_trains_switches_to_averaging_and_checkpoints_the_averages
     assert "training_state_dict" in ckpt and ckpt["optimizer_states"][0]["param_groups"][0]["averaging"]
     assert get_family(family).kind() == "string"
     assert ("parse" in get_family(family).capabilities()) == (family != "awd-lstm")
+
+
+@pytest.mark.parametrize("family", ["awd-lstm", "palm-u"])
+def test_stream_level_test_perplexity_reads_each_of_ten_rows_as_one_stream(runs, family):
+    from lightning_modules.data.bptt import batchify
+
+    metrics, best, cfg = runs[family]
+    assert metrics["ppl_convention"].startswith("stream-level") and metrics["nt_asgd_stage"] == "averaged"
+    # the test split is the validation file here: the same stream, the same number
+    assert metrics["ppl_stream"] == pytest.approx(metrics["val_ppl"]) and metrics["ppl_stream_tokens"] > 0
+    data = get_family(family).build_data(cfg)
+    module = build({**cfg["model"], "vocab_size": data.vocab_size}, family)
+    module.load_state_dict(read_checkpoint(best, family)["state_dict"])
+    module.eval()
+    rows, _ = batchify(data.test_ids, 10)
+    rows = torch.as_tensor(rows)
+    logprobs = module.token_logprobs(rows[:, :-1], rows[:, 1:])
+    assert metrics["ppl_stream_tokens"] == logprobs.numel()
+    assert metrics["ppl_stream"] == pytest.approx(float(torch.exp(-logprobs.double().mean())), rel=1e-4)
 
 
 def test_with_words_puts_punctuation_under_the_smallest_covering_node():
@@ -109,7 +129,7 @@ def test_palm_rb_parses_are_right_branching():
 
 
 def test_eval_commands_on_a_trained_palm(runs, tiny_treebank, tmp_path, capsys):
-    _, best = runs["palm-u"]
+    _, best, _ = runs["palm-u"]
     assert main(["eval", "ppl", str(best), "--corpus", str(tiny_treebank), "--split", "file", "--limit", "5",
                  "--out", str(tmp_path / "ppl"), "--json"]) == 0
     ppl = json.loads(capsys.readouterr().out)
@@ -123,12 +143,38 @@ def test_eval_commands_on_a_trained_palm(runs, tiny_treebank, tmp_path, capsys):
     assert main(["eval", "parse", str(best), "--gold", str(tiny_treebank), "--limit", "4",
                  "--out", str(tmp_path / "parse"), "--json"]) == 0
     assert "bracket_f1" in json.loads(capsys.readouterr().out)["metrics"]["parsed"]["all"]
-    _, rb = runs["palm-rb"]  # PaLM-RB's parses are the right-branching baseline, through the whole pipeline
+    _, rb, _ = runs["palm-rb"]  # PaLM-RB's parses are the right-branching baseline, through the whole pipeline
     assert main(["eval", "unsupervised-f1", str(rb), "--gold", str(tiny_treebank), "--out", str(tmp_path / "rb"),
                  "--json"]) == 0
     metrics = json.loads(capsys.readouterr().out)["metrics"]
     assert metrics["parsed"]["sentence_f1"] == metrics["right_branching"]["sentence_f1"]
     assert metrics["parsed"]["left_splits_pct"] == 0.0
-    _, awd = runs["awd-lstm"]
+    _, awd, _ = runs["awd-lstm"]
     assert main(["eval", "unsupervised-f1", str(awd), "--gold", str(tiny_treebank), "--out",
                  str(tmp_path / "awd")]) == 2
+
+
+def test_a_registered_wikitext_copy_trains_awd_lstm_as_written(tmp_path):
+    """A user's WikiText-2 copy (a small file in its format written here) registered as a text corpus: the
+    stream is every line's tokens as written plus <eos> (AWD-LSTM's reading), and palm-s, which needs trees,
+    says so."""
+    from experiments.prepare import register_treebank
+    from lightning_modules.errors import InputError
+    from tests.lightning_modules.data.test_corpora import WIKITEXT, write_wikitext
+
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    name, entry = register_treebank(data_dir, f"my-wikitext-2={write_wikitext(tmp_path / 'wikitext-2')}")
+    assert entry["kind"] == "text" and entry["sentences"] == {"train": 5, "valid": 5, "test": 5}
+    tiny = [o for o in TINY if not o.startswith(SPAN_KEYS)]
+    cfg = resolve_train_config("awd-lstm", "cpu-small", [*tiny, f"data.corpus={name}", "model.bptt=4",
+                                                         "train.batch_size=2", f"runtime.data_dir={data_dir}"])
+    data = get_family("awd-lstm").build_data(cfg)
+    words = [w for line in WIKITEXT for w in [*line.split(), "<eos>"]]
+    assert [data.vocab["tokens"][i] for i in data.train_ids] == words  # case, @-@ and <unk> as written
+    assert len(data.test_ids) == len(words)
+    metrics = train(cfg, seed=0, run_dir=tmp_path / "run")
+    assert np.isfinite(metrics["ppl_stream"]) and metrics["train_tokens"] == len(words)
+    with pytest.raises(InputError, match="text without trees; palm-s trains on gold spans"):
+        get_family("palm-s").build_data(resolve_train_config("palm-s", "cpu-small", [
+            f"data.corpus={name}", f"runtime.data_dir={data_dir}"]))

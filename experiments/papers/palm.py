@@ -1,0 +1,100 @@
+"""PaLM (Peng, Schwartz & Smith 2019, "PaLM: A Hybrid Parser and Language Model", EMNLP): Tables 1, 3 and 4.
+
+Table 1: PTB perplexity (dev and test) of AWD-LSTM, PaLM-U, PaLM-RB and PaLM-S, ~24M parameters each, one
+run each (no seeds or sd published), stream-level as AWD-LSTM reports it: ours is ``ppl_stream`` (test) and
+``val_ppl`` (dev), the training run's final metrics. Table 3: unlabeled unsupervised-parsing F1 on WSJ-40 test
+(sentence-level, punctuation removed, trivial spans dropped): PaLM-U 42.0 and the right-branching baseline 40.7
+(ours: ``eval unsupervised-f1``'s ``unsupervised_f1`` and ``unsupervised_f1_right_branching``). Table 4: the
+percentage of left and right splits of the greedy trees on WSJ-40 test: 25 randomly initialised PaLM models
+without training (mean ± sd), PaLM-U, and the gold trees (ours: ``splits.left``/``splits.right`` of each model,
+``gold_splits.*`` of the binarized gold trees). WikiText-2 (Table 2) is not part of the reproduction.
+"""
+
+from __future__ import annotations
+
+from experiments.papers import Paper
+from experiments.papers.tables import Column, PaperNumber
+
+CITATION = "Peng, Schwartz and Smith (2019), PaLM: A Hybrid Parser and Language Model, EMNLP"
+PTB = "PTB (Mikolov's preprocessing, ~1M words)"
+WSJ40 = "WSJ-40 test (punctuation removed, <= 40 words)"
+COLUMNS = {
+    "test": Column("palm_ppl_test", "PTB perplexity (test)", "ppl_stream", PTB, "stream", "24M", "perplexity"),
+    "dev": Column("palm_ppl_dev", "PTB perplexity (dev)", "val_ppl", PTB, "stream", "24M", "perplexity"),
+    "f1": Column("palm_f1", "WSJ-40 unlabeled F1", "unsupervised_f1", WSJ40, "sentence", "24M", "percent"),
+    "f1_rb": Column("palm_f1_rb", "WSJ-40 unlabeled F1 (right-branching)", "unsupervised_f1_right_branching",
+                    WSJ40, "sentence", "-", "percent"),
+    "left": Column("palm_left", "% left splits", "splits.left", WSJ40, "sentence", "24M", "percent"),
+    "right": Column("palm_right", "% right splits", "splits.right", WSJ40, "sentence", "24M", "percent"),
+    "gold_left": Column("palm_gold_left", "% left splits (gold)", "gold_splits.left", WSJ40, "sentence", "-",
+                        "percent"),
+    "gold_right": Column("palm_gold_right", "% right splits (gold)", "gold_splits.right", WSJ40, "sentence", "-",
+                         "percent"),
+}
+# Table 1: (dev, test)
+TABLE1 = {"AWD-LSTM": (60.0, 57.3), "PaLM-U": (58.6, 56.4), "PaLM-RB": (60.1, 57.5), "PaLM-S": (57.9, 55.5)}
+TABLE3 = {"PaLM-U": 42.0, "Right Branching": 40.7}
+# Table 4: (% left, % right) as (mean, sd or None), with the number of models
+TABLE4 = {"Random": (((39.3, 10.5), (41.2, 8.8)), 25), "PaLM-U": (((1.1, None), (85.6, None)), 1),
+          "Gold": (((6.5, None), (52.7, None)), 1)}
+# our model label -> the paper's row; `palm-u-init` is PaLM-U with train.max_steps 0 (Table 4's random row)
+ROWS = {"awd-lstm": "AWD-LSTM", "palm-u": "PaLM-U", "palm-rb": "PaLM-RB", "palm-s": "PaLM-S",
+        "palm-u-init": "Random"}
+PARSERS = ("palm-u", "palm-s", "palm-rb", "palm-u-init")  # models whose right-branching/gold numbers we show
+
+
+def table_numbers() -> list[PaperNumber]:
+    """Every number of Tables 1, 3 and 4 (one run each except Table 4's 25 random models)."""
+    out = []
+    for row, (dev, test) in TABLE1.items():
+        out += [PaperNumber(row, COLUMNS["dev"], "Table 1", "validation", dev, None, seeds=1),
+                PaperNumber(row, COLUMNS["test"], "Table 1", "test", test, None, seeds=1)]
+    out += [PaperNumber("PaLM-U", COLUMNS["f1"], "Table 3", "test", TABLE3["PaLM-U"], None, seeds=1),
+            PaperNumber("Right Branching", COLUMNS["f1_rb"], "Table 3", "test", TABLE3["Right Branching"], None,
+                        seeds=1)]
+    for row, ((left, right), seeds) in TABLE4.items():
+        prefix = "gold_" if row == "Gold" else ""
+        out += [PaperNumber(row, COLUMNS[prefix + "left"], "Table 4", "test", *left, seeds=seeds),
+                PaperNumber(row, COLUMNS[prefix + "right"], "Table 4", "test", *right, seeds=seeds)]
+    return out
+
+
+# metrics of every parsing model that the paper gives once: the right-branching baseline, the gold splits (shown
+# beside the gold trees' and the models' own splits)
+SHARED = {"unsupervised_f1_right_branching": "unsupervised_f1_right_branching", "gold_splits.left":
+          "gold_splits.left", "gold_splits.right": "gold_splits.right", "splits.left": "gold_splits.left",
+          "splits.right": "gold_splits.right"}
+
+
+def numbers_for(model: str, metric: str, data: str | None = None) -> list[PaperNumber]:
+    """The published numbers beside our ``metric`` of ``model``: its own row of Tables 1, 3 and 4, and for
+    every parsing model the right-branching baseline (Table 3) and the gold trees' splits (Table 4)."""
+    row = ROWS.get(model)
+    if row is None:
+        return []
+    own = [n for n in table_numbers() if n.column.metric == metric and n.row == row]
+    shared = SHARED.get(metric) if model in PARSERS else None
+    return own + [n for n in table_numbers() if shared is not None and n.column.metric == shared]
+
+
+PAPER = Paper(
+    key="palm",
+    citation=CITATION,
+    column="paper (PTB full scale, 1 run; Table 4 random: 25 models)",
+    not_comparable=(
+        "These results are at a reduced scale and are NOT comparable to the paper's (3-layer LSTMs of 1020-1150 "
+        "units, ~24M parameters, trained for hundreds of epochs on the full Mikolov PTB; parsing on WSJ-40 test, "
+        "2,416 sentences). The paper's numbers are shown for orientation only, marked as a different scale."),
+    provenance=(
+        f"Paper numbers: {CITATION}, Table 1 (PTB perplexity, dev and test, stream-level; one run each, no sd), "
+        "Table 3 (unlabeled F1 on WSJ-40 test: PaLM-U and the right-branching baseline) and Table 4 (% left / "
+        "right splits of the greedy trees on WSJ-40 test, trivial splits excluded: 25 untrained PaLM models, "
+        "mean ± sd; PaLM-U; the gold trees). Ours: ppl_stream / val_ppl are stream-level as the paper's; eval "
+        "ppl's sentence-level ppl is the shared protocol's and has no paper number. Different data, scale and "
+        "seeds from ours."),
+    families=("awd-lstm", "palm-u", "palm-s", "palm-rb"),
+    model_order=tuple(ROWS),
+    numbers_for=numbers_for,
+    reproductions={"demo": "reproduce-palm-demo", "cpu-small": "reproduce-palm-cpu-small",
+                   "paper": "reproduce-palm-paper"},
+)
