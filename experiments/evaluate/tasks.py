@@ -204,8 +204,13 @@ def _rerank(m: Mapping[str, Any]) -> dict[str, float]:
 
 
 def _parse(m: Mapping[str, Any]) -> dict[str, float]:
-    return {"parse_f1": m["parsed"]["all"]["bracket_f1"],
-            "parse_f1_right_branching": m["right_branching"]["all"]["bracket_f1"]}
+    out = {"parse_f1": m["parsed"]["all"]["bracket_f1"],
+           "parse_f1_right_branching": m["right_branching"]["all"]["bracket_f1"]}
+    if m.get("oracle"):
+        out["parse_f1_oracle"] = m["oracle"]["all"]["bracket_f1"]
+    out.update({f"decision_accuracy.{name}": d["accuracy"] for name, d in (m.get("decisions") or {}).items()
+                if d.get("accuracy") is not None})
+    return out
 
 
 def _unsupervised_f1(m: Mapping[str, Any]) -> dict[str, float]:
@@ -242,8 +247,8 @@ for _task in (
     Task("rerank", "rerank", f"{_EVAL}:add_rerank", _rerank, headline=("f1",), secondary=("f1_oracle", "f1_parser"),
          options=COMMON_OPTIONS + CORPUS_OPTIONS + ("proposals", "n"), default_split="test",
          arguments=_rerank_arguments, takes_method=False, requires_proposals=True, methods=("proposals",)),
-    Task("parse", "parse", f"{_EVAL}:add_parse", _parse, headline=("parse_f1",),
-         secondary=("parse_f1_right_branching",), options=COMMON_OPTIONS + CORPUS_OPTIONS + ("beam",),
+    Task("parse", "parse", f"{_EVAL}:add_parse", _parse, headline=("parse_f1",), tested=("decision_accuracy.*",),
+         secondary=("parse_f1_right_branching", "parse_f1_oracle"), options=COMMON_OPTIONS + CORPUS_OPTIONS + ("beam",),
          default_split="test", arguments=_gold, takes_method=False, methods=()),
     Task("unsupervised-f1", "parse", f"{_EVAL}:add_unsupervised_f1", _unsupervised_f1,
          headline=("unsupervised_f1",), tested=("unsupervised_f1_corpus", "splits.*"),

@@ -109,3 +109,16 @@ def test_eval_ppl_reads_the_words_of_a_dependency_corpus(tmp_path, prepared_data
         bad = subprocess.run([sys.executable, "-m", "experiments.cli", *argv, "--data-dir", str(prepared_data_dir)],
                              cwd=REPO, capture_output=True, text=True)
         assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "synbench: error:" in bad.stderr, bad.stderr
+
+
+def test_parse_pools_decision_hits_and_flattens_the_ceiling() -> None:
+    from experiments.evaluate.parse import decision_accuracies
+
+    pooled = decision_accuracies([{"p": [3, 4], "q": [0, 0]}, {"p": [1, 4]}])
+    assert pooled == {"p": {"correct": 4, "scored": 8, "accuracy": 0.5}, "q": {"correct": 0, "scored": 0,
+                                                                                  "accuracy": None}}
+    summary = {"all": {"bracket_f1": 50.0}}
+    metrics = {"parsed": summary, "right_branching": summary, "oracle": {"all": {"bracket_f1": 82.5}},
+               "decisions": pooled}
+    assert tasks.get("parse").flatten(metrics) == {"parse_f1": 50.0, "parse_f1_right_branching": 50.0,
+                                                   "parse_f1_oracle": 82.5, "decision_accuracy.p": 0.5}
