@@ -32,6 +32,9 @@ def metric_title(metric: str) -> str:
     """A readable name for ``metric`` with its display unit (``SG score (%)``, ``sg.circuit.X (%)``)."""
     if metric in METRIC_TITLES:
         return METRIC_TITLES[metric]
+    if "@" in metric:  # a labelled evaluation entry's metric (``experiments.evaluation_plan``): ppl@gum
+        base, label = metric.split("@", 1)
+        return f"{metric_title(base)} [{label}]"
     return f"{metric} (%)" if percent_scale(metric) == 100.0 else metric
 
 

@@ -50,6 +50,15 @@ def test_flatten_maps_results_to_aggregate_metrics(tmp_path):
     assert set(settings) == set(results) and notes == []
     (tmp_path / "eval" / "sg" / "results.json").write_text(json.dumps({"metrics": {"circuits": {}}}))
     assert "sg: results.json lacks the expected metrics" in run_metrics(tmp_path)[2][0]
+    # a labelled entry (the same task on another corpus): eval/ppl@gum -> ppl@gum, tested like ppl
+    (tmp_path / "eval" / "ppl@gum").mkdir()
+    (tmp_path / "eval" / "ppl@gum" / "results.json").write_text(
+        json.dumps({"metrics": {"word_ppl": 300.0, "oov_rate": 0.1}, "settings": {"gold": "ud-gum/test"}}))
+    metrics, settings, _ = run_metrics(tmp_path)
+    assert metrics["ppl@gum"] == 300.0 and metrics["ppl_oov_rate@gum"] == 0.1 and metrics["ppl"] == 120.5
+    assert settings["ppl@gum"]["gold"] == "ud-gum/test"
+    assert tasks.is_tested("ppl@gum") and not tasks.is_summarized("ppl_oov_rate@gum")
+    assert tasks.labelled("ppl", "gum") == "ppl@gum" and tasks.unlabelled("ppl@gum") == "ppl"
 
 
 def test_a_registered_task_is_planned_and_aggregated(tmp_path, monkeypatch):
