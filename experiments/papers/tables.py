@@ -48,7 +48,7 @@ class Column:
     dataset: str
     level: str  # sentence | document
     parameters: str
-    unit: str  # perplexity | percent
+    unit: str  # perplexity | percent | fraction (shown with three decimals, as the paper prints accuracies)
 
 
 @dataclass(frozen=True)
@@ -72,8 +72,10 @@ class PaperNumber:
         return f"{self.table}, {data}, {self.split}, {self.column.parameters} params, {self.seeds} seeds{bound}"
 
     def text(self) -> str:
-        """``61.8 ± 0.2`` with the paper's one decimal (``75.6`` where the paper gives no sd)."""
-        return f"{self.mean:.1f}" if self.sd is None else f"{self.mean:.1f} ± {self.sd:.1f}"
+        """``61.8 ± 0.2`` with the paper's one decimal (``75.6`` where the paper gives no sd; fractions with
+        three: ``0.927``)."""
+        digits = 3 if self.column.unit == "fraction" else 1
+        return f"{self.mean:.{digits}f}" if self.sd is None else f"{self.mean:.{digits}f} ± {self.sd:.{digits}f}"
 
 
 @dataclass(frozen=True)

@@ -29,14 +29,14 @@ def test_scales_and_errors():
     assert spec_for("tg", "demo").name == "reproduce-tg-demo"
     assert spec_for("pushdown", "demo").name == "reproduce-pushdown-demo"
     assert spec_for("pushdown", "cpu-small").name == "pushdown-ptb-cpu"
-    with pytest.raises(InputError, match=r"unknown paper 'palm' \(known: pushdown, tg\)"):
+    with pytest.raises(InputError, match=r"unknown paper 'palm' \(known: pushdown, tg, som\)"):
         spec_for("palm", "demo")
     with pytest.raises(InputError, match=r"paper 'tg' has no scale 'huge' \(its scales: demo, cpu-small, paper\)"):
         spec_for("tg", "huge")
 
 
 @pytest.mark.parametrize(("argv", "error"), [
-    (["palm"], "PAPER: unknown paper 'palm' (known: pushdown, tg)"),
+    (["palm"], "PAPER: unknown paper 'palm' (known: pushdown, tg, som)"),
     (["pushdown", "--scale", "huge"],
      "--scale: paper 'pushdown' has no scale 'huge' (its scales: demo, cpu-small, paper)"),
 ])
