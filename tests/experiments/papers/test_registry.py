@@ -11,15 +11,15 @@ import pytest
 
 from experiments import papers
 from experiments.experiment_spec import load_spec
-from experiments.papers import pushdown, tg
+from experiments.papers import pushdown, som, tg
 from lightning_modules.errors import InputError
 
 REPO = Path(__file__).resolve().parents[3]
 
 
 def test_the_built_in_papers_are_registered_and_found_by_key():
-    assert [p.key for p in papers.papers()] == ["pushdown", "tg"]
-    assert papers.get("tg") is tg.PAPER and papers.get("pushdown") is pushdown.PAPER
+    assert [p.key for p in papers.papers()] == ["pushdown", "tg", "som"]
+    assert papers.get("tg") is tg.PAPER and papers.get("pushdown") is pushdown.PAPER and papers.get("som") is som.PAPER
     with pytest.raises(InputError, match=r"unknown paper 'palm' \(known: pushdown, tg, som\)") as error:
         papers.get("palm")
     assert error.value.location == "PAPER"
@@ -41,6 +41,7 @@ def test_a_key_registers_once(monkeypatch):
     (["pushdown", "base-lm", "tg", "proposal-parser"], "pushdown"),  # pushdown-ptb-cpu: most are Pushdown's
     (["tg", "txl-trees", "pushdown"], "tg"),  # most are TG's
     (["tg", "pushdown"], "pushdown"),  # a tie: the first registered
+    (["som"], "som"),  # reproduce-som-*
     (["awd-lstm", "proposal-parser"], None),  # no paper describes them
     ([], None),
 ])
