@@ -136,3 +136,34 @@ def test_pushdown_demo_end_to_end(tmp_path, prepared_data_dir, monkeypatch, caps
     assert main(argv) == 0
     assert "[train] 4/4 done" in capsys.readouterr().err
     assert snapshot(exp) == before  # nothing trained, proposed or evaluated again
+
+
+def test_som_demo_end_to_end(tmp_path, prepared_data_dir, monkeypatch, capsys):
+    """``synbench reproduce som --scale demo`` as shipped: eSOM, dSOM and the ablations trained on the PTB sample
+    as dependency trees, in-domain perplexity / UF1 / p and p' accuracy, UF1 against the original trees with the
+    oracle ceiling, labelled out-of-domain evaluations, and the report with Tables 2, 5 and 8 beside ours."""
+    monkeypatch.setenv("SYNBENCH_DATA", str(prepared_data_dir))
+    argv = ["reproduce", "som", "--scale", "demo", "--runs-dir", str(tmp_path / "runs"), "--poll", "1"]
+    assert main(argv) == 0
+    exp = tmp_path / "runs" / "reproduce-som-demo"
+    settings = json.loads((exp / "analysis" / "settings.json").read_text())
+    assert settings["runs"]["done"] == 10 and settings["scale"] == "demo"
+    summary = (exp / "analysis" / "summary.csv").read_text()
+    for model, metric in [("esom", "ppl"), ("dsom-teacher-forcing", "parse_f1"), ("dsom", "decision_accuracy.p"),
+                          ("esom", "decision_accuracy.p_prime"), ("dsom", "parse_f1_oracle@ptb-trees"),
+                          ("dsom", "ppl@gum"), ("dsom-left-branching", "parse_f1@pud")]:
+        assert f"\n{metric},{model}," in summary, (metric, model)
+    # no prediction network: no p' decisions to score
+    assert "\ndecision_accuracy.p_prime,dsom-no-prediction-network," not in summary
+    welch = (exp / "analysis" / "welch.csv").read_text()
+    assert "ppl@gum" in welch and "decision_accuracy.p" in welch
+    text = (exp / "report.md").read_text()
+    assert "Paper numbers: Shen et al. (2021)" in text and "model esom-no-lm-loss: not trained" in text
+    assert "129.3 (Table 2, PTB test perplexity, test)" in text and "0.922 (Table 2, p acc, test)" in text
+    assert "350.3 (Table 5, GUM perplexity, test)" in text and "perplexity (test) [gum]" in text
+    assert "66.8 (Table 8, PTB UF1 (n-ary trees), test)" in text
+    capsys.readouterr()
+    before = snapshot(exp)
+    assert main(argv) == 0
+    assert "[train] 10/10 done" in capsys.readouterr().err
+    assert snapshot(exp) == before  # nothing trained or evaluated again
