@@ -28,21 +28,6 @@ def result_folders(run_dir: Path) -> tuple[dict[str, Path], list[str]]:
     if not root.is_dir():
         return found, notes
     for task in (t.name for t in tasks.tasks() if t.flatten is not None):
-        for folder in sorted(root.glob(tasks.labelled(task, "*"))):
-            if (folder / "results.json").is_file():
-                found[folder.name] = folder
-        canonical = root / task
-        if (canonical / "results.json").is_file():
-            found[task] = canonical
-            continue
-        hashed = sorted(p for p in root.glob(f"{task}-*") if (p / "results.json").is_file())
-        if len(hashed) == 1:
-            found[task] = hashed[0]
-        elif hashed:
-            notes.append(f"{task}: {len(hashed)} result folders ({', '.join(p.name for p in hashed)}); "
-                         f"none used (put the one to report in eval/{task})")
-    return found, notes
-    for task in (t.name for t in tasks.tasks() if t.flatten is not None):
         canonical = root / task
         if (canonical / "results.json").is_file():
             found[task] = canonical

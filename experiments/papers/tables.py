@@ -18,6 +18,8 @@ METRIC_TITLES = {
     "blimp": "BLiMP accuracy (%)",
     "f1": "bracket F1 (%)",
     "parse_f1": "unlabeled F1 (%)",
+    "decision_accuracy.p": "p accuracy",
+    "decision_accuracy.p_prime": "p' accuracy",
 }
 FRACTION_PREFIXES = ("sg", "blimp")  # sg, blimp, sg.circuit.*, blimp.phenomenon.*
 
