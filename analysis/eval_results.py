@@ -28,6 +28,9 @@ def result_folders(run_dir: Path) -> tuple[dict[str, Path], list[str]]:
     if not root.is_dir():
         return found, notes
     for task in (t.name for t in tasks.tasks() if t.flatten is not None):
+        for folder in sorted(root.glob(tasks.labelled(task, "*"))):
+            if (folder / "results.json").is_file():
+                found[folder.name] = folder
         canonical = root / task
         if (canonical / "results.json").is_file():
             found[task] = canonical
@@ -38,9 +41,6 @@ def result_folders(run_dir: Path) -> tuple[dict[str, Path], list[str]]:
         elif hashed:
             notes.append(f"{task}: {len(hashed)} result folders ({', '.join(p.name for p in hashed)}); "
                          f"none used (put the one to report in eval/{task})")
-        for folder in sorted(root.glob(tasks.labelled(task, "*"))):
-            if (folder / "results.json").is_file():
-                found[folder.name] = folder
     return found, notes
 
 
