@@ -36,7 +36,7 @@ def metric_title(metric: str) -> str:
         return METRIC_TITLES[metric]
     if "@" in metric:  # a labelled evaluation entry's metric (``experiments.evaluation_plan``): ppl@gum
         base, label = metric.split("@", 1)
-        return f"{metric_title(base)} [{label}]"
+        return f"{metric_title(base)} on {label}"
     return f"{metric} (%)" if percent_scale(metric) == 100.0 else metric
 
 

@@ -165,6 +165,6 @@ def test_som_demo_end_to_end(tmp_path, prepared_data_dir, monkeypatch, capsys):
     assert "ppl@gum" in welch and "decision_accuracy.p" in welch
     assert "Paper numbers: Shen et al. (2021)" in text and "model esom-no-lm-loss: not trained" in text
     assert "129.3 (Table 2, PTB test perplexity, test)" in text and "0.922 (Table 2, p acc, test)" in text
-    assert "350.3 (Table 5, GUM perplexity, test)" in text and "perplexity (test) [gum]" in text
+    assert "350.3 (Table 5, GUM perplexity, test)" in text and "perplexity (test) on gum" in text
     assert "66.8 (Table 8, PTB UF1 (n-ary trees), test)" in text
     _resumes_without_work(argv, exp, 10, capsys)
