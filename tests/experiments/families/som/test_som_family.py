@@ -203,3 +203,27 @@ def test_eval_parse_against_original_constituency_trees(trained, shared_data: Pa
     assert out["metrics"]["oracle"]["all"]["bracket_f1"] == parsing.oracle_binary_f1(trees) < 100.0
     assert set(out["metrics"]["decisions"]) == {"p", "p_prime"}  # labels from the binarized constituency trees
     assert (tmp_path / "parse" / "gold.txt").read_text().startswith("(TOP ")
+
+
+def test_decision_hits_hand_worked() -> None:
+    """p / p' hits of one sentence against Algorithm 1's labels given the decisions taken, worked by hand for
+    ``<s> the old man saw her . <eos>`` under ((<s> Γ) <eos>), Γ = ((((the old) man) (saw her)) .), N = 6."""
+    from types import SimpleNamespace
+
+    from lightning_modules.data.tree import clean, parse_tree
+
+    tree = clean(parse_tree("(S (NP (DT the) (JJ old) (NN man)) (VP (VBD saw) (NP (PRP her))) (. .))"))
+    assert parsing.gold_shape(tree) == ((((0, 1), 2), (3, 4)), 5)
+    gold = som.token_slots(som.sentence_shape(parsing.gold_shape(tree)), 6)
+    assert gold.tolist() == [6, 5, 4, 4, 4, 3, 4, 5]
+    # the gold decisions (θ_t = the grid labels, c_t = the next token's) are all correct; the first word's slot
+    # is forced and not scored, <eos>'s label is p'’s last target
+    perfect = SimpleNamespace(extra={"n_slots": 6, "decisions": gold[1:7].tolist(), "choices": gold[2:8].tolist()})
+    assert parsing.decision_hits(perfect, tree) == {"p": (5, 5), "p_prime": (6, 6)}
+    # always slot 5: ξ = [6, 5, 4, 5, 5, 4, 5, 5] (ξ_i = max(ξ_j − 1, μ_i, θ_{i−1} − 1, 0)), so p is right at
+    # man, saw, . (3 of 5) and p' at ξ_3, ξ_4, ξ_6, ξ_7 (4 of 6)
+    flat = SimpleNamespace(extra={"n_slots": 6, "decisions": [5] * 6, "choices": [5] * 6})
+    assert parsing.decision_hits(flat, tree) == {"p": (3, 5), "p_prime": (4, 6)}
+    # without a prediction network there is no p'
+    assert parsing.decision_hits(SimpleNamespace(extra={"n_slots": 6, "decisions": [5] * 6, "choices": None}),
+                                 tree) == {"p": (3, 5)}
