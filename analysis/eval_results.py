@@ -7,7 +7,8 @@ its ``flatten``), e.g. ``ppl`` (word perplexity, a bound for joint models), ``sg
 
 Which folder: ``eval/<task>`` (what ``synbench evaluate``/``reproduce`` write) when present, otherwise the one
 ``eval/<task>-<hash>`` folder of a manual ``synbench eval``; several such folders and no canonical one is
-ambiguous and reported, not guessed. Reads JSON only (no torch, no pandas).
+ambiguous and reported, not guessed. A labelled entry's ``eval/<task>@<label>`` (the same task on another
+corpus) gives the task's metrics named ``<metric>@<label>``. Reads JSON only (no torch, no pandas).
 """
 
 from __future__ import annotations
@@ -20,13 +21,16 @@ from experiments.evaluate import tasks
 
 
 def result_folders(run_dir: Path) -> tuple[dict[str, Path], list[str]]:
-    """({task: folder with results.json}, notes about ambiguous tasks)."""
+    """({task or task@label: folder with results.json}, notes about ambiguous tasks)."""
     root = Path(run_dir) / "eval"
     found: dict[str, Path] = {}
     notes: list[str] = []
     if not root.is_dir():
         return found, notes
     for task in (t.name for t in tasks.tasks() if t.flatten is not None):
+        for folder in sorted(root.glob(tasks.labelled(task, "*"))):
+            if (folder / "results.json").is_file():
+                found[folder.name] = folder
         canonical = root / task
         if (canonical / "results.json").is_file():
             found[task] = canonical
@@ -60,8 +64,10 @@ def run_metrics(run_dir: Path) -> tuple[dict[str, float], dict[str, Any], list[s
             continue
         m = record["metrics"]
         settings[task] = {**record.get("settings", {}), "convention": record.get("convention")}
+        label = task[len(tasks.unlabelled(task)) + 1:] or None
         try:
-            metrics.update(tasks.get(task).flatten(m))  # type: ignore[misc]  # result_folders: flatten set
+            flat = tasks.get(tasks.unlabelled(task)).flatten(m)  # type: ignore[misc]  # result_folders: flatten set
+            metrics.update({tasks.labelled(k, label): v for k, v in flat.items()})
         except (KeyError, TypeError, AttributeError):
             notes.append(f"{task}: results.json lacks the expected metrics ({folder})")
     return metrics, settings, notes

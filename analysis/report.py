@@ -331,7 +331,10 @@ def _headline_table(sources: Sources) -> list[Block]:
         return [_missing("results", sources, "summary")]
     summary = sources.tables["summary"]
     headline = tasks.headline_metrics()
-    metrics = [m for m in headline if (summary["metric"] == m).any()]
+    present = list(dict.fromkeys(str(m) for m in summary["metric"]))
+    # each headline metric, then its labelled variants (the same task on other corpora: ppl@gum, ...)
+    metrics = [m for h in headline
+               for m in sorted((m for m in present if tasks.unlabelled(m) == h), key=lambda m: m != h)]
     if not metrics:
         wanted = ", ".join(headline)
         return [Paragraph(f"results: summary.csv has none of the headline metrics {wanted}.")]

@@ -11,8 +11,9 @@ table) + 2·d·V (tied output layer), plus 4·d per attended (query, key) pair p
 pairs the mask keeps: TG's sparse STACK/COMPOSE pattern counts what it attends, not the dense M + L keys), plus
 the key and value projections of the M memory slots of each row (when the memory is attended), plus
 2x the relative-key projection of the table per chunk (it has no input gradient). With every pair attended
-and no padding this is exactly what ``torch.utils.flop_counter`` counts (tests/benchmarks/test_training_step.py). Peak bf16 dense tensor FLOPs assumed: H100 SXM 989.4 TFLOP/s
-(H100 PCIe 756), H200 989.4 (NVIDIA datasheets, without sparsity); other devices need ``--peak-tflops``.
+and no padding this is exactly what ``torch.utils.flop_counter`` counts (tests/benchmarks/test_training_step.py).
+Peak bf16 dense tensor FLOPs assumed: H100 SXM 989.4 TFLOP/s (H100 PCIe 756), H200 989.4 (NVIDIA datasheets,
+without sparsity); other devices need ``--peak-tflops``.
 Ratios TG / TXL are printed from the same run. Targets (issue 17): TG step time <= 1.15x TXL's, TG MFU >= 35 %.
 
 ``--check`` first compares the flex and dense attention paths on the device (forward logits and every

@@ -21,7 +21,10 @@ model of the spec whose family has the ``propose`` capability: its first seed's 
 trees once per sentence
 set, shared by every evaluated run), ``n``, ``beam``, ``word_beam`` (passed when the method reads them),
 ``items_per_suite``, ``suites``, ``pairs_per_paradigm``, ``paradigms``; for ``dyck``: ``sets`` (default all),
-``size``, ``seed`` (of the test sets) and ``beam`` (families with a beam).
+``size``, ``seed`` (of the test sets) and ``beam`` (families with a beam). ``label`` tells apart several entries
+of one task (e.g. ``{name: ppl, corpus: ud-gum, split: test, label: gum}``): they write ``RUN/eval/NAME@LABEL/``
+and their metrics are named ``METRIC@LABEL`` (``ppl@gum``); two entries of a task for the same model need
+different labels.
 
 Each eval writes to ``RUN/eval/NAME/`` (``results.json`` marks it done; the item cache resumes it), and each
 proposal set to ``EXPERIMENT/proposals/``. Nothing here runs anything: ``stages.py`` does.
@@ -36,7 +39,7 @@ from typing import Any
 from experiments.evaluate import tasks
 from experiments.evaluate.tasks import PlanInput, Task
 from experiments.experiment_runs import experiment_dir, folder_of
-from experiments.experiment_spec import ExperimentSpec, Run
+from experiments.experiment_spec import NAME, ExperimentSpec, Run
 from lightning_modules.errors import InputError
 
 POSITIVE = ("limit", "n", "beam", "word_beam", "items_per_suite", "pairs_per_paradigm", "size")
@@ -107,6 +110,7 @@ def evaluations(spec: ExperimentSpec) -> list[Evaluation]:
 
     labels = {m.name: m for m in spec.models}
     out = []
+    covered: dict[str, set[str] | None] = {}  # eval folder name -> the models its entries name (None: all)
     for i, entry in enumerate(spec.evaluations):
         where = spec.where("evaluations", i)
         name = entry["name"]
@@ -125,6 +129,19 @@ def evaluations(spec: ExperimentSpec) -> list[Evaluation]:
             if key == "seed" and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
                 raise InputError(f"evaluations[{i}].seed: expected an integer >= 0, got {value!r}",
                                  spec.where("evaluations", i, key))
+        label = entry.get("label")
+        if label is not None and (not isinstance(label, str) or not NAME.fullmatch(label)):
+            raise InputError(f"evaluations[{i}].label: expected a name of letters, digits and -_.+, got {label!r}",
+                             spec.where("evaluations", i, "label"))
+        folder, models = tasks.labelled(name, label), entry.get("models")
+        if folder in covered:
+            before = covered[folder]
+            if before is None or models is None or before & set(models):
+                raise InputError(f"evaluations[{i}]: a second {name} entry{' labelled ' + repr(label) if label else ''}"
+                                 " for the same models: give each entry of a task its own label", where)
+            covered[folder] = before | set(models)
+        else:
+            covered[folder] = None if models is None else set(models)
         problem = task.check(entry) if task.check else None
         if problem:
             raise InputError(f"evaluations[{i}].{problem}", where)
@@ -239,7 +256,8 @@ class Planner:
     def _eval_task(self, entry: Evaluation, run: Run) -> StageTask:
         o, task = entry.options, entry.task
         folder = folder_of(self.root, run)
-        out = folder / "eval" / entry.name
+        name = tasks.labelled(entry.name, o.get("label"))
+        out = folder / "eval" / name
         source = run.config.get("source")  # a pretrained model (hf:DIR) is scored as it is
         checkpoint = source or folder / "checkpoints" / "best.ckpt"
         needs = [] if source else [checkpoint]
@@ -261,8 +279,8 @@ class Planner:
             for key in family.method_options(method):
                 if key in o and key != "n":
                     args += [f"--{key.replace('_', '-')}", str(o[key])]
-        return StageTask(f"{run.run_id}-{entry.name}", out, self._cli(*args), out / "results.json",
-                         f"{entry.name} {run.model} seed {run.seed}", tuple(needs))
+        return StageTask(f"{run.run_id}-{name}", out, self._cli(*args), out / "results.json",
+                         f"{name} {run.model} seed {run.seed}", tuple(needs))
 
 
 def _slug(text: str) -> str:

@@ -15,7 +15,8 @@ from experiments.experiment_spec import ExperimentSpec, Run, load_spec, parse_se
 # the resolved-config settings of a model whose difference from the full protocol is stated
 MODEL_KEYS = ("data.corpus", "data.level", "train.max_steps", "train.batch_size", "model.d_model",
               "model.d_embedding", "model.d_hidden", "model.max_span", "model.d_rrnn",
-              "model.n_layers", "model.n_heads", "model.d_ff", "model.n_encoder_layers", "model.n_decoder_layers")
+              "model.n_layers", "model.n_heads", "model.d_ff", "model.n_encoder_layers", "model.n_decoder_layers",
+              "model.d_sem", "model.d_syn", "model.n_slots")
 
 
 def reduced_settings(spec: ExperimentSpec, seeds: str | None = None) -> list[str]:
@@ -28,6 +29,7 @@ def reduced_settings(spec: ExperimentSpec, seeds: str | None = None) -> list[str
     if n_seeds != len(full.seeds):
         lines.append(f"{n_seeds} seeds per model (full protocol: {len(full.seeds)})")
     ours_runs, full_runs = _first_runs(spec), _first_runs(full)
+    lines += [f"model {label}: not trained" for label in full_runs if label not in ours_runs]
     for label, run in ours_runs.items():
         ref = full_runs.get(label)
         if ref is None:
@@ -36,21 +38,24 @@ def reduced_settings(spec: ExperimentSpec, seeds: str | None = None) -> list[str
                  for key in dict.fromkeys(MODEL_KEYS) if _get(run.config, key) != _get(ref.config, key)]
         if diffs:
             lines.append(f"{label}: " + ", ".join(diffs))
-    ours_evals = {e["name"]: e for e in spec.evaluations}
+    def key(e: dict[str, Any]) -> str:  # an entry by its folder name (labelled entries of one task apart)
+        return tasks.labelled(e["name"], e.get("label"))
+
+    ours_evals = {key(e): e for e in spec.evaluations}
     for entry in full.evaluations:
-        if entry["name"] not in ours_evals:
-            lines.append(f"evaluation {entry['name']}: not run")
-    full_evals = {e["name"]: e for e in full.evaluations}
+        if key(entry) not in ours_evals:
+            lines.append(f"evaluation {key(entry)}: not run")
+    full_evals = {key(e): e for e in full.evaluations}
     for entry in spec.evaluations:
-        ref = full_evals.get(entry["name"], {})
+        ref = full_evals.get(key(entry), {})
         defaults = {"split": tasks.get(entry["name"]).default_split}
-        keys = [k for k in dict.fromkeys([*entry, *ref]) if k not in ("name", "models", "proposals")]
+        keys = [k for k in dict.fromkeys([*entry, *ref]) if k not in ("name", "models", "proposals", "label")]
         ours_v = {k: entry.get(k, defaults.get(k)) for k in keys}
         full_v = {k: ref.get(k, defaults.get(k)) for k in keys}
         diffs = [f"{k} {_all(ours_v[k])} (full protocol: {_all(full_v[k])})" for k in keys if ours_v[k] != full_v[k]]
         if diffs:
             which = f" ({', '.join(entry['models'])})" if entry.get("models") else ""
-            lines.append(f"evaluation {entry['name']}{which}: " + ", ".join(diffs))
+            lines.append(f"evaluation {key(entry)}{which}: " + ", ".join(diffs))
     ours_p, full_p = spec.analysis.get("probing") or {}, full.analysis.get("probing") or {}
     if full_p and not ours_p:
         lines.append("probing: not run")

@@ -4,7 +4,10 @@ A model whose family has the ``parse`` capability gives, per sentence, the best 
 (``SentenceScore.best_tree``). The family's ``ParseView`` says how that tree and the gold tree become EVALB
 lines (e.g. Pushdown Layers: binarized, unlabelled gold trees and the unlabeled parameter set), which trivial
 baseline is scored beside, and which sentences are left out for unknown words (``--unknown``: ``default``,
-``exclude``, ``keep``; the paper's own rule by default).
+``exclude``, ``keep``; the paper's own rule by default). Where the view has them, the ceiling of the family's
+parser against this gold (``oracle``: its best possible parses, e.g. binary trees against n-ary gold) is scored
+beside, and the accuracies of the parser's structural decisions against the gold tree's labels
+(``decisions``, pooled over sentences: e.g. SOM's p and p').
 
 Items are sentences (the parse and its log p(x, y), and the scorer's log p(x) bound), cached in
 ``items.jsonl``; the parses and the gold lines are also written one per line (``parsed.txt``, ``gold.txt``),
@@ -47,12 +50,19 @@ def evaluate(chosen: ChosenScorer, model_path: str | Path, gold: Sentences, unkn
     tags = gold.tags
 
     def valid(r: Record) -> bool:
-        return isinstance(r["tree"], str) and is_number(r["logprob"]) and is_number(r["marginal"])
+        return (isinstance(r["tree"], str) and is_number(r["logprob"]) and is_number(r["marginal"])
+                and (view.decisions is None or isinstance(r.get("decisions"), dict)))
 
     def compute(wanted: list[str]) -> list[Record]:
         scores = chosen.scorer.score([gold.words[int(i)] for i in wanted])
-        return [{"id": i, "tree": view.parsed(s, tags[int(i)]), "logprob": s.extra["best_logprob"],
-                 "marginal": s.total} for i, s in zip(wanted, scores)]
+        out = []
+        for i, s in zip(wanted, scores):
+            record = {"id": i, "tree": view.parsed(s, tags[int(i)]), "logprob": s.extra["best_logprob"],
+                      "marginal": s.total}
+            if view.decisions is not None:
+                record["decisions"] = {k: list(v) for k, v in view.decisions(s, gold.trees[int(i)]).items()}
+            out.append(record)
+        return out
 
     ids = [str(k) for k in kept]
     cache = ItemCache(out_dir, valid)
@@ -71,6 +81,13 @@ def evaluate(chosen: ChosenScorer, model_path: str | Path, gold: Sentences, unkn
     if view.baseline is not None:
         metrics[view.baseline_name] = evalb([view.baseline(gold.words[k], tags[k]) for k in kept])
         baseline = f" ({view.baseline_name.replace('_', '-')} {metrics[view.baseline_name]['all']['bracket_f1']})"
+    if view.oracle is not None:
+        metrics["oracle"] = evalb([view.oracle(gold.trees[k]) for k in kept])
+        baseline += f" (ceiling {metrics['oracle']['all']['bracket_f1']})"
+    if view.decisions is not None:
+        metrics["decisions"] = decision_accuracies([r["decisions"] for r in items])
+        baseline += "".join(f", {name} accuracy {d['accuracy']:.3f}" for name, d in metrics["decisions"].items()
+                            if d["accuracy"] is not None)
     f1 = metrics["parsed"]["all"]["bracket_f1"]
     headline = (f"{view.evalb} F1 {f1}{baseline} on {len(kept)} sentences of {gold.name} "
                 f"({settings['excluded_unknown']} left out for unknown words), {chosen.description}, EVALB "
@@ -83,3 +100,17 @@ def evaluate(chosen: ChosenScorer, model_path: str | Path, gold: Sentences, unkn
     result = {"metrics": metrics, "settings": settings, "convention": view.convention, "headline": headline,
               "out": str(out_dir)}
     return result, cache.computed
+
+
+def decision_accuracies(rows: list[dict[str, list[int]]]) -> dict[str, dict[str, Any]]:
+    """Per decision kind, the hits of every sentence pooled: ``{name: {correct, scored, accuracy}}`` (accuracy
+    None when no decision was scored)."""
+    out: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        for name, (correct, scored) in row.items():
+            total = out.setdefault(name, {"correct": 0, "scored": 0})
+            total["correct"] += int(correct)
+            total["scored"] += int(scored)
+    for total in out.values():
+        total["accuracy"] = total["correct"] / total["scored"] if total["scored"] else None
+    return out

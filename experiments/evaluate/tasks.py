@@ -19,7 +19,8 @@ from typing import Any
 
 from lightning_modules.errors import InputError
 
-COMMON_OPTIONS = ("name", "models")
+COMMON_OPTIONS = ("name", "models", "label")  # label: one of several entries of a task (``labelled``)
+LABEL_SEPARATOR = "@"  # eval/TASK@LABEL, metrics METRIC@LABEL
 CORPUS_OPTIONS = ("corpus", "split", "limit")  # a corpus split (default: the run's data.corpus)
 SCORING_OPTIONS = ("method", "proposals", "n", "beam", "word_beam")  # through the family's scorer of a method
 # metrics of training (the family's final_metrics), beside the tasks': in the headline table / tested
@@ -108,15 +109,27 @@ def headline_metrics() -> tuple[str, ...]:
     return tuple(m for t in tasks() for m in t.headline) + TRAINING_HEADLINE
 
 
+def labelled(name: str, label: str | None) -> str:
+    """A task's folder or metric name for an ``evaluations:`` entry with a ``label`` (the same task run more
+    than once, e.g. perplexity on several corpora): ``ppl@ud-gum``; the name itself without one."""
+    return f"{name}{LABEL_SEPARATOR}{label}" if label else name
+
+
+def unlabelled(name: str) -> str:
+    """``ppl@ud-gum`` -> ``ppl``: the task's own name of a labelled folder or metric."""
+    return name.split(LABEL_SEPARATOR, 1)[0]
+
+
 def is_tested(metric: str) -> bool:
-    """Whether the statistics compare ``metric`` between models (Welch tests)."""
+    """Whether the statistics compare ``metric`` (labelled or not) between models (Welch tests)."""
+    metric = unlabelled(metric)
     return any(metric in t.headline or _matches(metric, t.tested) for t in tasks()) or metric in TRAINING_TESTED
 
 
 def is_summarized(metric: str) -> bool:
-    """Whether the statistics summarize ``metric`` (mean, sd, CI per model)."""
-    return (is_tested(metric) or metric in TRAINING_HEADLINE
-            or any(_matches(metric, t.secondary) for t in tasks()))
+    """Whether the statistics summarize ``metric`` (labelled or not: mean, sd, CI per model)."""
+    return (is_tested(metric) or unlabelled(metric) in TRAINING_HEADLINE
+            or any(_matches(unlabelled(metric), t.secondary) for t in tasks()))
 
 
 def _matches(metric: str, patterns: Sequence[str]) -> bool:
@@ -204,8 +217,13 @@ def _rerank(m: Mapping[str, Any]) -> dict[str, float]:
 
 
 def _parse(m: Mapping[str, Any]) -> dict[str, float]:
-    return {"parse_f1": m["parsed"]["all"]["bracket_f1"],
-            "parse_f1_right_branching": m["right_branching"]["all"]["bracket_f1"]}
+    out = {"parse_f1": m["parsed"]["all"]["bracket_f1"],
+           "parse_f1_right_branching": m["right_branching"]["all"]["bracket_f1"]}
+    if m.get("oracle"):
+        out["parse_f1_oracle"] = m["oracle"]["all"]["bracket_f1"]
+    out.update({f"decision_accuracy.{name}": d["accuracy"] for name, d in (m.get("decisions") or {}).items()
+                if d.get("accuracy") is not None})
+    return out
 
 
 def _unsupervised_f1(m: Mapping[str, Any]) -> dict[str, float]:
@@ -244,8 +262,9 @@ for _task in (
     Task("rerank", "rerank", f"{_EVAL}:add_rerank", _rerank, headline=("f1",), secondary=("f1_oracle", "f1_parser"),
          options=COMMON_OPTIONS + CORPUS_OPTIONS + ("proposals", "n"), default_split="test",
          arguments=_rerank_arguments, takes_method=False, requires_proposals=True, methods=("proposals",)),
-    Task("parse", "parse", f"{_EVAL}:add_parse", _parse, headline=("parse_f1",),
-         secondary=("parse_f1_right_branching",), options=COMMON_OPTIONS + CORPUS_OPTIONS + ("beam",),
+    Task("parse", "parse", f"{_EVAL}:add_parse", _parse,
+         headline=("parse_f1", "decision_accuracy.p", "decision_accuracy.p_prime"), tested=("decision_accuracy.*",),
+         secondary=("parse_f1_right_branching", "parse_f1_oracle"), options=COMMON_OPTIONS + CORPUS_OPTIONS + ("beam",),
          default_split="test", arguments=_gold, takes_method=False, methods=()),
     Task("unsupervised-f1", "parse", f"{_EVAL}:add_unsupervised_f1", _unsupervised_f1,
          headline=("unsupervised_f1", "unsupervised_f1_right_branching", "splits.left", "splits.right"),

@@ -75,7 +75,11 @@ class ParseView:
     ``gold(tree)`` is the EVALB line of a cleaned gold tree (of ``gold_kind``) as the family's parses are
     shaped (e.g. binarized, unlabelled), ``parsed(score, tags)`` the line of the scorer's best tree of a
     sentence with the gold POS tags, ``baseline(words, tags)`` a trivial parse scored beside (or None),
-    ``evalb`` the parameter set name (``collins`` or ``unlabeled``).
+    ``evalb`` the parameter set name (``collins`` or ``unlabeled``). Optionally ``oracle(tree)``: the EVALB line
+    of the best parse the family's parser can build for a gold tree (e.g. a binary parser against n-ary gold),
+    scored as the ceiling beside the parses; ``decisions(score, tree)``: ``{name: (correct, scored)}`` of the
+    parser's structural decisions against the labels the gold tree gives them (e.g. SOM's p and p'), pooled
+    over sentences into accuracies.
     """
 
     gold: Callable[[Any], str]
@@ -88,6 +92,8 @@ class ParseView:
     excluded: Callable[[Any, Sequence[Sequence[str]], str], list[bool]] | None = None  # (model, words, unknown)
     gold_kind: str | None = "constituency"  # the gold ``gold`` reads: constituency (Tree), dependency (DepTree)
     # or None (either, as the corpus has them)
+    oracle: Callable[[Any], str] | None = None  # (gold tree) -> the line of the family's best possible parse
+    decisions: Callable[[Any, Any], dict[str, tuple[int, int]]] | None = None  # (score, gold tree) -> hits
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,8 @@ METRIC_TITLES = {
     "blimp": "BLiMP accuracy (%)",
     "f1": "bracket F1 (%)",
     "parse_f1": "unlabeled F1 (%)",
+    "decision_accuracy.p": "p accuracy",
+    "decision_accuracy.p_prime": "p' accuracy",
 }
 FRACTION_PREFIXES = ("sg", "blimp")  # sg, blimp, sg.circuit.*, blimp.phenomenon.*
 
@@ -39,6 +41,9 @@ def metric_title(metric: str) -> str:
     """A readable name for ``metric`` with its display unit (``SG score (%)``, ``sg.circuit.X (%)``)."""
     if metric in METRIC_TITLES:
         return METRIC_TITLES[metric]
+    if "@" in metric:  # a labelled evaluation entry's metric (``experiments.evaluation_plan``): ppl@gum
+        base, label = metric.split("@", 1)
+        return f"{metric_title(base)} on {label}"
     return f"{metric} (%)" if percent_scale(metric) == 100.0 else metric
 
 
@@ -52,7 +57,7 @@ class Column:
     dataset: str
     level: str  # sentence | document
     parameters: str
-    unit: str  # perplexity | percent
+    unit: str  # perplexity | percent | fraction (shown with three decimals, as the paper prints accuracies)
 
 
 @dataclass(frozen=True)
@@ -76,8 +81,10 @@ class PaperNumber:
         return f"{self.table}, {data}, {self.split}, {self.column.parameters} params, {self.seeds} seeds{bound}"
 
     def text(self) -> str:
-        """``61.8 ± 0.2`` with the paper's one decimal (``75.6`` where the paper gives no sd)."""
-        return f"{self.mean:.1f}" if self.sd is None else f"{self.mean:.1f} ± {self.sd:.1f}"
+        """``61.8 ± 0.2`` with the paper's one decimal (``75.6`` where the paper gives no sd; fractions with
+        three: ``0.927``)."""
+        digits = 3 if self.column.unit == "fraction" else 1
+        return f"{self.mean:.{digits}f}" if self.sd is None else f"{self.mean:.{digits}f} ± {self.sd:.{digits}f}"
 
 
 @dataclass(frozen=True)

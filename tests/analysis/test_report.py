@@ -265,3 +265,21 @@ def test_proposal_sets_give_the_parsers_one_best_and_oracle_f1(tmp_path) -> None
 def test_no_proposal_sets_no_section(tmp_path) -> None:
     md, _ = (p.read_text() for p in report.write_report(analysis_folder(tmp_path)))
     assert "Proposal sets" not in md
+
+
+def test_som_experiments_show_labelled_metrics_after_their_task_with_tables_2_and_5(tmp_path) -> None:
+    """A labelled evaluation's metric (``ppl@gum``: the same task on another corpus) follows its task's column
+    in the headline table, with the paper's number for it (Shen et al. 2021, Table 5)."""
+    folder = analysis_folder(tmp_path)
+    _with_families(folder, {"esom": "som", "dsom": "som", "dsom-left-branching": "som"})
+    summary = pd.read_csv(folder / "summary.csv")
+    gum = summary[summary["metric"] == "ppl"].assign(metric="ppl@gum", mean=400.0)
+    pd.concat([gum, summary]).to_csv(folder / "summary.csv", index=False)  # ppl@gum listed first
+    md = report.write_report(folder)[0].read_text()
+    assert "Paper numbers: Shen et al. (2021)" in md
+    table = report.headline_table(folder).splitlines()
+    assert table[0].startswith("| model | perplexity (test): ours | perplexity (test): paper (PTB full scale, one "
+                               "model) | perplexity (test) on gum: ours | perplexity (test) on gum: paper")
+    assert [line.split(" | ")[0] for line in table[2:5]] == ["| esom", "| dsom", "| dsom-left-branching"]
+    assert "| 400.00 ± 0.50 | 375.5 (Table 5, GUM perplexity, test) |" in table[4]
+    assert "77.7 (Table 2, PTB test perplexity, test); 77.7 (Table 3, PTB perplexity, test)" in table[2]

@@ -165,3 +165,27 @@ def test_cli_evaluate_without_finished_runs_and_with_a_bad_entry(tmp_path, capsy
     assert main(["evaluate", str(bad.path), "--runs-dir", str(tmp_path / "runs")]) == 2
     line = capsys.readouterr().err.strip()
     assert line.startswith(f"synbench: error: {bad.path}:") and "evaluations[0].n" in line
+
+
+def test_labelled_entries_run_a_task_on_several_corpora(tmp_path):
+    spec = _spec(tmp_path, [{"name": "ppl", "split": "test"},
+                            {"name": "ppl", "corpus": "ud-gum", "split": "test", "label": "gum"},
+                            {"name": "parse", "corpus": "ud-pud", "label": "pud"}],
+                 models=[{"name": "som", "family": "som", "preset": "cpu-small"}])
+    evals = Planner(spec, experiment_runs(spec), tmp_path / "runs", python="py").eval_tasks()
+    by = {t.folder.name: t.argv for t in evals}
+    assert sorted(by) == ["parse@pud", "ppl", "ppl@gum"]
+    assert by["ppl@gum"][by["ppl@gum"].index("--corpus") + 1] == "ud-gum"
+    assert by["ppl"][by["ppl"].index("--corpus") + 1] == "ud-ewt"  # the run's own corpus
+    assert by["parse@pud"][by["parse@pud"].index("--gold") + 1] == "ud-pud/test"
+    assert by["ppl@gum"][by["ppl@gum"].index("--out") + 1].endswith("eval/ppl@gum")
+
+
+@pytest.mark.parametrize("entries, message", [
+    ([{"name": "ppl"}, {"name": "ppl", "corpus": "ud-gum"}], "a second ppl entry for the same models"),
+    ([{"name": "ppl", "label": "x"}, {"name": "ppl", "label": "x"}], "a second ppl entry labelled 'x'"),
+    ([{"name": "ppl", "label": "a/b"}], "label: expected a name"),
+])
+def test_entries_of_one_task_need_their_own_labels(tmp_path, entries, message):
+    with pytest.raises(InputError, match=message):
+        evaluations(_spec(tmp_path, entries))

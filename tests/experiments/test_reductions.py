@@ -18,3 +18,22 @@ def test_reduced_settings_of_the_pushdown_demo():
     assert any(line.startswith("pushdown: data.corpus ptb-sample (full protocol: bllip-lg)") and
                "model.n_layers 2 (full protocol: 16)" in line for line in lines)
     assert "evaluation sg: items_per_suite 1 (full protocol: all), beam 4 (full protocol: 300)" in lines
+
+
+def test_reduced_settings_of_the_som_scales():
+    lines = reduced_settings(load_spec("reproduce-som-demo"))
+    assert lines[0] == "2 seeds per model (full protocol: 3)"
+    # the full protocol's models a smaller scale does not train
+    assert {"model esom-no-lm-loss: not trained", "model esom-ptb-trees: not trained",
+            "model dsom-ptb-trees: not trained"} <= set(lines)
+    assert any(line.startswith("dsom: data.corpus ptb-sample-dep (full protocol: ptb-dep)")
+               and "model.d_sem 16 (full protocol: 300)" in line and "model.n_slots 12 (full protocol: 15)" in line
+               for line in lines)
+    # labelled entries are compared with the full protocol's entry of the same label
+    assert "evaluation ppl@gum (dsom, dsom-left-branching): limit 5 (full protocol: all)" in lines
+    assert "evaluation ppl@ewt: not run" in lines
+    assert ("evaluation parse@ptb-trees (dsom): corpus ptb-sample (full protocol: ptb), limit 10 (full protocol: "
+            "all)") in lines
+    assert reduced_settings(load_spec("reproduce-som-paper")) == []
+    cpu = reduced_settings(load_spec("reproduce-som-cpu-small"))
+    assert "evaluation ppl@pud (esom, dsom, dsom-left-branching): limit 100 (full protocol: all)" in cpu

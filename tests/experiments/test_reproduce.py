@@ -30,14 +30,15 @@ def test_scales_and_errors():
     assert spec_for("pushdown", "demo").name == "reproduce-pushdown-demo"
     assert spec_for("pushdown", "cpu-small").name == "pushdown-ptb-cpu"
     assert spec_for("palm", "cpu-small").name == "reproduce-palm-cpu-small"
-    with pytest.raises(InputError, match=r"unknown paper 'som' \(known: pushdown, tg, palm\)"):
-        spec_for("som", "demo")
+    assert spec_for("som", "demo").name == "reproduce-som-demo"
+    with pytest.raises(InputError, match=r"unknown paper 'nope' \(known: pushdown, tg, palm, som\)"):
+        spec_for("nope", "demo")
     with pytest.raises(InputError, match=r"paper 'tg' has no scale 'huge' \(its scales: demo, cpu-small, paper\)"):
         spec_for("tg", "huge")
 
 
 @pytest.mark.parametrize(("argv", "error"), [
-    (["som"], "PAPER: unknown paper 'som' (known: pushdown, tg, palm)"),
+    (["nope"], "PAPER: unknown paper 'nope' (known: pushdown, tg, palm, som)"),
     (["pushdown", "--scale", "huge"],
      "--scale: paper 'pushdown' has no scale 'huge' (its scales: demo, cpu-small, paper)"),
 ])
@@ -115,53 +116,75 @@ def test_tiny_pipeline_end_to_end(tmp_path, tiny_treebank, prepared_data_dir, mo
     assert again.failed == {} and snapshot(tmp_path / "runs" / spec.name) == before
 
 
+def _demo(paper: str, tmp_path: Path, data_dir: Path, monkeypatch) -> tuple[list[str], Path, dict, str, str]:
+    """Run ``synbench reproduce PAPER --scale demo``: (argv, experiment folder, settings, summary.csv, report.md)."""
+    monkeypatch.setenv("SYNBENCH_DATA", str(data_dir))
+    argv = ["reproduce", paper, "--scale", "demo", "--runs-dir", str(tmp_path / "runs"), "--poll", "1"]
+    assert main(argv) == 0
+    exp = tmp_path / "runs" / f"reproduce-{paper}-demo"
+    settings = json.loads((exp / "analysis" / "settings.json").read_text())
+    return argv, exp, settings, (exp / "analysis" / "summary.csv").read_text(), (exp / "report.md").read_text()
+
+
+def _resumes_without_work(argv: list[str], exp: Path, runs: int, capsys) -> None:
+    """A second call trains, proposes and evaluates nothing again."""
+    capsys.readouterr()
+    before = snapshot(exp)
+    assert main(argv) == 0
+    assert f"[train] {runs}/{runs} done" in capsys.readouterr().err
+    assert snapshot(exp) == before
+
+
 @pytest.mark.slow
 def test_pushdown_demo_end_to_end(tmp_path, prepared_data_dir, monkeypatch, capsys):
     """``synbench reproduce pushdown --scale demo`` as shipped: every stage, the report with Pushdown Layers'
     Tables 2 and 4 beside ours; a second call trains and evaluates nothing again."""
-    monkeypatch.setenv("SYNBENCH_DATA", str(prepared_data_dir))
-    argv = ["reproduce", "pushdown", "--scale", "demo", "--runs-dir", str(tmp_path / "runs"), "--poll", "1"]
-    assert main(argv) == 0
-    exp = tmp_path / "runs" / "reproduce-pushdown-demo"
-    settings = json.loads((exp / "analysis" / "settings.json").read_text())
+    argv, exp, settings, summary, text = _demo("pushdown", tmp_path, prepared_data_dir, monkeypatch)
     assert settings["runs"]["done"] == 4 and settings["scale"] == "demo"
-    summary = (exp / "analysis" / "summary.csv").read_text()
     for metric in ("ppl", "sg", "blimp", "parse_f1"):
         assert f"\n{metric},pushdown," in summary
-    text = (exp / "report.md").read_text()
     assert "2 seeds per model (full protocol: 5)" in text and "Paper numbers: Murty et al. (2023)" in text
     assert "75.6 (Table 2, BLiMP, test)" in text and "95.3 (Table 4, PTB unlabeled F1, test)" in text
     out = capsys.readouterr().out
     assert out.startswith("| model |") and "report: " in out
-    before = snapshot(exp)
-    assert main(argv) == 0
-    assert "[train] 4/4 done" in capsys.readouterr().err
-    assert snapshot(exp) == before  # nothing trained, proposed or evaluated again
+    _resumes_without_work(argv, exp, 4, capsys)
 
 
 @pytest.mark.slow
 def test_palm_demo_end_to_end(tmp_path, prepared_data_dir, monkeypatch, capsys):
     """``synbench reproduce palm --scale demo`` as shipped: AWD-LSTM, PaLM-U/S/RB and untrained PaLM-U models,
     PaLM's Tables 1, 3 and 4 beside ours with the reduced settings stated; a second call does nothing new."""
-    monkeypatch.setenv("SYNBENCH_DATA", str(prepared_data_dir))
-    argv = ["reproduce", "palm", "--scale", "demo", "--runs-dir", str(tmp_path / "runs"), "--poll", "1"]
-    assert main(argv) == 0
-    exp = tmp_path / "runs" / "reproduce-palm-demo"
-    settings = json.loads((exp / "analysis" / "settings.json").read_text())
+    argv, exp, settings, summary, text = _demo("palm", tmp_path, prepared_data_dir, monkeypatch)
     assert settings["runs"]["done"] == 10 and settings["scale"] == "demo"
-    summary = (exp / "analysis" / "summary.csv").read_text()
     for model in ("awd-lstm", "palm-u", "palm-s", "palm-rb"):
         assert f"\nppl_stream,{model}," in summary and f"\nppl,{model}," in summary
     for model in ("palm-u", "palm-s", "palm-rb", "palm-u-init"):
         assert f"\nunsupervised_f1,{model}," in summary and f"\nsplits.left,{model}," in summary
-    text = (exp / "report.md").read_text()
     assert "2 seeds per model (full protocol: 3)" in text and "Paper numbers: Peng, Schwartz and Smith (2019)" in text
     assert "palm-u: data.corpus ptb-sample (full protocol: ptb)" in text
     assert "57.3 (Table 1, PTB perplexity (test), test)" in text
     assert "39.3 ± 10.5 (Table 4, % left splits, test); 6.5 (Table 4, % left splits (gold), test)" in text
     assert "40.7 (Table 3, WSJ-40 unlabeled F1 (right-branching), test)" in text
-    capsys.readouterr()
-    before = snapshot(exp)
-    assert main(argv) == 0
-    assert "[train] 10/10 done" in capsys.readouterr().err
-    assert snapshot(exp) == before  # nothing trained or evaluated again
+    _resumes_without_work(argv, exp, 10, capsys)
+
+
+@pytest.mark.slow
+def test_som_demo_end_to_end(tmp_path, prepared_data_dir, monkeypatch, capsys):
+    """``synbench reproduce som --scale demo`` as shipped: eSOM, dSOM and the ablations trained on the PTB sample
+    as dependency trees, in-domain perplexity / UF1 / p and p' accuracy, UF1 against the original trees with the
+    oracle ceiling, labelled out-of-domain evaluations, and the report with Tables 2, 5 and 8 beside ours."""
+    argv, exp, settings, summary, text = _demo("som", tmp_path, prepared_data_dir, monkeypatch)
+    assert settings["runs"]["done"] == 10 and settings["scale"] == "demo"
+    for model, metric in [("esom", "ppl"), ("dsom-teacher-forcing", "parse_f1"), ("dsom", "decision_accuracy.p"),
+                          ("esom", "decision_accuracy.p_prime"), ("dsom", "parse_f1_oracle@ptb-trees"),
+                          ("dsom", "ppl@gum"), ("dsom-left-branching", "parse_f1@pud")]:
+        assert f"\n{metric},{model}," in summary, (metric, model)
+    # no prediction network: no p' decisions to score
+    assert "\ndecision_accuracy.p_prime,dsom-no-prediction-network," not in summary
+    welch = (exp / "analysis" / "welch.csv").read_text()
+    assert "ppl@gum" in welch and "decision_accuracy.p" in welch
+    assert "Paper numbers: Shen et al. (2021)" in text and "model esom-no-lm-loss: not trained" in text
+    assert "129.3 (Table 2, PTB test perplexity, test)" in text and "0.922 (Table 2, p acc, test)" in text
+    assert "350.3 (Table 5, GUM perplexity, test)" in text and "perplexity (test) on gum" in text
+    assert "66.8 (Table 8, PTB UF1 (n-ary trees), test)" in text
+    _resumes_without_work(argv, exp, 10, capsys)

@@ -8,13 +8,20 @@ word or over the same span as its only child, and labels its root ``TOP`` (the s
 EVALB). What remains is scored with EVALB's unlabeled setting. Tags are those ``eval`` reads (XPOS, else UPOS).
 ``eval parse CKPT --gold CORPUS/SPLIT`` reads UD corpora (``VIEW``): the parse of every sentence against its Γ,
 the right-branching tree beside; or a constituency treebank: the parse against the original, n-ary tree
-(Table 8; a binary parse cannot reach 100 there: ``oracle_binary_f1`` gives the ceiling).
+(Table 8; a binary parse cannot reach 100 there: the view's ``oracle``, the gold trees binarized as Γ is, is
+scored beside as the ceiling, ``oracle_binary_f1``). The view also scores the decisions (Table 2's p and p'
+accuracies, ``decision_hits``): with gold Γ, Algorithm 1 gives the labels ξ of the decisions the model took, and
+p acc = mean [θ_t = ξ_t] over the words but the first (whose slot the mask forces), p' acc = mean [c_t =
+ξ_{t+1}] over the words (``<eos>``'s label included), exactly as training's validation counts them
+(``SOM.loss_terms``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
+
+import numpy as np
 
 from experiments.evaluate.evalb import UNLABELED, evaluate_lines
 from experiments.evaluate.parse import UNKNOWN
@@ -94,14 +101,40 @@ def excluded(model: Any, sentences: Sequence[Sequence[str]], unknown: str) -> li
     return [unknown == "exclude" and any(model.is_unknown(w) for w in words) for words in sentences]
 
 
+def gold_shape(gold: DepTree | Tree) -> som.Shape:
+    """The binary tree a SOM parse is compared with: Γ of a UD tree, the left-binarized constituency tree."""
+    return som.binary_shape(som.gamma(gold) if isinstance(gold, DepTree) else gold)
+
+
+def oracle_line(gold: DepTree | Tree) -> str:
+    """The EVALB line of the best binary parse of ``gold`` (Table 8's "Oracle Binary Trees": the tree binarized
+    with Γ's left bias; for a UD tree Γ itself, which scores 100)."""
+    words, tags = (gold.forms, corpus_tags(gold)) if isinstance(gold, DepTree) else (gold.leaves(),
+                                                                                     [t for _, t in gold.pos()])
+    return evalb_line(gold_shape(gold), words, tags)
+
+
+def decision_hits(score: Any, gold: DepTree | Tree) -> dict[str, tuple[int, int]]:
+    """(correct, scored) of p (θ_t vs ξ_t) and, with a prediction network, p' (c_t vs ξ_{t+1}) for one sentence
+    (module docstring), over the tokens ``<s> w_1 … w_n <eos>`` as the model reads them."""
+    n_slots = int(score.extra["n_slots"])
+    theta = [int(v) for v in score.extra["decisions"]]
+    n = len(theta)
+    first = som.first_siblings(som.sentence_shape(gold_shape(gold)))
+    labels = som.structure_labels(first, np.array([n_slots, *theta, theta[-1]]), n_slots)
+    hits = {"p": (int(sum(theta[t - 1] == min(labels[t], n_slots - 1) for t in range(2, n + 1))), n - 1)}
+    if score.extra.get("choices") is not None:
+        choices = score.extra["choices"]
+        hits["p_prime"] = (int(sum(choices[t - 1] == labels[t + 1] for t in range(1, n + 1))), n)
+    return hits
+
+
 VIEW = ParseView(gold=gold_line, parsed=parsed_line, baseline=right_branching_line, baseline_name="right_branching",
                  evalb="unlabeled", convention=CONVENTION, gold_name="Γ (Fig. 4) of UD trees, or constituency trees",
-                 excluded=excluded, gold_kind=None)
+                 excluded=excluded, gold_kind=None, oracle=oracle_line, decisions=decision_hits)
 
 
 def oracle_binary_f1(trees: Sequence[Tree]) -> float:
     """Table 8's "Oracle Binary Trees": the F1 of the gold trees binarized (left bias, as Γ) against themselves,
     the ceiling of a binary parser against n-ary gold."""
-    gold = [gold_line(t) for t in trees]
-    binary = [evalb_line(som.binary_shape(t), t.leaves(), [tag for _, tag in t.pos()]) for t in trees]
-    return unlabeled_f1(gold, binary)["bracket_f1"]
+    return unlabeled_f1([gold_line(t) for t in trees], [oracle_line(t) for t in trees])["bracket_f1"]

@@ -6,7 +6,8 @@ p(w_{t+1} | w_≤t) is a deterministic function of the prefix, so the sentence p
 w_≤t) (``<eos>`` included) is exact for that model and per-word values are true incremental surprisals:
 no marginalisation over trees and no bound. The parse is the tree the decisions θ build
 (``parsing.py``; ``best_tree`` holds it with brackets in words written -LRB-/-RRB-, ``extra["decisions"]``
-the decisions); ``best_logprob`` is the same exact log p(x).
+the decisions θ, ``extra["choices"]`` the prediction network's slots c, for the p / p' accuracies); ``best_logprob``
+is the same exact log p(x).
 """
 
 from __future__ import annotations
@@ -53,8 +54,9 @@ class SOMModel:
         return word not in self.words.known
 
     @torch.no_grad()
-    def run(self, sentences: Sequence[Sequence[str]]) -> list[tuple[np.ndarray, np.ndarray]]:
-        """Per sentence: log p of ``w_1 … w_n <eos>`` (float64[n + 1]) and the decisions θ of the words."""
+    def run(self, sentences: Sequence[Sequence[str]]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
+        """Per sentence: log p of ``w_1 … w_n <eos>`` (float64[n + 1]), the decisions θ of the words and the
+        prediction network's slots c after each word (None without a prediction network)."""
         ids = [[self.vocab.id(self.words.unkify(w)) for w in words] for words in sentences]
         n = max(len(x) for x in ids) + 1
         inputs = torch.zeros(len(ids), n, dtype=torch.long)
@@ -66,7 +68,9 @@ class SOMModel:
         trace = self.module(inputs.to(self.device), no_gold, "argmax")
         logp = trace.logits.double().log_softmax(-1).gather(2, targets.to(self.device)[..., None])[..., 0]
         logp, theta = logp.cpu().numpy(), trace.decisions.cpu().numpy()
-        return [(logp[b, : len(x) + 1], theta[b, 1: len(x) + 1]) for b, x in enumerate(ids)]
+        choices = None if trace.choices is None else trace.choices.cpu().numpy()
+        return [(logp[b, : len(x) + 1], theta[b, 1: len(x) + 1],
+                 None if choices is None else choices[b, 1: len(x) + 1]) for b, x in enumerate(ids)]
 
 
 class ExactScorer:
@@ -83,11 +87,13 @@ class ExactScorer:
         out: list[SentenceScore | None] = [None] * len(sentences)
         for start in range(0, len(order), self.batch_size):
             group = order[start: start + self.batch_size]
-            for k, (logp, theta) in zip(group, self.model.run([sentences[k] for k in group])):
+            for k, (logp, theta, choices) in zip(group, self.model.run([sentences[k] for k in group])):
                 words = tuple(sentences[k])
                 tree = to_bracketed(som.shape_to_tree(som.shape_from_slots(theta), bracket_safe(words)))
                 total = float(logp.sum())
                 out[k] = SentenceScore(words, tuple(float(x) for x in logp[:-1]), total, float(logp[-1]),
                                        best_tree=tree, unknown_words=sum(map(self.model.is_unknown, words)),
-                                       extra={"best_logprob": total, "decisions": theta.tolist()})
+                                       extra={"best_logprob": total, "decisions": theta.tolist(),
+                                              "choices": None if choices is None else choices.tolist(),
+                                              "n_slots": self.model.module.config.n_slots})
         return out  # type: ignore[return-value]

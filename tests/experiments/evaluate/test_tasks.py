@@ -25,8 +25,9 @@ def test_builtin_tasks_declare_known_needs_and_one_headline_list():
     assert tasks.names() == ("ppl", "sg", "blimp", "rerank", "parse", "unsupervised-f1", "uas", "terminals", "dyck")
     assert all(t.needs in CAPABILITIES for t in tasks.tasks())
     headline = tasks.headline_metrics()
-    assert headline == ("ppl", "sg", "blimp", "f1", "parse_f1", "unsupervised_f1", "unsupervised_f1_right_branching",
-                        "splits.left", "splits.right", "uas", "val_ppl", "ppl_stream")
+    assert headline == ("ppl", "sg", "blimp", "f1", "parse_f1", "decision_accuracy.p", "decision_accuracy.p_prime",
+                        "unsupervised_f1", "unsupervised_f1_right_branching", "splits.left", "splits.right", "uas",
+                        "val_ppl", "ppl_stream")
     assert all(tasks.is_tested(m) for m in headline if m not in ("val_ppl", "ppl_stream"))
     assert tasks.is_summarized("gold_splits.left") and not tasks.is_tested("gold_splits.left")
     assert tasks.is_tested("dyck.long-50") and tasks.is_tested("best_val_loss")
@@ -52,6 +53,15 @@ def test_flatten_maps_results_to_aggregate_metrics(tmp_path):
     assert set(settings) == set(results) and notes == []
     (tmp_path / "eval" / "sg" / "results.json").write_text(json.dumps({"metrics": {"circuits": {}}}))
     assert "sg: results.json lacks the expected metrics" in run_metrics(tmp_path)[2][0]
+    # a labelled entry (the same task on another corpus): eval/ppl@gum -> ppl@gum, tested like ppl
+    (tmp_path / "eval" / "ppl@gum").mkdir()
+    (tmp_path / "eval" / "ppl@gum" / "results.json").write_text(
+        json.dumps({"metrics": {"word_ppl": 300.0, "oov_rate": 0.1}, "settings": {"gold": "ud-gum/test"}}))
+    metrics, settings, _ = run_metrics(tmp_path)
+    assert metrics["ppl@gum"] == 300.0 and metrics["ppl_oov_rate@gum"] == 0.1 and metrics["ppl"] == 120.5
+    assert settings["ppl@gum"]["gold"] == "ud-gum/test"
+    assert tasks.is_tested("ppl@gum") and not tasks.is_summarized("ppl_oov_rate@gum")
+    assert tasks.labelled("ppl", "gum") == "ppl@gum" and tasks.unlabelled("ppl@gum") == "ppl"
 
 
 def test_a_registered_task_is_planned_and_aggregated(tmp_path, monkeypatch):
@@ -111,3 +121,16 @@ def test_eval_ppl_reads_the_words_of_a_dependency_corpus(tmp_path, prepared_data
         bad = subprocess.run([sys.executable, "-m", "experiments.cli", *argv, "--data-dir", str(prepared_data_dir)],
                              cwd=REPO, capture_output=True, text=True)
         assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "synbench: error:" in bad.stderr, bad.stderr
+
+
+def test_parse_pools_decision_hits_and_flattens_the_ceiling() -> None:
+    from experiments.evaluate.parse import decision_accuracies
+
+    pooled = decision_accuracies([{"p": [3, 4], "q": [0, 0]}, {"p": [1, 4]}])
+    assert pooled == {"p": {"correct": 4, "scored": 8, "accuracy": 0.5}, "q": {"correct": 0, "scored": 0,
+                                                                                  "accuracy": None}}
+    summary = {"all": {"bracket_f1": 50.0}}
+    metrics = {"parsed": summary, "right_branching": summary, "oracle": {"all": {"bracket_f1": 82.5}},
+               "decisions": pooled}
+    assert tasks.get("parse").flatten(metrics) == {"parse_f1": 50.0, "parse_f1_right_branching": 50.0,
+                                                   "parse_f1_oracle": 82.5, "decision_accuracy.p": 0.5}

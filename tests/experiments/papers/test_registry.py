@@ -11,18 +11,18 @@ import pytest
 
 from experiments import papers
 from experiments.experiment_spec import load_spec
-from experiments.papers import palm, pushdown, tg
+from experiments.papers import palm, pushdown, som, tg
 from lightning_modules.errors import InputError
 
 REPO = Path(__file__).resolve().parents[3]
 
 
 def test_the_built_in_papers_are_registered_and_found_by_key():
-    assert [p.key for p in papers.papers()] == ["pushdown", "tg", "palm"]
+    assert [p.key for p in papers.papers()] == ["pushdown", "tg", "palm", "som"]
     assert papers.get("tg") is tg.PAPER and papers.get("pushdown") is pushdown.PAPER
-    assert papers.get("palm") is palm.PAPER
-    with pytest.raises(InputError, match=r"unknown paper 'som' \(known: pushdown, tg, palm\)") as error:
-        papers.get("som")
+    assert papers.get("palm") is palm.PAPER and papers.get("som") is som.PAPER
+    with pytest.raises(InputError, match=r"unknown paper 'nope' \(known: pushdown, tg, palm, som\)") as error:
+        papers.get("nope")
     assert error.value.location == "PAPER"
 
 
@@ -43,6 +43,7 @@ def test_a_key_registers_once(monkeypatch):
     (["tg", "txl-trees", "pushdown"], "tg"),  # most are TG's
     (["tg", "pushdown"], "pushdown"),  # a tie: the first registered
     (["awd-lstm", "palm-u", "palm-s", "palm-rb"], "palm"),  # reproduce-palm-*
+    (["som"], "som"),  # reproduce-som-*
     (["txl-terminals", "proposal-parser"], "tg"),
     (["gpt", "proposal-parser"], None),  # no paper describes them
     ([], None),

@@ -12,6 +12,7 @@ import pytest
 from experiments.checkpoints import read_checkpoint
 from experiments.cli import main
 from experiments.config import resolve_train_config
+from experiments.evaluate import tasks
 from experiments.families import get_family
 from experiments.families.adapter import ScoringRequest
 from experiments.families.som import parsing
@@ -112,6 +113,17 @@ def test_eval_parse_against_gamma_on_a_ud_file(trained, small_ud: Path, tmp_path
     assert parsed["sentences"] == baseline["sentences"] == 60 and parsed["valid_sentences"] == 60
     assert "Γ" in out["headline"] and 0.0 <= parsed["bracket_f1"] <= 100.0
     assert parsed["bracket_f1"] == metrics["val_uf1"]  # the training run's validation UF1: same parses, convention
+    # Table 2's p and p' accuracies: the same counts as training's validation (Algorithm 1 over the greedy θ)
+    decisions = out["metrics"]["decisions"]
+    assert decisions["p"]["accuracy"] == pytest.approx(metrics["val_p_accuracy"], abs=1e-12)
+    assert decisions["p_prime"]["accuracy"] == pytest.approx(metrics["val_p_prime_accuracy"], abs=1e-12)
+    words = sum(len(dep.forms) for _, dep in read_conllu(small_ud))
+    assert decisions["p_prime"]["scored"] == words and decisions["p"]["scored"] == words - 60
+    # Γ is binary: the ceiling of a binary parser against it is 100
+    assert out["metrics"]["oracle"]["all"]["bracket_f1"] == 100.0
+    flat = tasks.get("parse").flatten(out["metrics"])
+    assert flat["decision_accuracy.p"] == decisions["p"]["accuracy"] and flat["parse_f1_oracle"] == 100.0
+    assert tasks.is_tested("decision_accuracy.p_prime") and tasks.is_summarized("parse_f1_oracle")
     gold = (tmp_path / "parse" / "gold.txt").read_text().splitlines()
     deps = [dep for _, dep in read_conllu(small_ud)]
     assert gold[0] == parsing.gold_line(deps[0]) and gold[0].startswith("(TOP ")
@@ -175,6 +187,8 @@ def test_constituency_gold_lines_and_the_oracle_binary_ceiling(shared_data: Path
 
 
 def test_eval_parse_against_original_constituency_trees(trained, shared_data: Path, tmp_path: Path, capsys) -> None:
+    from lightning_modules.data.tree import clean, read_bracketed
+
     run, _ = trained
     gold = shared_data / "ptb_nltk_sample" / "combined" / "wsj_0003.mrg"
     code = main(["eval", "parse", str(run / "checkpoints" / "best.ckpt"), "--gold", str(gold), "--out",
@@ -184,4 +198,32 @@ def test_eval_parse_against_original_constituency_trees(trained, shared_data: Pa
     out = json.loads(captured.out)
     parsed = out["metrics"]["parsed"]["all"]
     assert parsed["sentences"] == parsed["valid_sentences"] == 30  # n-ary gold, same words once pruned
+    # Table 8's ceiling beside the parses: the gold trees binarized as Γ, against the n-ary originals
+    trees = [clean(t) for _, t in read_bracketed(gold)]
+    assert out["metrics"]["oracle"]["all"]["bracket_f1"] == parsing.oracle_binary_f1(trees) < 100.0
+    assert set(out["metrics"]["decisions"]) == {"p", "p_prime"}  # labels from the binarized constituency trees
     assert (tmp_path / "parse" / "gold.txt").read_text().startswith("(TOP ")
+
+
+def test_decision_hits_hand_worked() -> None:
+    """p / p' hits of one sentence against Algorithm 1's labels given the decisions taken, worked by hand for
+    ``<s> the old man saw her . <eos>`` under ((<s> Γ) <eos>), Γ = ((((the old) man) (saw her)) .), N = 6."""
+    from types import SimpleNamespace
+
+    from lightning_modules.data.tree import clean, parse_tree
+
+    tree = clean(parse_tree("(S (NP (DT the) (JJ old) (NN man)) (VP (VBD saw) (NP (PRP her))) (. .))"))
+    assert parsing.gold_shape(tree) == ((((0, 1), 2), (3, 4)), 5)
+    gold = som.token_slots(som.sentence_shape(parsing.gold_shape(tree)), 6)
+    assert gold.tolist() == [6, 5, 4, 4, 4, 3, 4, 5]
+    # the gold decisions (θ_t = the grid labels, c_t = the next token's) are all correct; the first word's slot
+    # is forced and not scored, <eos>'s label is p'’s last target
+    perfect = SimpleNamespace(extra={"n_slots": 6, "decisions": gold[1:7].tolist(), "choices": gold[2:8].tolist()})
+    assert parsing.decision_hits(perfect, tree) == {"p": (5, 5), "p_prime": (6, 6)}
+    # always slot 5: ξ = [6, 5, 4, 5, 5, 4, 5, 5] (ξ_i = max(ξ_j − 1, μ_i, θ_{i−1} − 1, 0)), so p is right at
+    # man, saw, . (3 of 5) and p' at ξ_3, ξ_4, ξ_6, ξ_7 (4 of 6)
+    flat = SimpleNamespace(extra={"n_slots": 6, "decisions": [5] * 6, "choices": [5] * 6})
+    assert parsing.decision_hits(flat, tree) == {"p": (3, 5), "p_prime": (4, 6)}
+    # without a prediction network there is no p'
+    assert parsing.decision_hits(SimpleNamespace(extra={"n_slots": 6, "decisions": [5] * 6, "choices": None}),
+                                 tree) == {"p": (3, 5)}
