@@ -233,7 +233,7 @@ def test_pushdown_experiments_show_the_pushdown_papers_tables(tmp_path) -> None:
 
 def test_an_experiment_no_paper_describes_has_no_paper_column(tmp_path) -> None:
     folder = analysis_folder(tmp_path)
-    _with_families(folder, {"lstm": "awd-lstm", "gpt": "hf"})
+    _with_families(folder, {"lstm": "hf", "gpt": "hf"})  # no paper describes Hugging Face LMs
     md = report.write_report(folder)[0].read_text()
     assert "No registered paper describes these models' families: no published numbers are shown" in md
     assert "NOT comparable" not in md and "Paper numbers:" not in md and "Not in the paper" not in md
