@@ -6,8 +6,8 @@ Transformer-XL over the same (undoubled) transitions with causal attention and l
 Both are joint models p(x, y). Training reads dependency corpora (UD, or ``NAME-dep`` for a constituency
 corpus converted by head rules). A loaded checkpoint scores given dependency trees and their marginal
 (``scorers.DTGModel`` with ``TreeScorer``): ``eval ppl --method gold`` gives the gold-tree bound on a
-dependency corpus. Dependency proposals (the paper's 300 trees per sentence), the word-synchronous beam (SG,
-BLiMP) and UAS reranking are not built yet.
+dependency corpus; ``--method proposals --parser CKPT`` marginalises over N distinct trees per sentence drawn
+without replacement from a ``dep-parser`` checkpoint (``DepParserFamily`` below, ``proposals.py``).
 """
 
 from __future__ import annotations
@@ -32,6 +32,12 @@ DATA_PRESETS = {
 }
 
 
+def dependency_presets(presets: dict[str, Any]) -> dict[str, Any]:
+    """The shared loop and runtime presets (``configs/train.yaml``) with the dependency data of DATA_PRESETS."""
+    return {name: ({**value, "data": dict(DATA_PRESETS[name])} if name in DATA_PRESETS else value)
+            for name, value in presets.items() if name in DATA_PRESETS or name == "runtime"}
+
+
 @register
 class DTGFamily(Family):
     """Dependency Transformer Grammars (Zhao et al. 2024): generative transition sequences over CoNLL-U trees."""
@@ -51,14 +57,14 @@ class DTGFamily(Family):
         return frozenset({"perplexity"})
 
     def methods(self, config: dict[str, Any] | None = None) -> tuple[str, ...]:
-        return ("gold",)
+        return ("proposals", "gold")
+
+    def method_options(self, method: str) -> tuple[str, ...]:
+        return {"proposals": ("n",)}.get(method, ())
 
     # -- training ------------------------------------------------------------------------------------------
     def train_presets(self) -> dict[str, Any]:
-        """The shared loop and runtime presets (``configs/train.yaml``) with DTG's dependency data."""
-        presets = super().train_presets()
-        return {name: ({**value, "data": dict(DATA_PRESETS[name])} if name in DATA_PRESETS else value)
-                for name, value in presets.items() if name in DATA_PRESETS or name == "runtime"}
+        return dependency_presets(super().train_presets())
 
     def build_data(self, cfg: dict[str, Any]) -> Any:
         from lightning_modules.data import dtg_data
@@ -83,9 +89,18 @@ class DTGFamily(Family):
         return DTGModel.load(str(checkpoint), device)
 
     def scoring(self, checkpoint: str | Path, meta: dict[str, Any], request: ScoringRequest) -> Scoring:
-        """``gold``: log p(x, y_gold) of the corpus's dependency trees (non-projective ones lifted), a bound."""
+        """``proposals``: log of the summed p(x, y) over N distinct proposal trees (``--parser`` a dep-parser
+        checkpoint, DTG §4), a lower bound on log p(x); ``gold``: log p(x, y_gold) of the corpus's dependency
+        trees (non-projective ones lifted), a bound."""
         from experiments.evaluate.scorers.tree_marginal import TreeScorer
 
+        if request.method == "proposals":
+            if request.proposals is None:
+                raise InputError("--method proposals needs --parser CKPT (a dep-parser checkpoint)", "--method")
+            scorer = TreeScorer(self.load(checkpoint, request.device), request.proposals, method="proposals",
+                                n=request.n, batch_size=request.batch_size, source_name=request.source_name)
+            return Scoring(scorer, {"n_proposals": request.n},
+                           f"N = {request.n} proposals from {request.source_name} (paper: 300 from a biaffine parser)")
         if request.gold is None:
             raise InputError("--method gold needs the gold trees of a corpus (eval ppl)", "--method")
         scorer = TreeScorer(self.load(checkpoint, request.device), request.gold, method="gold",
@@ -116,3 +131,69 @@ class DTGFamily(Family):
             module = dtg.build(cfg)
         return {"parameters": tg.parameter_count(module), "parts": tg.parameter_breakdown(module),
                 "config": asdict(cfg)}
+
+
+@register
+class DepParserFamily(Family):
+    """The dependency proposal parser q(y | x): the seq2seq parser network writing canonical arc-standard
+    actions (``encodings/dep_parser.py``); a tool that draws DTG's proposal trees (``proposals.py``)."""
+
+    names = ("dep-parser",)
+
+    def kind(self, config: dict[str, Any] | None = None) -> str:
+        return "tool"
+
+    def capabilities(self, config: dict[str, Any] | None = None) -> frozenset[str]:
+        return frozenset({"propose"})
+
+    def train_presets(self) -> dict[str, Any]:
+        return dependency_presets(super().train_presets())
+
+    def build_data(self, cfg: dict[str, Any]) -> Any:
+        from lightning_modules.data import dep_parser_data
+
+        return dep_parser_data.build(cfg)
+
+    def build_module(self, cfg: dict[str, Any], data: Any) -> Any:
+        from lightning_modules.models.parser import build
+
+        return build({**cfg["model"], "source_vocab_size": data.stats["source_vocab_size"],
+                      "action_vocab_size": data.vocab_size})
+
+    def final_metrics(self, module: Any, data: Any, best_path: str) -> dict[str, Any]:
+        """Validation action NLL and accuracy (teacher forcing) and the UAS of greedy parses (gold PUNCT
+        words not scored, ``experiments.evaluate.uas``)."""
+        import torch
+
+        from experiments.evaluate.uas import attachment_counts
+        from experiments.families.dtg.proposals import propose
+
+        if best_path:
+            module.load_state_dict(torch.load(best_path, map_location="cpu", weights_only=True)["state_dict"])
+        module.eval()
+        nll, count, correct = 0.0, 0, 0
+        with torch.no_grad():
+            for batch in data.valid_batches(32):
+                terms = module.loss_terms({k: v.to(module.device) for k, v in batch.items()})
+                nll, count, correct = nll + float(terms[0]), count + int(terms[1]), correct + int(terms[2])
+        module.cpu()
+        parses = propose(module, data.vocab, [list(t.forms) for t in data.valid_trees], n=1, method="beam",
+                         max_rows=64)
+        words, heads = attachment_counts(data.valid_trees, [p.heads[0] for p in parses])
+        out = {"val_actions": count, "val_action_nll": nll / max(count, 1),
+               "val_action_accuracy": correct / max(count, 1), "val_greedy_uas": 100.0 * heads / max(words, 1),
+               "val_greedy_uas_convention": "greedy parses, words whose gold UPOS is not PUNCT"}
+        out.update(data.stats)
+        return out
+
+    def load(self, checkpoint: str | Path, device: str = "cpu") -> Any:
+        """(parser network in eval mode, vocabulary payload)."""
+        from experiments.families.dtg.proposals import load_parser
+
+        return load_parser(checkpoint)
+
+    def proposer(self, checkpoint: str | Path) -> Any:
+        from experiments.families.dtg.proposals import propose
+
+        model, payload = self.load(checkpoint)
+        return lambda sentences, n, seed: [p.trees() for p in propose(model, payload, sentences, n, "sample", seed)]

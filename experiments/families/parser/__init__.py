@@ -78,3 +78,9 @@ class ParserFamily(Family):
         from experiments.families.parser.proposals import load_parser
 
         return load_parser(checkpoint)
+
+    def proposer(self, checkpoint: str | Path) -> Any:
+        from experiments.families.parser.proposals import propose
+
+        model, payload = self.load(checkpoint)
+        return lambda sentences, n, seed: [p.trees for p in propose(model, payload, sentences, n, "sample", seed)]
