@@ -97,7 +97,8 @@ class DTGFamily(Family):
         if request.method == "proposals":
             if request.proposals is None:
                 raise InputError("--method proposals needs --parser CKPT (a dep-parser checkpoint)", "--method")
-            scorer = TreeScorer(self.load(checkpoint, request.device), request.proposals, method="proposals",
+            model = self.load(checkpoint, request.device)
+            scorer = TreeScorer(model, model.known_trees(request.proposals), method="proposals",
                                 n=request.n, batch_size=request.batch_size, source_name=request.source_name)
             return Scoring(scorer, {"n_proposals": request.n},
                            f"N = {request.n} proposals from {request.source_name} (paper: 300 from a biaffine parser)")

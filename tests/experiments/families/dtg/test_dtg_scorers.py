@@ -93,7 +93,7 @@ def test_eval_ppl_gold_on_a_dependency_corpus(model, tmp_path: Path, capsys) -> 
 
     shutil.copy(model.checkpoint, checkpoint)
     assert main(["eval", "ppl", str(checkpoint), "--corpus", str(corpus), "--split", "file", "--json",
-                 "--out", str(tmp_path / "out")]) == 0
+                 "--method", "gold", "--out", str(tmp_path / "out")]) == 0
     result = json.loads(capsys.readouterr().out)
     gold = TreeScorer(model, None, method="gold")
     trees = [tree(s, hs) for s, hs in [*SENTENCES, ("the dog sat .", (3, 4, 0, 3))]]
@@ -101,3 +101,45 @@ def test_eval_ppl_gold_on_a_dependency_corpus(model, tmp_path: Path, capsys) -> 
     words = sum(len(t) for t in trees)
     assert result["metrics"]["word_ppl"] == pytest.approx(math.exp(-sum(totals) / words), rel=1e-6)
     assert result["settings"]["method"] == "gold" and result["settings"]["scorer_convention"]["bound"] is True
+
+
+@pytest.fixture(scope="module")
+def parser_checkpoint(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("dep-parser")
+    path = folder / "small.conllu"
+    path.write_text("".join("".join(ROW.format(i=i, w=w, h=h) for i, (w, h) in enumerate(zip(s.split(), hs), 1))
+                            + "\n" for s, hs in SENTENCES * 3))
+    cfg = resolve_train_config("dep-parser", "cpu-small", [
+        "model.d_model=16", "model.n_encoder_layers=1", "model.n_decoder_layers=1", "model.n_heads=2",
+        "model.d_ff=32", "model.warmup_steps=2", "model.total_steps=20", "train.batch_size=4", "train.max_steps=6",
+        "train.val_every=6", "train.ckpt_every=6", "runtime.wandb=disabled", "runtime.progress=false",
+        "runtime.threads=1", f"data.corpus={path}", "data.train_split=file", "data.valid_split=file"])
+    metrics = train(cfg, seed=1, run_dir=folder / "run")
+    assert metrics["valid_sentences"] == 6 and 0.0 <= metrics["val_greedy_uas"] <= 100.0
+    return folder / "run" / "checkpoints" / "best.ckpt"
+
+
+def test_eval_ppl_over_dependency_proposals(model, parser_checkpoint: Path, tmp_path: Path, capsys) -> None:
+    """``--method proposals --parser CKPT``: the marginal over N distinct trees drawn per sentence from the
+    dependency parser; a bound no looser than the gold tree's when the gold tree is among them."""
+    from experiments.cli import main
+    from experiments.evaluate.scorer_choice import SentenceSeededProposals
+
+    corpus = tmp_path / "test.conllu"
+    corpus.write_text("".join("".join(ROW.format(i=i, w=w, h=h) for i, (w, h) in enumerate(zip(s.split(), hs), 1))
+                              + "\n" for s, hs in SENTENCES))
+    assert main(["eval", "ppl", str(model.checkpoint), "--corpus", str(corpus), "--split", "file", "--json",
+                 "--method", "proposals", "--parser", str(parser_checkpoint), "-n", "30",
+                 "--out", str(tmp_path / "out")]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["settings"]["n_proposals"] == 30 and result["settings"]["scorer_convention"]["bound"] is True
+    source = SentenceSeededProposals(parser_checkpoint, 30, 0)
+    trees = source([s.split() for s, _ in SENTENCES])
+    assert [len(t) for t in trees] == [30, 30] and all(len(set(ts)) == 30 for ts in trees)
+    # a tree whose transitions the model has no token for (arc-swift reaches unseen in training) has p = 0
+    trees = [[t for t in ts if model.transitions_known(t)] for ts in trees]
+    assert model.system != "standard" or [len(t) for t in trees] == [30, 30]
+    scorer = TreeScorer(model, None, method="proposals", n=30)
+    totals = [scorer.score_trees([s.split()], [ts])[0].total for (s, _), ts in zip(SENTENCES, trees)]
+    words = sum(len(s.split()) for s, _ in SENTENCES)
+    assert result["metrics"]["word_ppl"] == pytest.approx(math.exp(-sum(totals) / words), rel=1e-6)
