@@ -221,6 +221,11 @@ def _uas(m: Mapping[str, Any]) -> dict[str, float]:
     return {k: m[k] for k in ("uas", "las") if m.get(k) is not None}
 
 
+def _uas_rerank(m: Mapping[str, Any]) -> dict[str, float]:
+    return {f"uas_rerank{suffix}": m[f"uas{suffix}"] for suffix in ("", "_parser", "_oracle")
+            if m.get(f"uas{suffix}") is not None}
+
+
 def _dyck(m: Mapping[str, Any]) -> dict[str, float]:
     return {f"dyck.{name}": value for name, value in m["accuracy"].items()}
 
@@ -252,6 +257,10 @@ for _task in (
          arguments=lambda p: [*_gold(p), *_flag(p.options, "max_length")], takes_method=False, methods=()),
     Task("uas", "dependency_parse", f"{_EVAL}:add_uas", _uas, headline=("uas",), secondary=("las",),
          unplanned="it compares two CoNLL-U files (synbench eval uas GOLD TEST), not a model", scored=False),
+    Task("uas-rerank", "dependency_parse", f"{_EVAL}:add_uas_rerank", _uas_rerank, headline=("uas_rerank",),
+         secondary=("uas_rerank_parser", "uas_rerank_oracle"),
+         unplanned="it needs a dependency parser checkpoint (synbench eval uas-rerank CKPT --parser P)",
+         scored=False, takes_method=False, methods=()),
     Task("terminals", "terminals", f"{_EVAL}:add_terminals", None,
          options=COMMON_OPTIONS + CORPUS_OPTIONS, default_split="valid", arguments=_corpus_split, scored=False,
          methods=()),

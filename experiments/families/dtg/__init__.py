@@ -54,7 +54,7 @@ class DTGFamily(Family):
         return "joint"
 
     def capabilities(self, config: dict[str, Any] | None = None) -> frozenset[str]:
-        return frozenset({"perplexity"})
+        return frozenset({"perplexity", "dependency_parse"})
 
     def methods(self, config: dict[str, Any] | None = None) -> tuple[str, ...]:
         return ("proposals", "gold")
@@ -108,6 +108,14 @@ class DTGFamily(Family):
                             batch_size=request.batch_size,
                             source_name=request.source_name or "gold dependency trees of the corpus")
         return Scoring(scorer, {}, "gold dependency trees (non-projective ones lifted), log p(x, y_gold)")
+
+    def evaluate(self, task: str, args: argparse.Namespace) -> tuple[dict[str, Any], int, int]:
+        """``dependency_parse``: UAS by reranking dependency proposals (``rerank.py``, DTG Table 3)."""
+        if task != "dependency_parse":
+            return super().evaluate(task, args)
+        from experiments.families.dtg.rerank import evaluate
+
+        return evaluate(self.load(args.checkpoint, args.device), args)
 
     # -- inspect, model size -------------------------------------------------------------------------------
     def inspect_sources(self, args: argparse.Namespace) -> list[tuple[str, Any]]:

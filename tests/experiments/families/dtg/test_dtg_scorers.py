@@ -143,3 +143,33 @@ def test_eval_ppl_over_dependency_proposals(model, parser_checkpoint: Path, tmp_
     totals = [scorer.score_trees([s.split()], [ts])[0].total for (s, _), ts in zip(SENTENCES, trees)]
     words = sum(len(s.split()) for s, _ in SENTENCES)
     assert result["metrics"]["word_ppl"] == pytest.approx(math.exp(-sum(totals) / words), rel=1e-6)
+
+
+def test_uas_by_reranking_proposals(model, parser_checkpoint: Path, tmp_path: Path, capsys) -> None:
+    """``eval uas-rerank``: the tree the model ranks first among N proposals, scored against the gold heads
+    (gold PUNCT words not scored), beside the parser's greedy UAS and the proposals' oracle UAS."""
+    from experiments.cli import main
+    from experiments.evaluate.scorer_choice import SentenceSeededProposals
+    from lightning_modules.data.dependency import read_conllu
+
+    corpus = tmp_path / "test.conllu"
+    punct = "{i}\t{w}\t_\t{u}\t_\t_\t{h}\t_\t_\t_\n"
+    corpus.write_text("".join("".join(punct.format(i=i, w=w, h=h, u="PUNCT" if w == "." else "X")
+                                      for i, (w, h) in enumerate(zip(s.split(), hs), 1)) + "\n"
+                              for s, hs in SENTENCES))
+    assert main(["eval", "uas-rerank", str(model.checkpoint), "--parser", str(parser_checkpoint), "--corpus",
+                 str(corpus), "--split", "file", "-n", "8", "--json", "--out", str(tmp_path / "out")]) == 0
+    result = json.loads(capsys.readouterr().out)
+    metrics = result["metrics"]
+    assert metrics["words"] == 7  # 9 words, 2 of them PUNCT
+    assert metrics["uas_oracle"] >= metrics["uas"]
+    trees = [[t for t in ts if model.transitions_known(t)]
+             for ts in SentenceSeededProposals(parser_checkpoint, 8, 0)([s.split() for s, _ in SENTENCES])]
+    scorer = TreeScorer(model, None, method="gold")
+    best = [max(ts, key=lambda t: scorer.score_trees([t.forms], [[t]])[0].total).heads for ts in trees]
+    written = [t.heads for _, t in read_conllu(tmp_path / "out" / "reranked.conllu")]
+    assert written == best
+    gold = [hs for _, hs in SENTENCES]
+    correct = sum(b[i] == g[i] for b, g, (s, _) in zip(best, gold, SENTENCES) for i, w in enumerate(s.split())
+                  if w != ".")
+    assert metrics["uas"] == pytest.approx(100.0 * correct / 7)
