@@ -54,13 +54,13 @@ class DTGFamily(Family):
         return "joint"
 
     def capabilities(self, config: dict[str, Any] | None = None) -> frozenset[str]:
-        return frozenset({"perplexity", "dependency_parse"})
+        return frozenset({"perplexity", "score", "surprisal", "dependency_parse"})
 
     def methods(self, config: dict[str, Any] | None = None) -> tuple[str, ...]:
-        return ("proposals", "gold")
+        return ("beam", "proposals", "gold")
 
     def method_options(self, method: str) -> tuple[str, ...]:
-        return {"proposals": ("n",)}.get(method, ())
+        return {"beam": ("beam", "word_beam"), "proposals": ("n",)}.get(method, ())
 
     # -- training ------------------------------------------------------------------------------------------
     def train_presets(self) -> dict[str, Any]:
@@ -89,11 +89,25 @@ class DTGFamily(Family):
         return DTGModel.load(str(checkpoint), device)
 
     def scoring(self, checkpoint: str | Path, meta: dict[str, Any], request: ScoringRequest) -> Scoring:
-        """``proposals``: log of the summed p(x, y) over N distinct proposal trees (``--parser`` a dep-parser
+        """``beam``: the word-synchronous beam over the system's transitions (``beam.py``; SG, BLiMP);
+        ``proposals``: log of the summed p(x, y) over N distinct proposal trees (``--parser`` a dep-parser
         checkpoint, DTG §4), a lower bound on log p(x); ``gold``: log p(x, y_gold) of the corpus's dependency
         trees (non-projective ones lifted), a bound."""
         from experiments.evaluate.scorers.tree_marginal import TreeScorer
 
+        if request.method == "beam":
+            from experiments.families.dtg.beam import DTGBeamScorer
+
+            scorer = DTGBeamScorer(self.load(checkpoint, request.device), request.beam, request.word_beam,
+                                   request.max_actions, request.fast_track)
+            identity: dict[str, Any] = {"beam": request.beam, "word_beam": request.word_beam,
+                                        "max_actions": request.max_actions}
+            track = ""
+            if request.fast_track is not None:
+                identity["fast_track"] = request.fast_track
+                track = f", fast-track {request.fast_track}"
+            return Scoring(scorer, identity, f"beam {request.beam}/{request.word_beam}{track}, <= "
+                           f"{request.max_actions} actions per word (paper: 100/10, fast-track 0, <= 15)", 8)
         if request.method == "proposals":
             if request.proposals is None:
                 raise InputError("--method proposals needs --parser CKPT (a dep-parser checkpoint)", "--method")

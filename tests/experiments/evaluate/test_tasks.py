@@ -22,10 +22,11 @@ REPO = Path(__file__).resolve().parents[3]
 
 
 def test_builtin_tasks_declare_known_needs_and_one_headline_list():
-    assert tasks.names() == ("ppl", "sg", "blimp", "rerank", "parse", "unsupervised-f1", "uas", "terminals", "dyck")
+    assert tasks.names() == ("ppl", "sg", "blimp", "rerank", "parse", "unsupervised-f1", "uas", "uas-rerank",
+                             "terminals", "dyck")
     assert all(t.needs in CAPABILITIES for t in tasks.tasks())
     headline = tasks.headline_metrics()
-    assert headline == ("ppl", "sg", "blimp", "f1", "parse_f1", "unsupervised_f1", "uas", "val_ppl")
+    assert headline == ("ppl", "sg", "blimp", "f1", "parse_f1", "unsupervised_f1", "uas", "uas_rerank", "val_ppl")
     assert all(tasks.is_tested(m) for m in headline if m != "val_ppl")
     assert tasks.is_tested("dyck.long-50") and tasks.is_tested("best_val_loss")
     assert tasks.is_summarized("sg.circuit.agreement") and not tasks.is_tested("sg.circuit.agreement")
