@@ -39,7 +39,7 @@ from experiments.experiment_runs import experiment_dir, folder_of
 from experiments.experiment_spec import ExperimentSpec, Run
 from lightning_modules.errors import InputError
 
-POSITIVE = ("limit", "n", "beam", "word_beam", "items_per_suite", "pairs_per_paradigm", "size")
+POSITIVE = ("limit", "n", "beam", "word_beam", "max_actions", "items_per_suite", "pairs_per_paradigm", "size")
 
 
 @dataclass(frozen=True)

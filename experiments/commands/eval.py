@@ -391,8 +391,11 @@ def add_uas_rerank(tasks: argparse._SubParsersAction) -> None:
                     "take its best: UAS against the gold trees (gold PUNCT words not scored), beside the parser's "
                     "greedy UAS and the oracle UAS of the proposals. Writes results.json and reranked.conllu.")
     p.add_argument("checkpoint", help="a joint dependency model's checkpoint (a family with dependency_parse)")
-    p.add_argument("--parser", type=Path, required=True, metavar="CKPT",
-                   help="dependency parser checkpoint drawing the proposals")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--parser", type=Path, metavar="CKPT", help="dependency parser checkpoint drawing the "
+                        "proposals (the parser's UAS: its greedy parse)")
+    source.add_argument("--proposals", type=Path, metavar="FILE", help="proposals file of a dependency parser "
+                        "(synbench propose; the parser's UAS: each sentence's first tree)")
     p.add_argument("--corpus", default="ud-ewt", help="dependency corpus (default ud-ewt; NAME-dep converts)")
     p.add_argument("--split", default="test", help="split (default test)")
     _limit(p)

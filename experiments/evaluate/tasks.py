@@ -21,7 +21,8 @@ from lightning_modules.errors import InputError
 
 COMMON_OPTIONS = ("name", "models")
 CORPUS_OPTIONS = ("corpus", "split", "limit")  # a corpus split (default: the run's data.corpus)
-SCORING_OPTIONS = ("method", "proposals", "n", "beam", "word_beam")  # through the family's scorer of a method
+# through the family's scorer of a method (max_actions, fast_track: word-synchronous beams that read them)
+SCORING_OPTIONS = ("method", "proposals", "n", "beam", "word_beam", "max_actions", "fast_track")
 # metrics of training (the family's final_metrics), beside the tasks': in the headline table / tested
 TRAINING_HEADLINE = ("val_ppl",)
 TRAINING_TESTED = ("best_val_loss",)
@@ -259,8 +260,9 @@ for _task in (
          unplanned="it compares two CoNLL-U files (synbench eval uas GOLD TEST), not a model", scored=False),
     Task("uas-rerank", "dependency_parse", f"{_EVAL}:add_uas_rerank", _uas_rerank, headline=("uas_rerank",),
          secondary=("uas_rerank_parser", "uas_rerank_oracle"),
-         unplanned="it needs a dependency parser checkpoint (synbench eval uas-rerank CKPT --parser P)",
-         scored=False, takes_method=False, methods=()),
+         options=COMMON_OPTIONS + CORPUS_OPTIONS + ("proposals", "n"), default_split="test",
+         arguments=_corpus_split, scored=False, takes_method=False, requires_proposals=True,
+         methods=("proposals",)),
     Task("terminals", "terminals", f"{_EVAL}:add_terminals", None,
          options=COMMON_OPTIONS + CORPUS_OPTIONS, default_split="valid", arguments=_corpus_split, scored=False,
          methods=()),

@@ -18,6 +18,7 @@ METRIC_TITLES = {
     "blimp": "BLiMP accuracy (%)",
     "f1": "bracket F1 (%)",
     "parse_f1": "unlabeled F1 (%)",
+    "uas_rerank": "UAS by reranking (%)",
 }
 FRACTION_PREFIXES = ("sg", "blimp")  # sg, blimp, sg.circuit.*, blimp.phenomenon.*
 

@@ -60,7 +60,7 @@ class DTGFamily(Family):
         return ("beam", "proposals", "gold")
 
     def method_options(self, method: str) -> tuple[str, ...]:
-        return {"beam": ("beam", "word_beam"), "proposals": ("n",)}.get(method, ())
+        return {"beam": ("beam", "word_beam", "max_actions", "fast_track"), "proposals": ("n",)}.get(method, ())
 
     # -- training ------------------------------------------------------------------------------------------
     def train_presets(self) -> dict[str, Any]:
@@ -220,3 +220,8 @@ class DepParserFamily(Family):
 
         model, payload = self.load(checkpoint)
         return lambda sentences, n, seed: [p.trees() for p in propose(model, payload, sentences, n, "sample", seed)]
+
+    def write_proposals(self, args: argparse.Namespace) -> str:
+        from experiments.families.dtg.proposals import write_from_args
+
+        return write_from_args(args)

@@ -16,6 +16,7 @@ training loop, and is a projective parser by construction (as DTG needs).
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ import torch
 from torch import Tensor
 
 from experiments.families.parser.proposals import METHODS, search
-from lightning_modules.data.dependency import DepTree
+from lightning_modules.data.dependency import DepTree, to_conllu
 from lightning_modules.data.encodings import dep_parser as encoding
 from lightning_modules.errors import InputError
 
@@ -126,3 +127,56 @@ def load_parser(checkpoint: str | Path) -> tuple[Any, dict[str, Any]]:
     model.load_state_dict(ckpt["state_dict"])
     model.eval()
     return model, payload
+
+
+def proposals_jsonl(proposals: Sequence[DepProposals]) -> str:
+    """The proposals file (``tree_files.ProposalFile`` reads it): per sentence ``{"sentence": k, "trees":
+    [CoNLL-U of each tree, most probable first]}``."""
+    return "".join(json.dumps({"sentence": k, "trees": [to_conllu(t) for t in p.trees()]}, ensure_ascii=False)
+                   + "\n" for k, p in enumerate(proposals))
+
+
+def oracle_uas(gold: Sequence[DepTree], proposals: Sequence[DepProposals], n: int) -> float:
+    """UAS of the best of the first ``n`` proposals of each sentence (gold PUNCT words not scored)."""
+    from experiments.evaluate.uas import attachment_counts
+
+    best = [max(p.heads[:n], key=lambda h, g=g: attachment_counts([g], [h])[1]) for p, g in zip(proposals, gold)]
+    words, correct = attachment_counts(gold, best)
+    return round(100.0 * correct / max(words, 1), 2)
+
+
+def write_from_args(args: Any) -> str:
+    """``synbench propose`` with a dep-parser checkpoint: the proposals file, its log q file and meta file (with
+    the first tree's and the oracle UAS for ``--corpus``); returns the line it prints."""
+    from experiments.evaluate.ppl import read_sentences as read_split_sentences
+    from experiments.evaluate.uas import attachment_counts
+    from experiments.families.parser.proposals import logq_jsonl, read_sentences
+    from lightning_modules.data.atomic import atomic_write_text
+
+    model, payload = load_parser(args.checkpoint)
+    gold: list[DepTree] | None = None
+    if args.corpus is not None:
+        read = read_split_sentences(args.corpus, args.split, None, args.data_dir, trees=True, tree_kind="dependency")
+        sentences, gold = read.words, list(read.trees)  # type: ignore[arg-type]
+    else:
+        sentences = read_sentences(args.sentences)
+    proposals = propose(model, payload, sentences, args.n, args.method, args.seed, args.max_rows)
+    atomic_write_text(Path(args.out), proposals_jsonl(proposals))
+    if args.logq is not None:
+        atomic_write_text(Path(args.logq), logq_jsonl(proposals))  # type: ignore[arg-type]
+    trees = sum(len(p.heads) for p in proposals)
+    meta: dict[str, Any] = {"checkpoint": str(args.checkpoint), "n": args.n, "method": args.method,
+                            "seed": args.seed, "sentences": len(proposals), "trees": trees,
+                            "source": {"corpus": args.corpus, "split": args.split} if gold is not None
+                            else {"sentences": str(args.sentences)}}
+    line = f"wrote {trees} trees for {len(proposals)} sentences to {args.out}"
+    if gold is not None:
+        words, correct = attachment_counts(gold, [p.heads[0] for p in proposals])
+        meta["one_best_uas"] = round(100.0 * correct / max(words, 1), 2)
+        meta["oracle_uas"] = {str(n): oracle_uas(gold, proposals, n)
+                              for n in sorted({n for n in (1, 10, 100) if n < args.n} | {args.n})}
+        meta["uas_convention"] = "words whose gold UPOS is not PUNCT; one_best: the most probable proposal"
+        line += f": 1-best UAS {meta['one_best_uas']}, oracle UAS at N = {args.n}: {meta['oracle_uas'][str(args.n)]}"
+    meta_path = Path(args.out).with_suffix(".meta.json")
+    atomic_write_text(meta_path, json.dumps(meta, indent=1) + "\n")
+    return line

@@ -84,3 +84,8 @@ class ParserFamily(Family):
 
         model, payload = self.load(checkpoint)
         return lambda sentences, n, seed: [p.trees for p in propose(model, payload, sentences, n, "sample", seed)]
+
+    def write_proposals(self, args: Any) -> str:
+        from experiments.families.parser.proposals import write_from_args
+
+        return write_from_args(args)

@@ -337,3 +337,31 @@ def load_parser(checkpoint: str | Path) -> tuple[Any, dict[str, Any]]:
     model.load_state_dict(ckpt["state_dict"])
     model.eval()
     return model, payload
+
+
+def write_from_args(args: Any) -> str:
+    """``synbench propose`` with a proposal-parser checkpoint: the files, and the line it prints."""
+    model, payload = load_parser(args.checkpoint)
+    gold = None
+    if args.corpus is not None:
+        sentences, tags, gold = read_corpus_sentences(args.corpus, args.split, args.data_dir)
+    else:
+        sentences, tags = read_sentences(args.sentences), None
+    proposals = propose(model, payload, sentences, args.n, args.method, args.seed, args.max_rows)
+    write_proposals(args.out, proposals, tags, args.logq)
+    trees = sum(len(p.trees) for p in proposals)
+    meta = {"checkpoint": str(args.checkpoint), "n": args.n, "method": args.method, "seed": args.seed,
+            "source": {"corpus": args.corpus, "split": args.split} if gold else {"sentences": str(args.sentences)},
+            "sentences": len(proposals), "trees": trees}
+    if gold is not None:
+        from experiments.evaluate.rerank import proposal_quality
+
+        ns = sorted({n for n in (1, 10, 100) if n < args.n} | {args.n})
+        tagged = [[with_tags(t, tg) for t in p.trees] for p, tg in zip(proposals, tags)]  # as in OUT
+        meta.update(proposal_quality(gold, tagged, ns))
+        meta["f1_convention"] = "EVALB COLLINS.prm, labeled, against the cleaned corpus trees (percent)"
+    meta_path = args.out.with_suffix(".meta.json")
+    atomic_write_text(meta_path, json.dumps(meta, indent=1) + "\n")
+    return (f"wrote {trees} trees for {len(proposals)} sentences to {args.out} ({meta_path.name}"
+            + (f": 1-best F1 {meta['one_best_f1']}, oracle F1 at N = {args.n}: {meta['oracle_f1'][str(args.n)]})"
+               if gold is not None else ")"))

@@ -18,9 +18,9 @@ REPO = Path(__file__).resolve().parents[3]
 
 
 def test_the_built_in_papers_are_registered_and_found_by_key():
-    assert [p.key for p in papers.papers()] == ["pushdown", "tg"]
+    assert [p.key for p in papers.papers()] == ["pushdown", "tg", "dtg"]
     assert papers.get("tg") is tg.PAPER and papers.get("pushdown") is pushdown.PAPER
-    with pytest.raises(InputError, match=r"unknown paper 'palm' \(known: pushdown, tg\)") as error:
+    with pytest.raises(InputError, match=r"unknown paper 'palm' \(known: pushdown, tg, dtg\)") as error:
         papers.get("palm")
     assert error.value.location == "PAPER"
 
