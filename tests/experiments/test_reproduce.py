@@ -136,3 +136,23 @@ def test_pushdown_demo_end_to_end(tmp_path, prepared_data_dir, monkeypatch, caps
     assert main(argv) == 0
     assert "[train] 4/4 done" in capsys.readouterr().err
     assert snapshot(exp) == before  # nothing trained, proposed or evaluated again
+
+
+def test_dtg_demo_end_to_end(tmp_path, prepared_data_dir, monkeypatch, capsys):
+    """``synbench reproduce dtg --scale demo`` as shipped: dependency proposals from the dep-parser, perplexity
+    bounds over them, SG through the DTG beam, BLiMP, UAS by reranking, the report with DTG's Tables 2 and 3
+    beside ours."""
+    monkeypatch.setenv("SYNBENCH_DATA", str(prepared_data_dir))
+    argv = ["reproduce", "dtg", "--scale", "demo", "--runs-dir", str(tmp_path / "runs"), "--poll", "1"]
+    assert main(argv) == 0
+    exp = tmp_path / "runs" / "reproduce-dtg-demo"
+    settings = json.loads((exp / "analysis" / "settings.json").read_text())
+    assert settings["runs"]["done"] == 11 and settings["scale"] == "demo"
+    summary = (exp / "analysis" / "summary.csv").read_text()
+    for metric, model in (("ppl", "dtg"), ("ppl", "txl-tokens"), ("blimp", "dtg-swift"), ("sg", "dtg"),
+                          ("uas_rerank", "txl-trans"), ("uas_rerank_parser", "dtg")):
+        assert f"\n{metric},{model}," in summary
+    proposals = next((exp / "proposals").rglob("ppl-*.jsonl")).read_text().splitlines()
+    assert json.loads(proposals[0])["trees"][0].startswith("1\t")  # CoNLL-U trees from the dependency parser
+    text = (exp / "report.md").read_text()
+    assert "Paper numbers: Zhao, Lou & Tu (2024)" in text and "83.9 (Table 2, SG test suites, test)" in text

@@ -186,26 +186,16 @@ class DepParserFamily(Family):
     def final_metrics(self, module: Any, data: Any, best_path: str) -> dict[str, Any]:
         """Validation action NLL and accuracy (teacher forcing) and the UAS of greedy parses (gold PUNCT
         words not scored, ``experiments.evaluate.uas``)."""
-        import torch
-
         from experiments.evaluate.uas import attachment_counts
         from experiments.families.dtg.proposals import propose
+        from experiments.families.parser import action_metrics
 
-        if best_path:
-            module.load_state_dict(torch.load(best_path, map_location="cpu", weights_only=True)["state_dict"])
-        module.eval()
-        nll, count, correct = 0.0, 0, 0
-        with torch.no_grad():
-            for batch in data.valid_batches(32):
-                terms = module.loss_terms({k: v.to(module.device) for k, v in batch.items()})
-                nll, count, correct = nll + float(terms[0]), count + int(terms[1]), correct + int(terms[2])
-        module.cpu()
+        out = action_metrics(module, data, best_path)
         parses = propose(module, data.vocab, [list(t.forms) for t in data.valid_trees], n=1, method="beam",
                          max_rows=64)
         words, heads = attachment_counts(data.valid_trees, [p.heads[0] for p in parses])
-        out = {"val_actions": count, "val_action_nll": nll / max(count, 1),
-               "val_action_accuracy": correct / max(count, 1), "val_greedy_uas": 100.0 * heads / max(words, 1),
-               "val_greedy_uas_convention": "greedy parses, words whose gold UPOS is not PUNCT"}
+        out.update(val_greedy_uas=100.0 * heads / max(words, 1),
+                   val_greedy_uas_convention="greedy parses, words whose gold UPOS is not PUNCT")
         out.update(data.stats)
         return out
 

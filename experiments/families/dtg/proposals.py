@@ -17,54 +17,25 @@ training loop, and is a projective parser by construction (as DTG needs).
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 from torch import Tensor
 
-from experiments.families.parser.proposals import METHODS, search
+from experiments.families.parser.proposals import ActionDecoder, search_sentences
 from lightning_modules.data.dependency import DepTree, to_conllu
 from lightning_modules.data.encodings import dep_parser as encoding
-from lightning_modules.errors import InputError
 
 FAMILY = "dep-parser"
 
 
-class DepParserDecoder:
-    """The search ``Decoder`` of a parser network over a collated batch of sentences, k rows per sentence."""
-
-    def __init__(self, model: Any, batch: dict[str, Tensor], k: int):
-        self.model, self.k = model, k
-        self.items = int(batch["source"].shape[0])
-        self.enc = model.encode(batch["source"], batch["word_first"], batch["n_words"])
-        self.state = encoding.DepParseState(np.repeat(batch["n_words"].numpy(), k))
-        self.cache = model.empty_cache(self.items * k)
-        self.prev = torch.full((self.items, k), encoding.BOS, dtype=torch.long)
-        self.position = 0
-
-    def finished(self) -> np.ndarray:
-        return self.state.finished
-
-    def logprobs(self) -> Tensor:
-        front = torch.from_numpy(self.state.shifted).view(self.items, self.k)
-        logits = self.model.step(self.enc, self.prev, front, self.position, self.cache).float()
-        mask = self.state.allowed()
-        mask[self.state.finished, encoding.PAD] = True  # keeps the softmax finite; search ignores finished rows
-        mask_t = torch.from_numpy(mask).view(self.items, self.k, -1)
-        return logits.masked_fill(~mask_t, -math.inf).log_softmax(-1)
-
-    def advance(self, rows: Tensor, actions: Tensor) -> None:
-        self.state.select(rows.numpy())
-        self.state.advance(actions.numpy())
-        for layer in self.cache:
-            layer[0], layer[1] = layer[0][rows], layer[1][rows]
-        self.prev = actions.view(self.items, self.k)
-        self.position += 1
+def dependency_decoder(model: Any, batch: dict[str, Tensor], k: int) -> ActionDecoder:
+    """The parser network as a search decoder over canonical arc-standard actions (``DepParseState``)."""
+    state = encoding.DepParseState(np.repeat(batch["n_words"].numpy(), k))
+    return ActionDecoder(model, batch, k, state, lambda s: s.allowed())
 
 
 @dataclass
@@ -81,36 +52,12 @@ class DepProposals:
 
 def propose(model: Any, payload: dict[str, Any], sentences: Sequence[Sequence[str]], n: int,
             method: str = "sample", seed: int = 0, max_rows: int = 2048) -> list[DepProposals]:
-    """N distinct trees per sentence (``sample``: without replacement; ``beam``: top-N beam search).
-
-    Sentence i's noise comes from a generator seeded with (seed, i), so results do not depend on batching.
-    """
-    from lightning_modules.data.parser_data import collate_source, source_mapping
-
-    if method not in METHODS:
-        raise InputError(f"must be one of {', '.join(METHODS)}", "--method")
-    if n < 1:
-        raise InputError("must be at least 1", "-n")
-    for i, words in enumerate(sentences):
-        if not words:
-            raise InputError(f"sentence {i} is empty")
-    source = source_mapping(payload)
-    encoded = [source(list(words)) for words in sentences]
-    order = sorted(range(len(sentences)), key=lambda i: len(encoded[i][0]))
-    per_batch = max(1, max_rows // n)
-    out: list[DepProposals | None] = [None] * len(sentences)
-    model.eval()
-    with torch.no_grad():
-        for start in range(0, len(order), per_batch):
-            chosen = order[start : start + per_batch]
-            batch = collate_source([encoded[i] for i in chosen])
-            generators = [torch.Generator().manual_seed(seed * 1_000_003 + i) for i in chosen]
-            found = search(DepParserDecoder(model, batch, n), len(chosen), n, method == "sample", generators)
-            for i, hyps in zip(chosen, found, strict=True):
-                hyps = sorted(hyps, key=lambda h: -h.logprob)
-                out[i] = DepProposals(list(sentences[i]), [encoding.actions_to_heads(h.actions) for h in hyps],
-                                      [h.logprob for h in hyps])
-    return out  # type: ignore[return-value]
+    """N distinct trees per sentence (``sample``: without replacement; ``beam``: top-N beam search), most
+    probable first; sentence i's noise comes from a generator seeded with (seed, i)."""
+    found = search_sentences(model, payload, sentences, n, method, seed, max_rows,
+                             lambda batch, k: dependency_decoder(model, batch, k))
+    return [DepProposals(list(words), [encoding.actions_to_heads(h.actions) for h in hyps], [h.logprob for h in hyps])
+            for words, hyps in zip(sentences, found, strict=True)]
 
 
 def load_parser(checkpoint: str | Path) -> tuple[Any, dict[str, Any]]:

@@ -59,3 +59,36 @@ def test_samples_are_distinct_projective_and_seeded() -> None:
         assert all(t.is_projective() and sum(h == 0 for h in t.heads) == 1 for t in p.trees())
     greedy = propose(model, payload, sentences, n=1, method="beam")
     assert [len(g.heads) for g in greedy] == [1, 1] and greedy[1].trees()[0].is_projective()
+
+
+def test_proposal_file_round_trip_and_propose_cli(tmp_path, monkeypatch) -> None:
+    """``synbench propose`` on a dep-parser checkpoint writes CoNLL-U proposals that ``ProposalFile`` reads back
+    as the same dependency trees, with log q and the 1-best / oracle UAS in the meta file."""
+    import argparse
+    import json
+
+    from experiments.evaluate.scorers.tree_files import ProposalFile
+    from experiments.families.dtg.proposals import oracle_uas, proposals_jsonl
+
+    model, payload = tiny_parser()
+    found = propose(model, payload, [WORDS, WORDS[:3]], n=5, seed=0)
+    path = tmp_path / "p.jsonl"
+    path.write_text(proposals_jsonl(found))
+    trees = ProposalFile(path)([WORDS[:3], WORDS])
+    assert [[t.heads for t in ts] for ts in trees] == [found[1].heads, found[0].heads]
+    gold = [DepTree(tuple(WORDS), (2, 3, 0, 3, 6, 4), ("_",) * 6)]
+    assert oracle_uas(gold, found[:1], 5) >= oracle_uas(gold, found[:1], 1)
+
+    import experiments.families.dtg.proposals as module
+
+    sentences = tmp_path / "s.txt"
+    sentences.write_text(" ".join(WORDS) + "\n")
+    args = argparse.Namespace(checkpoint="ckpt", corpus=None, split=None, sentences=sentences, n=3, method="sample",
+                              seed=0, max_rows=64, out=tmp_path / "out.jsonl", logq=tmp_path / "out.logq.jsonl",
+                              data_dir=None)
+    monkeypatch.setattr(module, "load_parser", lambda checkpoint: (model, payload))
+    line = module.write_from_args(args)
+    assert line.startswith("wrote 3 trees for 1 sentences")
+    logq = json.loads((tmp_path / "out.logq.jsonl").read_text())["logq"]
+    assert logq == sorted(logq, reverse=True) and len(logq) == 3
+    assert json.loads((tmp_path / "out.meta.json").read_text())["trees"] == 3
