@@ -39,9 +39,8 @@ def reduced_settings(spec: ExperimentSpec, seeds: str | None = None) -> list[str
     for entry in full.evaluations:
         if entry["name"] not in ours_evals:
             lines.append(f"evaluation {entry['name']}: not run")
-    full_evals = {e["name"]: e for e in full.evaluations}
     for entry in spec.evaluations:
-        ref = full_evals.get(entry["name"], {})
+        ref = _reference(entry, full.evaluations)
         defaults = {"split": tasks.get(entry["name"]).default_split}
         keys = [k for k in dict.fromkeys([*entry, *ref]) if k not in ("name", "models", "proposals")]
         ours_v = {k: entry.get(k, defaults.get(k)) for k in keys}
@@ -63,6 +62,14 @@ def reduced_settings(spec: ExperimentSpec, seeds: str | None = None) -> list[str
         if name not in (spec.analysis.get("regressions") or {}):
             lines.append(f"regression {name}: not run")
     return lines
+
+
+def _reference(entry: dict[str, Any], full: list[dict[str, Any]]) -> dict[str, Any]:
+    """The full protocol's entry of the same task that ``entry`` scales down: of several (one per group of
+    models), the one sharing most of its models (ties: the first)."""
+    same = [e for e in full if e["name"] == entry["name"]]
+    ours = set(entry.get("models") or [])
+    return max(same, key=lambda e: len(ours & set(e.get("models") or [])), default={})
 
 
 def _all(value: Any) -> Any:
