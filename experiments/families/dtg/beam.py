@@ -152,7 +152,7 @@ class DTGBeamScorer:
         self._feed(pool, [start], [None], [0])
         word_beam, prefix = [start], np.empty(len(words))
         for i, ident in enumerate(ids):
-            completed = self._word(pool, word_beam, ident, len(words) - i - 1)
+            completed = self._word(pool, word_beam, ident, len(words) - i)
             if not completed:
                 raise InputError(f"the beam found no hypothesis that generates word {i + 1}")
             prefix[i] = logsumexp([h.logprob for h in completed])
@@ -173,7 +173,8 @@ class DTGBeamScorer:
         )
 
     def _word(self, pool: object, frontier: list[_Hypothesis], word: int, remaining: int) -> list[_Hypothesis]:
-        """Every hypothesis that generates ``word`` from the frontier within ``max_actions`` transitions."""
+        """Every hypothesis that generates ``word`` from the frontier within ``max_actions`` transitions
+        (``remaining``: the words still to generate, this one included; none may end the sequence)."""
         completed: list[_Hypothesis] = []
         for step in range(self.max_actions + 1):
             if not frontier:
