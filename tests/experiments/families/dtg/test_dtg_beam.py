@@ -102,3 +102,18 @@ def test_eval_blimp_and_sg_through_the_beam(model, tmp_path: Path, capsys, prepa
                      "--out", str(tmp_path / task), *extra]) == 0
         result = json.loads(capsys.readouterr().out)
         assert result["settings"]["method"] == "beam" and result["settings"]["fast_track"] == 0
+
+
+def test_no_transition_ends_the_sequence_while_words_remain(model) -> None:
+    from experiments.families.dtg.beam import _Hypothesis
+
+    scorer = DTGBeamScorer(model, beam=50, word_beam=50, max_actions=3)
+    scorer.rel_keys = scorer.network.relative_key_tables()
+    pool = scorer.network.new_pool(64)
+    start = _Hypothesis(dtg.DTGState(model.system), [], [], 0.0)
+    scorer._feed(pool, [start], [None], [0])
+    (first,) = scorer._word(pool, [start], model.vocab.id(model.words.unkify("the")), 2)
+    for remaining, may_end in ((1, False), (0, True)):
+        extensions, _ = scorer._select([first], [None], remaining, False)
+        ends = [_ends(first.state, scorer.transitions[c][1]) for _, c, _ in extensions]
+        assert any(ends) == (may_end and model.system == "standard")  # pop_root with one word on the stack
