@@ -15,7 +15,7 @@ from __future__ import annotations
 from experiments.papers import Paper
 from experiments.papers.tables import Column, PaperNumber
 
-CITATION = "Zhao, Lou & Tu (2024), Dependency Transformer Grammars, ACL Findings"
+CITATION = "Zhao, Lou and Tu (2024), Dependency Transformer Grammars, ACL Findings"
 SEEDS = 1  # one run per cell (the paper states no seeds and no sd)
 PARAMETERS = "252M"
 COLUMNS = {

@@ -155,4 +155,4 @@ def test_dtg_demo_end_to_end(tmp_path, prepared_data_dir, monkeypatch, capsys):
     proposals = next((exp / "proposals").rglob("ppl-*.jsonl")).read_text().splitlines()
     assert json.loads(proposals[0])["trees"][0].startswith("1\t")  # CoNLL-U trees from the dependency parser
     text = (exp / "report.md").read_text()
-    assert "Paper numbers: Zhao, Lou & Tu (2024)" in text and "83.9 (Table 2, SG test suites, test)" in text
+    assert "Paper numbers: Zhao, Lou and Tu (2024)" in text and "83.9 (Table 2, SG test suites, test)" in text
