@@ -110,3 +110,15 @@ def test_eval_ppl_reads_the_words_of_a_dependency_corpus(tmp_path, prepared_data
         bad = subprocess.run([sys.executable, "-m", "experiments.cli", *argv, "--data-dir", str(prepared_data_dir)],
                              cwd=REPO, capture_output=True, text=True)
         assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "synbench: error:" in bad.stderr, bad.stderr
+
+
+def test_a_task_named_like_another_with_a_suffix_is_not_its_hashed_folder(tmp_path):
+    """``eval/uas-rerank`` is the uas-rerank task's folder, not a ``uas-HASH`` folder of the uas task."""
+    folder = tmp_path / "eval" / "uas-rerank"
+    folder.mkdir(parents=True)
+    (folder / "results.json").write_text(json.dumps({"metrics": {"uas": 40.0, "uas_parser": 35.0,
+                                                                 "uas_oracle": 50.0}}))
+    (tmp_path / "eval" / "uas-0123abcd").mkdir()
+    (tmp_path / "eval" / "uas-0123abcd" / "results.json").write_text(json.dumps({"metrics": {"uas": 81.0}}))
+    metrics, _, _ = run_metrics(tmp_path)
+    assert metrics == {"uas_rerank": 40.0, "uas_rerank_parser": 35.0, "uas_rerank_oracle": 50.0, "uas": 81.0}
