@@ -85,8 +85,9 @@ def family_of(run: Run) -> Any:
 
 def scoring_method(entry: Evaluation, run: Run) -> str | None:
     """The method an eval of ``entry`` uses for ``run``: the task's own (proposals for a task that requires
-    them, also one the family evaluates itself), the entry's, else proposals when it names a parser and the family is marginalised over proposals,
-    else the family's default (None for tasks the family evaluates itself)."""
+    them, also one the family evaluates itself), the entry's, else proposals when it names a parser and the
+    family is marginalised over proposals, else the family's default (None for tasks the family evaluates
+    itself)."""
     task = entry.task
     if task.requires_proposals:
         return "proposals"
