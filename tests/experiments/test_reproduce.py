@@ -152,7 +152,7 @@ def test_dtg_demo_end_to_end(tmp_path, prepared_data_dir, monkeypatch, capsys):
     for metric, model in (("ppl", "dtg"), ("ppl", "txl-tokens"), ("blimp", "dtg-swift"), ("sg", "dtg"),
                           ("uas_rerank", "txl-trans"), ("uas_rerank_parser", "dtg")):
         assert f"\n{metric},{model}," in summary
-    proposals = next((exp / "proposals").rglob("ppl-*.jsonl")).read_text().splitlines()
+    proposals = next((exp / "proposals").rglob("ptb-sample-dep-test-n4.jsonl")).read_text().splitlines()
     assert json.loads(proposals[0])["trees"][0].startswith("1\t")  # CoNLL-U trees from the dependency parser
     text = (exp / "report.md").read_text()
     assert "Paper numbers: Zhao, Lou and Tu (2024)" in text and "83.9 (Table 2, SG test suites, test)" in text
