@@ -14,6 +14,7 @@ corpus) gives the task's metrics named ``<metric>@<label>``. Reads JSON only (no
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,9 @@ def result_folders(run_dir: Path) -> tuple[dict[str, Path], list[str]]:
         if (canonical / "results.json").is_file():
             found[task] = canonical
             continue
-        hashed = sorted(p for p in root.glob(f"{task}-*") if (p / "results.json").is_file())
+        # TASK-HASH folders; not another task's (uas-rerank is not a hashed uas)
+        hashed = sorted(p for p in root.glob(f"{task}-*") if (p / "results.json").is_file()
+                        and re.fullmatch(r"[0-9a-f]+", p.name[len(task) + 1:]))
         if len(hashed) == 1:
             found[task] = hashed[0]
         elif hashed:

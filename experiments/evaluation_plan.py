@@ -42,7 +42,7 @@ from experiments.experiment_runs import experiment_dir, folder_of
 from experiments.experiment_spec import NAME, ExperimentSpec, Run
 from lightning_modules.errors import InputError
 
-POSITIVE = ("limit", "n", "beam", "word_beam", "items_per_suite", "pairs_per_paradigm", "size")
+POSITIVE = ("limit", "n", "beam", "word_beam", "max_actions", "items_per_suite", "pairs_per_paradigm", "size")
 
 
 @dataclass(frozen=True)
@@ -88,13 +88,14 @@ def family_of(run: Run) -> Any:
 
 def scoring_method(entry: Evaluation, run: Run) -> str | None:
     """The method an eval of ``entry`` uses for ``run``: the task's own (proposals for a task that requires
-    them), the entry's, else proposals when it names a parser and the family is marginalised over proposals,
-    else the family's default (None for tasks the family evaluates itself)."""
+    them, also one the family evaluates itself), the entry's, else proposals when it names a parser and the
+    family is marginalised over proposals, else the family's default (None for tasks the family evaluates
+    itself)."""
     task = entry.task
-    if not task.scored:
-        return None
     if task.requires_proposals:
         return "proposals"
+    if not task.scored:
+        return None
     methods = family_of(run).methods(run.config)
     wanted = entry.options.get("method")
     if wanted in methods:

@@ -38,16 +38,12 @@ def reduced_settings(spec: ExperimentSpec, seeds: str | None = None) -> list[str
                  for key in dict.fromkeys(MODEL_KEYS) if _get(run.config, key) != _get(ref.config, key)]
         if diffs:
             lines.append(f"{label}: " + ", ".join(diffs))
-    def key(e: dict[str, Any]) -> str:  # an entry by its folder name (labelled entries of one task apart)
-        return tasks.labelled(e["name"], e.get("label"))
-
-    ours_evals = {key(e): e for e in spec.evaluations}
+    ours_evals = {_key(e): e for e in spec.evaluations}
     for entry in full.evaluations:
-        if key(entry) not in ours_evals:
-            lines.append(f"evaluation {key(entry)}: not run")
-    full_evals = {key(e): e for e in full.evaluations}
+        if _key(entry) not in ours_evals:
+            lines.append(f"evaluation {_key(entry)}: not run")
     for entry in spec.evaluations:
-        ref = full_evals.get(key(entry), {})
+        ref = _reference(entry, full.evaluations)
         defaults = {"split": tasks.get(entry["name"]).default_split}
         keys = [k for k in dict.fromkeys([*entry, *ref]) if k not in ("name", "models", "proposals", "label")]
         ours_v = {k: entry.get(k, defaults.get(k)) for k in keys}
@@ -55,7 +51,7 @@ def reduced_settings(spec: ExperimentSpec, seeds: str | None = None) -> list[str
         diffs = [f"{k} {_all(ours_v[k])} (full protocol: {_all(full_v[k])})" for k in keys if ours_v[k] != full_v[k]]
         if diffs:
             which = f" ({', '.join(entry['models'])})" if entry.get("models") else ""
-            lines.append(f"evaluation {key(entry)}{which}: " + ", ".join(diffs))
+            lines.append(f"evaluation {_key(entry)}{which}: " + ", ".join(diffs))
     ours_p, full_p = spec.analysis.get("probing") or {}, full.analysis.get("probing") or {}
     if full_p and not ours_p:
         lines.append("probing: not run")
@@ -69,6 +65,19 @@ def reduced_settings(spec: ExperimentSpec, seeds: str | None = None) -> list[str
         if name not in (spec.analysis.get("regressions") or {}):
             lines.append(f"regression {name}: not run")
     return lines
+
+
+def _key(entry: dict[str, Any]) -> str:
+    """An evaluation entry by its folder name (labelled entries of one task apart)."""
+    return tasks.labelled(entry["name"], entry.get("label"))
+
+
+def _reference(entry: dict[str, Any], full: list[dict[str, Any]]) -> dict[str, Any]:
+    """The full protocol's entry of the same task and label that ``entry`` scales down: of several (one per
+    group of models), the one sharing most of its models (ties: the first)."""
+    same = [e for e in full if _key(e) == _key(entry)]
+    ours = set(entry.get("models") or [])
+    return max(same, key=lambda e: len(ours & set(e.get("models") or [])), default={})
 
 
 def _all(value: Any) -> Any:

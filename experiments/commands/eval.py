@@ -381,6 +381,37 @@ def run_terminals(args: argparse.Namespace) -> int:
     return _print(args, result, computed, total, lambda r: r["headline"] + "\n")
 
 
+def add_uas_rerank(tasks: argparse._SubParsersAction) -> None:
+    p = tasks.add_parser(
+        "uas-rerank", help="UAS of reranking N dependency proposals with a joint model (DTG Table 3)",
+        description="For each sentence of a dependency corpus split, draw N distinct projective trees without "
+                    "replacement from a dependency parser, score each with the joint model, log p(x, y), and "
+                    "take its best: UAS against the gold trees (gold PUNCT words not scored), beside the parser's "
+                    "greedy UAS and the oracle UAS of the proposals. Writes results.json and reranked.conllu.")
+    p.add_argument("checkpoint", help="a joint dependency model's checkpoint (a family with dependency_parse)")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--parser", type=Path, metavar="CKPT", help="dependency parser checkpoint drawing the "
+                        "proposals (the parser's UAS: its greedy parse)")
+    source.add_argument("--proposals", type=Path, metavar="FILE", help="proposals file of a dependency parser "
+                        "(synbench propose; the parser's UAS: each sentence's first tree)")
+    p.add_argument("--corpus", default="ud-ewt", help="dependency corpus (default ud-ewt; NAME-dep converts)")
+    p.add_argument("--split", default="test", help="split (default test)")
+    _limit(p)
+    p.add_argument("-n", type=positive_int, default=300, help="proposal trees per sentence (default 300)")
+    p.add_argument("--parser-seed", type=natural, default=0, help="seed of the sampling without replacement")
+    p.add_argument("--batch-size", type=positive_int, default=32, help="trees per forward pass (same results)")
+    p.add_argument("--device", default="cpu", help="torch device of the model (default cpu)")
+    p.add_argument("--out", type=Path, metavar="DIR", help="results folder (default RUN_DIR/eval/uas-rerank-HASH)")
+    p.add_argument("--data-dir", help="data directory (default: $SYNBENCH_DATA or ~/.cache/synbench/data)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(func=run_uas_rerank)
+
+
+def run_uas_rerank(args: argparse.Namespace) -> int:
+    result, computed, total = _family_evaluation("dependency_parse", args)
+    return _print(args, result, computed, total, lambda r: r["headline"] + "\n")
+
+
 def _family_evaluation(task: str, args: argparse.Namespace) -> tuple[dict, int, int]:
     """A task the model's family evaluates itself (``terminals``, ``dyck``), after checking it applies."""
     from experiments.commands.arguments import checked_device

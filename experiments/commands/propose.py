@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from experiments.commands.arguments import natural, positive_int
@@ -11,7 +10,7 @@ from experiments.commands.arguments import natural, positive_int
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "propose", help="draw N distinct proposal trees per sentence from a proposal-parser checkpoint",
+        "propose", help="draw N distinct proposal trees per sentence from a parser checkpoint",
         description="Draw N distinct trees per sentence from a trained proposal parser q(y|x): stochastic beam "
                     "search (--method sample: Gumbel-top-k, sampling without replacement; TG §3.1 uses N = 300) "
                     "or deterministic beam search (--method beam). Writes JSON lines, one per sentence: "
@@ -19,7 +18,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "treebank's POS tags over the words (XX for --sentences input); --logq FILE also writes "
                     '{"sentence": k, "logq": [log q(y|x) in nats]}.',
     )
-    p.add_argument("checkpoint", help="a proposal-parser checkpoint (RUN_DIR/checkpoints/best.ckpt)")
+    p.add_argument("checkpoint", help="a proposal-parser or dep-parser checkpoint (RUN_DIR/checkpoints/best.ckpt)")
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--corpus", help="corpus name or treebank file; its trees' words are parsed")
     source.add_argument("--sentences", type=Path, help="file with one tokenized sentence per line")
@@ -35,20 +34,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--logq", type=Path, help="also write log q(y|x) of every tree here (JSON lines)")
     p.epilog = ("OUT.meta.json (OUT without its suffix) records the settings and, for --corpus, the parser's "
                 "1-best bracket F1 and the oracle F1 of the first 1, 10, 100 and N trees (EVALB COLLINS.prm "
-                "against the corpus trees): how tight a bound these proposals can give.")
+                "against the corpus trees): how tight a bound these proposals can give. A dependency parser "
+                "writes its trees as CoNLL-U strings and records UAS instead of F1.")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from experiments.families.parser.proposals import (
-        load_parser,
-        propose,
-        read_corpus_sentences,
-        read_sentences,
-        with_tags,
-        write_proposals,
-    )
-    from lightning_modules.data.atomic import atomic_write_text
+    from experiments.families import checkpoint_family
     from lightning_modules.errors import InputError
 
     for flag, value in (("-n", args.n), ("--max-rows", args.max_rows)):
@@ -56,28 +48,8 @@ def run(args: argparse.Namespace) -> int:
             raise InputError("must be at least 1", flag)
     if args.corpus is not None and args.split is None:
         raise InputError("--corpus needs --split", "--split")
-    model, payload = load_parser(args.checkpoint)
-    gold = None
-    if args.corpus is not None:
-        sentences, tags, gold = read_corpus_sentences(args.corpus, args.split, args.data_dir)
-    else:
-        sentences, tags = read_sentences(args.sentences), None
-    proposals = propose(model, payload, sentences, args.n, args.method, args.seed, args.max_rows)
-    write_proposals(args.out, proposals, tags, args.logq)
-    trees = sum(len(p.trees) for p in proposals)
-    meta = {"checkpoint": str(args.checkpoint), "n": args.n, "method": args.method, "seed": args.seed,
-            "source": {"corpus": args.corpus, "split": args.split} if gold else {"sentences": str(args.sentences)},
-            "sentences": len(proposals), "trees": trees}
-    if gold is not None:
-        from experiments.evaluate.rerank import proposal_quality
-
-        ns = sorted({n for n in (1, 10, 100) if n < args.n} | {args.n})
-        tagged = [[with_tags(t, tg) for t in p.trees] for p, tg in zip(proposals, tags)]  # as in OUT
-        meta.update(proposal_quality(gold, tagged, ns))
-        meta["f1_convention"] = "EVALB COLLINS.prm, labeled, against the cleaned corpus trees (percent)"
-    meta_path = args.out.with_suffix(".meta.json")
-    atomic_write_text(meta_path, json.dumps(meta, indent=1) + "\n")
-    print(f"wrote {trees} trees for {len(proposals)} sentences to {args.out} ({meta_path.name}"
-          + (f": 1-best F1 {meta['one_best_f1']}, oracle F1 at N = {args.n}: {meta['oracle_f1'][str(args.n)]})"
-             if gold is not None else ")"))
+    adapter, meta = checkpoint_family(args.checkpoint)
+    if "propose" not in adapter.capabilities(meta["config"]):
+        raise InputError(f"a {adapter.name} checkpoint does not propose trees", str(args.checkpoint))
+    print(adapter.write_proposals(args))
     return 0

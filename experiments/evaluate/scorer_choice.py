@@ -215,12 +215,14 @@ def _proposal_source(args: argparse.Namespace) -> tuple[Any, str, bool, dict[str
 
 
 class SentenceSeededProposals:
-    """N distinct trees per sentence from a parser checkpoint, seeded by (seed, the sentence's words)."""
+    """N distinct trees per sentence from a parser checkpoint (its family's ``proposer``), seeded by (seed, the
+    sentence's words)."""
 
     def __init__(self, checkpoint: str | Path, n: int, seed: int = 0):
-        from experiments.families.parser.proposals import load_parser
+        from experiments.families import checkpoint_family
 
-        self.model, self.payload = load_parser(checkpoint)
+        adapter, _ = checkpoint_family(checkpoint)
+        self.draw = adapter.proposer(checkpoint)
         self.n, self.seed = n, seed
         self.name = f"parser:{checkpoint} (sample, seed {seed})"
 
@@ -228,8 +230,5 @@ class SentenceSeededProposals:
         digest = hashlib.sha256(f"{self.seed}\t{' '.join(words)}".encode()).hexdigest()
         return int(digest[:8], 16)  # 32 bits: propose multiplies the seed by ~1e6 into a 64-bit seed
 
-    def __call__(self, sentences: Sequence[Sequence[str]]) -> list[list[Tree]]:
-        from experiments.families.parser.proposals import propose
-
-        return [propose(self.model, self.payload, [words], self.n, "sample", self.sentence_seed(words))[0].trees
-                for words in sentences]
+    def __call__(self, sentences: Sequence[Sequence[str]]) -> list[list[Any]]:
+        return [self.draw([words], self.n, self.sentence_seed(words))[0] for words in sentences]

@@ -22,7 +22,8 @@ from lightning_modules.errors import InputError
 COMMON_OPTIONS = ("name", "models", "label")  # label: one of several entries of a task (``labelled``)
 LABEL_SEPARATOR = "@"  # eval/TASK@LABEL, metrics METRIC@LABEL
 CORPUS_OPTIONS = ("corpus", "split", "limit")  # a corpus split (default: the run's data.corpus)
-SCORING_OPTIONS = ("method", "proposals", "n", "beam", "word_beam")  # through the family's scorer of a method
+# through the family's scorer of a method (max_actions, fast_track: word-synchronous beams that read them)
+SCORING_OPTIONS = ("method", "proposals", "n", "beam", "word_beam", "max_actions", "fast_track")
 # metrics of training (the family's final_metrics), beside the tasks': in the headline table / tested
 TRAINING_HEADLINE = ("val_ppl", "ppl_stream")  # ppl_stream: a string model's stream-level test perplexity
 TRAINING_TESTED = ("best_val_loss",)
@@ -241,6 +242,11 @@ def _uas(m: Mapping[str, Any]) -> dict[str, float]:
     return {k: m[k] for k in ("uas", "las") if m.get(k) is not None}
 
 
+def _uas_rerank(m: Mapping[str, Any]) -> dict[str, float]:
+    return {f"uas_rerank{suffix}": m[f"uas{suffix}"] for suffix in ("", "_parser", "_oracle")
+            if m.get(f"uas{suffix}") is not None}
+
+
 def _dyck(m: Mapping[str, Any]) -> dict[str, float]:
     return {f"dyck.{name}": value for name, value in m["accuracy"].items()}
 
@@ -273,6 +279,11 @@ for _task in (
          arguments=lambda p: [*_gold(p), *_flag(p.options, "max_length")], takes_method=False, methods=()),
     Task("uas", "dependency_parse", f"{_EVAL}:add_uas", _uas, headline=("uas",), secondary=("las",),
          unplanned="it compares two CoNLL-U files (synbench eval uas GOLD TEST), not a model", scored=False),
+    Task("uas-rerank", "dependency_parse", f"{_EVAL}:add_uas_rerank", _uas_rerank, headline=("uas_rerank",),
+         secondary=("uas_rerank_parser", "uas_rerank_oracle"),
+         options=COMMON_OPTIONS + CORPUS_OPTIONS + ("proposals", "n"), default_split="test",
+         arguments=_corpus_split, scored=False, takes_method=False, requires_proposals=True,
+         methods=("proposals",)),
     Task("terminals", "terminals", f"{_EVAL}:add_terminals", None,
          options=COMMON_OPTIONS + CORPUS_OPTIONS, default_split="valid", arguments=_corpus_split, scored=False,
          methods=()),

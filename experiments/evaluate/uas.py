@@ -11,6 +11,7 @@ is reported too. Sentences are paired in file order; a different number of sente
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +44,7 @@ def attachment_scores(gold_path: str | Path, test_path: str | Path, punct: bool 
     per_sentence = []
     for (_, g), (line, t) in zip(gold, test):
         _check_pair(g, t, test_lines, line, test_path)
-        scored = [i for i in range(len(g)) if punct or (g.upos[i] if g.upos else "_") != "PUNCT"]
+        scored = scored_words(g, punct)
         head = [g.heads[i] == t.heads[i] for i in scored]
         words += len(scored)
         heads += sum(head)
@@ -61,6 +62,22 @@ def attachment_scores(gold_path: str | Path, test_path: str | Path, punct: bool 
         "punctuation": "scored" if punct else "excluded (gold UPOS PUNCT)",
         "convention": convention(punct),
     }
+
+
+def scored_words(gold: DepTree, punct: bool = False) -> list[int]:
+    """0-based indices of the words scored in a gold tree: every word, or (default) those not tagged PUNCT."""
+    return [i for i in range(len(gold)) if punct or (gold.upos[i] if gold.upos else "_") != "PUNCT"]
+
+
+def attachment_counts(gold: Sequence[DepTree], heads: Sequence[Sequence[int]], punct: bool = False
+                      ) -> tuple[int, int]:
+    """(scored words, words with the gold head) of predicted ``heads`` (1-based, 0 = root) per gold tree."""
+    words = correct = 0
+    for g, h in zip(gold, heads, strict=True):
+        scored = scored_words(g, punct)
+        words += len(scored)
+        correct += sum(g.heads[i] == h[i] for i in scored)
+    return words, correct
 
 
 def _check_pair(gold: DepTree, test: DepTree, test_lines: list[str], line: int, test_path: str | Path) -> None:

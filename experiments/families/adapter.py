@@ -173,6 +173,16 @@ class Family(ABC):
         """The scorer of ``request.method`` for a checkpoint whose metadata is ``meta``."""
         raise InputError(f"a {self.name} model does not score sentences", str(checkpoint))
 
+    def proposer(self, checkpoint: str | Path) -> Callable[[Sequence[Sequence[str]], int, int], list[list[Any]]]:
+        """Capability ``propose``: ``(sentences, n, seed) -> n distinct trees per sentence`` (sampled without
+        replacement from the checkpoint's q(y | x), most probable first)."""
+        raise InputError(f"a {self.name} checkpoint does not propose trees", str(checkpoint))
+
+    def write_proposals(self, args: argparse.Namespace) -> str:
+        """Capability ``propose``: ``synbench propose`` (the proposals file, its log q and meta files); returns
+        the line it prints."""
+        raise InputError(f"a {self.name} checkpoint does not propose trees", str(args.checkpoint))
+
     # -- parsing, inspection, model size, probing ------------------------------------------------------------
     def parse_view(self) -> ParseView:
         raise InputError(f"a {self.name} model does not parse", "family")

@@ -1,9 +1,10 @@
 """The papers synbench reproduces: a registry of their published numbers, provenance and reproduction specs.
 
-A paper is a plug-in, one module each (``tg.py``, ``pushdown.py``, ``palm.py``, ``som.py``): a ``Paper`` with the
-model families its tables describe, its numbers mapped to our models and metrics, and its reproductions (scale ->
-experiment spec). ``synbench reproduce PAPER --scale S`` runs ``get(PAPER).reproductions[S]``; a report shows the
-numbers of ``paper_for(the experiment's families)`` beside ours. The built-in papers register when this package is
+A paper is a plug-in, one module each (``tg.py``, ``pushdown.py``, ``palm.py``, ``som.py``, ``dtg.py``): a ``Paper``
+with the model families its tables describe, its numbers mapped to our models and metrics, and its reproductions
+(scale -> experiment spec). ``synbench reproduce PAPER --scale S`` runs ``get(PAPER).reproductions[S]``; a report
+shows the numbers of ``paper_for(the experiment's families)`` beside ours. The built-in papers register when this
+package is
 imported; nothing here imports ``analysis`` or torch, so every stage and the analysis can ask it.
 """
 
@@ -112,9 +113,9 @@ def published_regression(name: str) -> PaperRegression | None:
 def _register_builtins() -> None:
     # Pushdown Layers first: its tables quote TG's, so it is the better choice for an experiment with as many
     # Pushdown-family as TG-family models (paper_for's tie-break), and its models come first in tables.
-    from experiments.papers import palm, pushdown, som, tg
+    from experiments.papers import dtg, palm, pushdown, som, tg
 
-    for module in (pushdown, tg, palm, som):
+    for module in (pushdown, tg, palm, som, dtg):
         register(module.PAPER)
 
 

@@ -27,6 +27,7 @@ METRIC_TITLES = {
     "parse_f1": "unlabeled F1 (%)",
     "decision_accuracy.p": "p accuracy",
     "decision_accuracy.p_prime": "p' accuracy",
+    "uas_rerank": "UAS by reranking (%)",
 }
 FRACTION_PREFIXES = ("sg", "blimp")  # sg, blimp, sg.circuit.*, blimp.phenomenon.*
 

@@ -31,14 +31,14 @@ def test_scales_and_errors():
     assert spec_for("pushdown", "cpu-small").name == "pushdown-ptb-cpu"
     assert spec_for("palm", "cpu-small").name == "reproduce-palm-cpu-small"
     assert spec_for("som", "demo").name == "reproduce-som-demo"
-    with pytest.raises(InputError, match=r"unknown paper 'nope' \(known: pushdown, tg, palm, som\)"):
+    with pytest.raises(InputError, match=r"unknown paper 'nope' \(known: pushdown, tg, palm, som, dtg\)"):
         spec_for("nope", "demo")
     with pytest.raises(InputError, match=r"paper 'tg' has no scale 'huge' \(its scales: demo, cpu-small, paper\)"):
         spec_for("tg", "huge")
 
 
 @pytest.mark.parametrize(("argv", "error"), [
-    (["nope"], "PAPER: unknown paper 'nope' (known: pushdown, tg, palm, som)"),
+    (["nope"], "PAPER: unknown paper 'nope' (known: pushdown, tg, palm, som, dtg)"),
     (["pushdown", "--scale", "huge"],
      "--scale: paper 'pushdown' has no scale 'huge' (its scales: demo, cpu-small, paper)"),
 ])
@@ -188,3 +188,19 @@ def test_som_demo_end_to_end(tmp_path, prepared_data_dir, monkeypatch, capsys):
     assert "350.3 (Table 5, GUM perplexity, test)" in text and "perplexity (test) on gum" in text
     assert "66.8 (Table 8, PTB UF1 (n-ary trees), test)" in text
     _resumes_without_work(argv, exp, 10, capsys)
+
+
+@pytest.mark.slow
+def test_dtg_demo_end_to_end(tmp_path, prepared_data_dir, monkeypatch, capsys):
+    """``synbench reproduce dtg --scale demo`` as shipped: dependency proposals from the dep-parser, perplexity
+    bounds over them, SG through the DTG beam, BLiMP, UAS by reranking, the report with DTG's Tables 2 and 3
+    beside ours; a second call does nothing new."""
+    argv, exp, settings, summary, text = _demo("dtg", tmp_path, prepared_data_dir, monkeypatch)
+    assert settings["runs"]["done"] == 11 and settings["scale"] == "demo"
+    for metric, model in (("ppl", "dtg"), ("ppl", "txl-tokens"), ("blimp", "dtg-swift"), ("sg", "dtg"),
+                          ("uas_rerank", "txl-trans"), ("uas_rerank_parser", "dtg")):
+        assert f"\n{metric},{model}," in summary
+    proposals = next((exp / "proposals").rglob("ptb-sample-dep-test-n4.jsonl")).read_text().splitlines()
+    assert json.loads(proposals[0])["trees"][0].startswith("1\t")  # CoNLL-U trees from the dependency parser
+    assert "Paper numbers: Zhao, Lou and Tu (2024)" in text and "83.9 (Table 2, SG test suites, test)" in text
+    _resumes_without_work(argv, exp, 11, capsys)

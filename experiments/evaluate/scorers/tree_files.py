@@ -4,7 +4,8 @@ Proposal files come in two formats, chosen by the file name:
 
 - ``*.jsonl``: one JSON object per line, ``{"sentence": K, "trees": ["(S ...)", "(S ...)", ...]}``, K a
   non-negative integer that no other line uses (the sentence's index in the evaluated set, for people
-  reading the file), the trees in the proposer's order (best first, as a parser ranks them).
+  reading the file), the trees in the proposer's order (best first, as a parser ranks them). A tree that
+  starts with a digit is a dependency tree, one CoNLL-U sentence (a dependency parser's proposals).
 - anything else: one tree per line, ``K<TAB>(S ...)``; the lines with the same K form a group.
 
 Blank lines are skipped. Every tree of a group must have the same words (its overt leaves after ``clean``):
@@ -19,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from lightning_modules.data.dependency import DepTree, parse_conllu
 from lightning_modules.data.json_input import json_line
 from lightning_modules.data.tree import Tree, clean, parse_tree, read_bracketed
 from lightning_modules.errors import InputError
@@ -66,16 +68,23 @@ class ProposalFile:
         return out
 
 
-def _words(tree: Tree, location: str) -> list[str]:
+def _words(tree: Tree | DepTree, location: str) -> list[str]:
+    if isinstance(tree, DepTree):
+        return list(tree.forms)
     try:
         return clean(tree).leaves()
     except InputError as e:
         raise InputError(e.message, location) from None
 
 
-def _tree(text: object, location: str) -> Tree:
+def _tree(text: object, location: str) -> Tree | DepTree:
     if not isinstance(text, str):
         raise InputError(f"a tree must be a string, not {type(text).__name__}", location)
+    if text[:1].isdigit():  # a dependency tree: one sentence in CoNLL-U
+        parsed = parse_conllu(text, location)
+        if len(parsed) != 1:
+            raise InputError(f"a CoNLL-U tree must hold one sentence, not {len(parsed)}", location)
+        return parsed[0][1]
     try:
         return parse_tree(text, location)
     except InputError as e:

@@ -78,6 +78,20 @@ class DTGModel(TGModel):
                              f"segment of {self.length} (DTG is sentence level)")
         return example
 
+    def transitions_known(self, tree: DepTree) -> bool:
+        """Whether the vocabulary has a token for every transition of ``tree`` (an arc-swift reach never seen in
+        training has none: the model gives such a tree probability 0)."""
+        return all(t.action == "gen" or t.token() in self.vocab
+                   for t in dtg.oracle(self.model_tree(tree, False, "tree").heads, self.system))
+
+    def known_trees(self, source: Any) -> Any:
+        """A tree source keeping the trees of ``source`` the model can give a probability (``transitions_known``)."""
+        def known(sentences: Sequence[Sequence[str]]) -> list[list[DepTree]]:
+            return [[t for t in trees if self.transitions_known(t)] for trees in source(sentences)]
+
+        known.name = getattr(source, "name", None)  # type: ignore[attr-defined]
+        return known
+
     def is_unknown(self, word: str) -> bool:
         return word not in self.words.known
 

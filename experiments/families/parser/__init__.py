@@ -43,33 +43,20 @@ class ParserFamily(Family):
         Greedy decoding is the width-1 beam; the parses and the gold trees get the gold POS tags back for
         EVALB (COLLINS.prm), which needs preterminals to delete punctuation.
         """
-        import torch
-
         from experiments.evaluate.evalb import COLLINS, evaluate_lines
         from experiments.families.parser.proposals import propose, with_tags
 
-        if best_path:
-            module.load_state_dict(torch.load(best_path, map_location="cpu", weights_only=True)["state_dict"])
-        module.eval()
-        nll, count, correct = 0.0, 0, 0
-        with torch.no_grad():
-            for batch in data.valid_batches(32):
-                terms = module.loss_terms({k: v.to(module.device) for k, v in batch.items()})
-                nll, count, correct = nll + float(terms[0]), count + int(terms[1]), correct + int(terms[2])
-        module.cpu()
+        out = action_metrics(module, data, best_path)
         sentences = [t.leaves() for t in data.valid_trees]
         parses = propose(module, data.vocab, sentences, n=1, method="beam", max_rows=64)
         gold = [str(with_tags(t, tags)) for t, tags in zip(data.valid_trees, data.valid_tags, strict=True)]
         test = [str(with_tags(p.trees[0], tags)) for p, tags in zip(parses, data.valid_tags, strict=True)]
         evalb = evaluate_lines(gold, test, COLLINS).as_dict()
-        out = {
-            "val_actions": count,
-            "val_action_nll": nll / max(count, 1),
-            "val_action_accuracy": correct / max(count, 1),
+        out.update({
             "val_greedy_f1": evalb["all"]["bracket_f1"],
             "val_greedy_f1_convention": "EVALB COLLINS.prm, greedy parses, gold POS tags reinserted",
             "val_greedy_complete_match": evalb["all"]["complete_match"],
-        }
+        })
         out.update(data.stats)
         return out
 
@@ -78,3 +65,32 @@ class ParserFamily(Family):
         from experiments.families.parser.proposals import load_parser
 
         return load_parser(checkpoint)
+
+    def proposer(self, checkpoint: str | Path) -> Any:
+        from experiments.families.parser.proposals import propose
+
+        model, payload = self.load(checkpoint)
+        return lambda sentences, n, seed: [p.trees for p in propose(model, payload, sentences, n, "sample", seed)]
+
+    def write_proposals(self, args: Any) -> str:
+        from experiments.families.parser.proposals import write_from_args
+
+        return write_from_args(args)
+
+
+def action_metrics(module: Any, data: Any, best_path: str) -> dict[str, Any]:
+    """Teacher-forced validation action NLL and accuracy of a parser network (the best checkpoint's weights
+    loaded, left on the CPU in eval mode); shared by the parsers over constituency and dependency actions."""
+    import torch
+
+    if best_path:
+        module.load_state_dict(torch.load(best_path, map_location="cpu", weights_only=True)["state_dict"])
+    module.eval()
+    nll, count, correct = 0.0, 0, 0
+    with torch.no_grad():
+        for batch in data.valid_batches(32):
+            terms = module.loss_terms({k: v.to(module.device) for k, v in batch.items()})
+            nll, count, correct = nll + float(terms[0]), count + int(terms[1]), correct + int(terms[2])
+    module.cpu()
+    return {"val_actions": count, "val_action_nll": nll / max(count, 1),
+            "val_action_accuracy": correct / max(count, 1)}

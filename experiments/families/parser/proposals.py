@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -167,14 +167,19 @@ def search(decoder: Decoder, items: int, k: int, stochastic: bool,
 
 
 # -- the parser as a search decoder ---------------------------------------------------------------------------
-class ParserDecoder:
-    """``Decoder`` of a ``ProposalParser`` over a collated batch of sentences, k rows per sentence."""
+class ActionDecoder:
+    """``Decoder`` of a ``ProposalParser`` network over a collated batch of sentences, k rows per sentence.
 
-    def __init__(self, model: Any, batch: dict[str, Tensor], k: int, vocab: ParserVocab):
-        self.model, self.vocab, self.k = model, vocab, k
+    ``state`` is the constraint state of the rows (``shifted``, ``finished``, ``select``, ``advance``) and
+    ``allowed(state)`` its [rows, V] mask of allowed actions: the constituency actions (``ParserDecoder``) or
+    a dependency parser's (``experiments.families.dtg.proposals``).
+    """
+
+    def __init__(self, model: Any, batch: dict[str, Tensor], k: int, state: Any,
+                 allowed: Callable[[Any], np.ndarray]):
+        self.model, self.k, self.state, self.allowed = model, k, state, allowed
         self.items = int(batch["source"].shape[0])
         self.enc = model.encode(batch["source"], batch["word_first"], batch["n_words"])
-        self.state = ParseState(np.repeat(batch["n_words"].numpy(), k), vocab, model.config.max_depth)
         self.cache = model.empty_cache(self.items * k)
         self.prev = torch.full((self.items, k), BOS, dtype=torch.long)
         self.position = 0
@@ -185,7 +190,7 @@ class ParserDecoder:
     def logprobs(self) -> Tensor:
         front = torch.from_numpy(self.state.shifted).view(self.items, self.k)
         logits = self.model.step(self.enc, self.prev, front, self.position, self.cache).float()
-        mask = allowed_mask(*self.state.fields(), self.vocab)
+        mask = self.allowed(self.state)
         mask[self.state.finished, PAD] = True  # keeps the softmax finite; search ignores finished rows
         mask = torch.from_numpy(mask).view(self.items, self.k, -1)
         return logits.masked_fill(~mask, -math.inf).log_softmax(-1)
@@ -199,6 +204,14 @@ class ParserDecoder:
         self.position += 1
 
 
+class ParserDecoder(ActionDecoder):
+    """The constituency parser's ``ActionDecoder`` (``ParseState``, ``allowed_mask``)."""
+
+    def __init__(self, model: Any, batch: dict[str, Tensor], k: int, vocab: ParserVocab):
+        state = ParseState(np.repeat(batch["n_words"].numpy(), k), vocab, model.config.max_depth)
+        super().__init__(model, batch, k, state, lambda s: allowed_mask(*s.fields(), vocab))
+
+
 @dataclass
 class Proposals:
     """Distinct trees of one sentence with their log q, most probable first."""
@@ -208,9 +221,11 @@ class Proposals:
     logq: list[float]
 
 
-def propose(model: Any, payload: dict[str, Any], sentences: Sequence[Sequence[str]], n: int,
-            method: str = "sample", seed: int = 0, max_rows: int = 2048) -> list[Proposals]:
-    """N distinct trees per sentence (``method`` ``sample`` or ``beam``; ``beam`` with n = 1 is greedy)."""
+def search_sentences(model: Any, payload: dict[str, Any], sentences: Sequence[Sequence[str]], n: int,
+                     method: str, seed: int, max_rows: int,
+                     decoder: Callable[[dict[str, Tensor], int], Decoder]) -> list[list[Hypothesis]]:
+    """The n hypotheses of each sentence, most probable first, from ``decoder(batch, n)`` over batches of
+    sentences of similar lengths; sentence i's noise comes from a generator seeded with (seed, i)."""
     from lightning_modules.data.parser_data import collate_source, source_mapping
 
     if method not in METHODS:
@@ -220,25 +235,31 @@ def propose(model: Any, payload: dict[str, Any], sentences: Sequence[Sequence[st
     for i, words in enumerate(sentences):
         if not words:
             raise InputError(f"sentence {i} is empty")
-    vocab = ParserVocab.from_json(payload["parser_labels"])
     source = source_mapping(payload)
     encoded = [source(list(words)) for words in sentences]
     order = sorted(range(len(sentences)), key=lambda i: len(encoded[i][0]))  # similar lengths together
     per_batch = max(1, max_rows // n)
-    out: list[Proposals | None] = [None] * len(sentences)
+    out: list[list[Hypothesis]] = [[] for _ in sentences]
     model.eval()
     with torch.no_grad():
         for start in range(0, len(order), per_batch):
             chosen = order[start : start + per_batch]
             batch = collate_source([encoded[i] for i in chosen])
             generators = [torch.Generator().manual_seed(seed * 1_000_003 + i) for i in chosen]
-            found = search(ParserDecoder(model, batch, n, vocab), len(chosen), n, method == "sample", generators)
+            found = search(decoder(batch, n), len(chosen), n, method == "sample", generators)
             for i, hyps in zip(chosen, found, strict=True):
-                hyps = sorted(hyps, key=lambda h: -h.logprob)
-                words = list(sentences[i])
-                out[i] = Proposals(words, [actions_to_tree(h.actions, words, vocab) for h in hyps],
-                                   [h.logprob for h in hyps])
-    return out  # type: ignore[return-value]
+                out[i] = sorted(hyps, key=lambda h: -h.logprob)
+    return out
+
+
+def propose(model: Any, payload: dict[str, Any], sentences: Sequence[Sequence[str]], n: int,
+            method: str = "sample", seed: int = 0, max_rows: int = 2048) -> list[Proposals]:
+    """N distinct trees per sentence (``method`` ``sample`` or ``beam``; ``beam`` with n = 1 is greedy)."""
+    vocab = ParserVocab.from_json(payload["parser_labels"])
+    found = search_sentences(model, payload, sentences, n, method, seed, max_rows,
+                             lambda batch, k: ParserDecoder(model, batch, k, vocab))
+    return [Proposals(list(words), [actions_to_tree(h.actions, list(words), vocab) for h in hyps],
+                      [h.logprob for h in hyps]) for words, hyps in zip(sentences, found, strict=True)]
 
 
 PLACEHOLDER_TAG = "XX"
@@ -337,3 +358,31 @@ def load_parser(checkpoint: str | Path) -> tuple[Any, dict[str, Any]]:
     model.load_state_dict(ckpt["state_dict"])
     model.eval()
     return model, payload
+
+
+def write_from_args(args: Any) -> str:
+    """``synbench propose`` with a proposal-parser checkpoint: the files, and the line it prints."""
+    model, payload = load_parser(args.checkpoint)
+    gold = None
+    if args.corpus is not None:
+        sentences, tags, gold = read_corpus_sentences(args.corpus, args.split, args.data_dir)
+    else:
+        sentences, tags = read_sentences(args.sentences), None
+    proposals = propose(model, payload, sentences, args.n, args.method, args.seed, args.max_rows)
+    write_proposals(args.out, proposals, tags, args.logq)
+    trees = sum(len(p.trees) for p in proposals)
+    meta = {"checkpoint": str(args.checkpoint), "n": args.n, "method": args.method, "seed": args.seed,
+            "source": {"corpus": args.corpus, "split": args.split} if gold else {"sentences": str(args.sentences)},
+            "sentences": len(proposals), "trees": trees}
+    if gold is not None:
+        from experiments.evaluate.rerank import proposal_quality
+
+        ns = sorted({n for n in (1, 10, 100) if n < args.n} | {args.n})
+        tagged = [[with_tags(t, tg) for t in p.trees] for p, tg in zip(proposals, tags)]  # as in OUT
+        meta.update(proposal_quality(gold, tagged, ns))
+        meta["f1_convention"] = "EVALB COLLINS.prm, labeled, against the cleaned corpus trees (percent)"
+    meta_path = args.out.with_suffix(".meta.json")
+    atomic_write_text(meta_path, json.dumps(meta, indent=1) + "\n")
+    return (f"wrote {trees} trees for {len(proposals)} sentences to {args.out} ({meta_path.name}"
+            + (f": 1-best F1 {meta['one_best_f1']}, oracle F1 at N = {args.n}: {meta['oracle_f1'][str(args.n)]})"
+               if gold is not None else ")"))

@@ -121,6 +121,15 @@ class DTGState:
         self.position = 1  # of the next token
         self.ended = False  # after pop_root / the final pop
 
+    def copy(self) -> DTGState:
+        """An independent copy (beam search branches states)."""
+        state = DTGState.__new__(DTGState)
+        state.system, state.buffer, state.words = self.system, self.buffer, self.words
+        state.position, state.ended = self.position, self.ended
+        state.stack, state.unit, state.gen_position = self.stack[:], dict(self.unit), dict(self.gen_position)
+        state.heads = dict(self.heads)
+        return state
+
     # -- constraints (§3.5) ------------------------------------------------------------------------------------
     def check(self, t: Transition) -> str | None:
         """Why ``t`` cannot come next (None when it can)."""

@@ -22,12 +22,13 @@ REPO = Path(__file__).resolve().parents[3]
 
 
 def test_builtin_tasks_declare_known_needs_and_one_headline_list():
-    assert tasks.names() == ("ppl", "sg", "blimp", "rerank", "parse", "unsupervised-f1", "uas", "terminals", "dyck")
+    assert tasks.names() == ("ppl", "sg", "blimp", "rerank", "parse", "unsupervised-f1", "uas", "uas-rerank",
+                             "terminals", "dyck")
     assert all(t.needs in CAPABILITIES for t in tasks.tasks())
     headline = tasks.headline_metrics()
     assert headline == ("ppl", "sg", "blimp", "f1", "parse_f1", "decision_accuracy.p", "decision_accuracy.p_prime",
                         "unsupervised_f1", "unsupervised_f1_right_branching", "splits.left", "splits.right", "uas",
-                        "val_ppl", "ppl_stream")
+                        "uas_rerank", "val_ppl", "ppl_stream")
     assert all(tasks.is_tested(m) for m in headline if m not in ("val_ppl", "ppl_stream"))
     assert tasks.is_summarized("gold_splits.left") and not tasks.is_tested("gold_splits.left")
     assert tasks.is_tested("dyck.long-50") and tasks.is_tested("best_val_loss")
@@ -134,3 +135,15 @@ def test_parse_pools_decision_hits_and_flattens_the_ceiling() -> None:
                "decisions": pooled}
     assert tasks.get("parse").flatten(metrics) == {"parse_f1": 50.0, "parse_f1_right_branching": 50.0,
                                                    "parse_f1_oracle": 82.5, "decision_accuracy.p": 0.5}
+
+
+def test_a_task_named_like_another_with_a_suffix_is_not_its_hashed_folder(tmp_path):
+    """``eval/uas-rerank`` is the uas-rerank task's folder, not a ``uas-HASH`` folder of the uas task."""
+    folder = tmp_path / "eval" / "uas-rerank"
+    folder.mkdir(parents=True)
+    (folder / "results.json").write_text(json.dumps({"metrics": {"uas": 40.0, "uas_parser": 35.0,
+                                                                 "uas_oracle": 50.0}}))
+    (tmp_path / "eval" / "uas-0123abcd").mkdir()
+    (tmp_path / "eval" / "uas-0123abcd" / "results.json").write_text(json.dumps({"metrics": {"uas": 81.0}}))
+    metrics, _, _ = run_metrics(tmp_path)
+    assert metrics == {"uas_rerank": 40.0, "uas_rerank_parser": 35.0, "uas_rerank_oracle": 50.0, "uas": 81.0}

@@ -18,10 +18,10 @@ REPO = Path(__file__).resolve().parents[3]
 
 
 def test_the_built_in_papers_are_registered_and_found_by_key():
-    assert [p.key for p in papers.papers()] == ["pushdown", "tg", "palm", "som"]
+    assert [p.key for p in papers.papers()] == ["pushdown", "tg", "palm", "som", "dtg"]
     assert papers.get("tg") is tg.PAPER and papers.get("pushdown") is pushdown.PAPER
     assert papers.get("palm") is palm.PAPER and papers.get("som") is som.PAPER
-    with pytest.raises(InputError, match=r"unknown paper 'nope' \(known: pushdown, tg, palm, som\)") as error:
+    with pytest.raises(InputError, match=r"unknown paper 'nope' \(known: pushdown, tg, palm, som, dtg\)") as error:
         papers.get("nope")
     assert error.value.location == "PAPER"
 

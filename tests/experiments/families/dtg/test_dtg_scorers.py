@@ -93,7 +93,7 @@ def test_eval_ppl_gold_on_a_dependency_corpus(model, tmp_path: Path, capsys) -> 
 
     shutil.copy(model.checkpoint, checkpoint)
     assert main(["eval", "ppl", str(checkpoint), "--corpus", str(corpus), "--split", "file", "--json",
-                 "--out", str(tmp_path / "out")]) == 0
+                 "--method", "gold", "--out", str(tmp_path / "out")]) == 0
     result = json.loads(capsys.readouterr().out)
     gold = TreeScorer(model, None, method="gold")
     trees = [tree(s, hs) for s, hs in [*SENTENCES, ("the dog sat .", (3, 4, 0, 3))]]
@@ -101,3 +101,75 @@ def test_eval_ppl_gold_on_a_dependency_corpus(model, tmp_path: Path, capsys) -> 
     words = sum(len(t) for t in trees)
     assert result["metrics"]["word_ppl"] == pytest.approx(math.exp(-sum(totals) / words), rel=1e-6)
     assert result["settings"]["method"] == "gold" and result["settings"]["scorer_convention"]["bound"] is True
+
+
+@pytest.fixture(scope="module")
+def parser_checkpoint(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("dep-parser")
+    path = folder / "small.conllu"
+    path.write_text("".join("".join(ROW.format(i=i, w=w, h=h) for i, (w, h) in enumerate(zip(s.split(), hs), 1))
+                            + "\n" for s, hs in SENTENCES * 3))
+    cfg = resolve_train_config("dep-parser", "cpu-small", [
+        "model.d_model=16", "model.n_encoder_layers=1", "model.n_decoder_layers=1", "model.n_heads=2",
+        "model.d_ff=32", "model.warmup_steps=2", "model.total_steps=20", "train.batch_size=4", "train.max_steps=6",
+        "train.val_every=6", "train.ckpt_every=6", "runtime.wandb=disabled", "runtime.progress=false",
+        "runtime.threads=1", f"data.corpus={path}", "data.train_split=file", "data.valid_split=file"])
+    metrics = train(cfg, seed=1, run_dir=folder / "run")
+    assert metrics["valid_sentences"] == 6 and 0.0 <= metrics["val_greedy_uas"] <= 100.0
+    return folder / "run" / "checkpoints" / "best.ckpt"
+
+
+def test_eval_ppl_over_dependency_proposals(model, parser_checkpoint: Path, tmp_path: Path, capsys) -> None:
+    """``--method proposals --parser CKPT``: the marginal over N distinct trees drawn per sentence from the
+    dependency parser; a bound no looser than the gold tree's when the gold tree is among them."""
+    from experiments.cli import main
+    from experiments.evaluate.scorer_choice import SentenceSeededProposals
+
+    corpus = tmp_path / "test.conllu"
+    corpus.write_text("".join("".join(ROW.format(i=i, w=w, h=h) for i, (w, h) in enumerate(zip(s.split(), hs), 1))
+                              + "\n" for s, hs in SENTENCES))
+    assert main(["eval", "ppl", str(model.checkpoint), "--corpus", str(corpus), "--split", "file", "--json",
+                 "--method", "proposals", "--parser", str(parser_checkpoint), "-n", "30",
+                 "--out", str(tmp_path / "out")]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["settings"]["n_proposals"] == 30 and result["settings"]["scorer_convention"]["bound"] is True
+    source = SentenceSeededProposals(parser_checkpoint, 30, 0)
+    trees = source([s.split() for s, _ in SENTENCES])
+    assert [len(t) for t in trees] == [30, 30] and all(len(set(ts)) == 30 for ts in trees)
+    # a tree whose transitions the model has no token for (arc-swift reaches unseen in training) has p = 0
+    trees = [[t for t in ts if model.transitions_known(t)] for ts in trees]
+    assert model.system != "standard" or [len(t) for t in trees] == [30, 30]
+    scorer = TreeScorer(model, None, method="proposals", n=30)
+    totals = [scorer.score_trees([s.split()], [ts])[0].total for (s, _), ts in zip(SENTENCES, trees)]
+    words = sum(len(s.split()) for s, _ in SENTENCES)
+    assert result["metrics"]["word_ppl"] == pytest.approx(math.exp(-sum(totals) / words), rel=1e-6)
+
+
+def test_uas_by_reranking_proposals(model, parser_checkpoint: Path, tmp_path: Path, capsys) -> None:
+    """``eval uas-rerank``: the tree the model ranks first among N proposals, scored against the gold heads
+    (gold PUNCT words not scored), beside the parser's greedy UAS and the proposals' oracle UAS."""
+    from experiments.cli import main
+    from experiments.evaluate.scorer_choice import SentenceSeededProposals
+    from lightning_modules.data.dependency import read_conllu
+
+    corpus = tmp_path / "test.conllu"
+    punct = "{i}\t{w}\t_\t{u}\t_\t_\t{h}\t_\t_\t_\n"
+    corpus.write_text("".join("".join(punct.format(i=i, w=w, h=h, u="PUNCT" if w == "." else "X")
+                                      for i, (w, h) in enumerate(zip(s.split(), hs), 1)) + "\n"
+                              for s, hs in SENTENCES))
+    assert main(["eval", "uas-rerank", str(model.checkpoint), "--parser", str(parser_checkpoint), "--corpus",
+                 str(corpus), "--split", "file", "-n", "8", "--json", "--out", str(tmp_path / "out")]) == 0
+    result = json.loads(capsys.readouterr().out)
+    metrics = result["metrics"]
+    assert metrics["words"] == 7  # 9 words, 2 of them PUNCT
+    assert metrics["uas_oracle"] >= metrics["uas"]
+    trees = [[t for t in ts if model.transitions_known(t)]
+             for ts in SentenceSeededProposals(parser_checkpoint, 8, 0)([s.split() for s, _ in SENTENCES])]
+    scorer = TreeScorer(model, None, method="gold")
+    best = [max(ts, key=lambda t: scorer.score_trees([t.forms], [[t]])[0].total).heads for ts in trees]
+    written = [t.heads for _, t in read_conllu(tmp_path / "out" / "reranked.conllu")]
+    assert written == best
+    gold = [hs for _, hs in SENTENCES]
+    correct = sum(b[i] == g[i] for b, g, (s, _) in zip(best, gold, SENTENCES) for i, w in enumerate(s.split())
+                  if w != ".")
+    assert metrics["uas"] == pytest.approx(100.0 * correct / 7)

@@ -1,0 +1,107 @@
+"""Dependency Transformer Grammars (Zhao, Lou & Tu 2024, ACL Findings): Tables 2, 3 and 4, with provenance.
+
+Table 2 (§4.1–§4.2): BLLIP-LG test perplexity (sentence level; joint models' perplexities are upper bounds
+from 300 proposal trees sampled without replacement from a Biaffine-roberta parser), BLiMP (the same 300-tree
+marginal) and the SG test suites (word-synchronous beam) of 16-layer models with 252M parameters trained on
+BLLIP-LG sentences parsed by Biaffine-roberta. Its PLM and Pushdown rows are copied from Murty et al. (2023)
+(different tokenization), TG's perplexity and BLiMP are the DTG authors' rerun, TG's SG is Sartran et al.'s.
+Table 3 (§4.3): UAS of reranking the 300 proposals on the PTB test set converted by CoreNLP 3.3.0; the
+parser's own UAS beside it. Table 4 (§5.1): DTG's arc representations (``w``, ``arc``, ``w+arc``). The paper
+gives one number per cell, from a single training run each (no seed count or sd is stated).
+"""
+
+from __future__ import annotations
+
+from experiments.papers import Paper
+from experiments.papers.tables import Column, PaperNumber
+
+CITATION = "Zhao, Lou and Tu (2024), Dependency Transformer Grammars, ACL Findings"
+SEEDS = 1  # one run per cell (the paper states no seeds and no sd)
+PARAMETERS = "252M"
+COLUMNS = {
+    "ppl": Column("dtg_ppl", "BLLIP-LG perplexity", "ppl", "BLLIP-LG (~40M words), test", "sentence", PARAMETERS,
+                  "perplexity"),
+    "blimp": Column("dtg_blimp", "BLiMP", "blimp", "BLiMP (models trained on BLLIP-LG sentences)", "sentence",
+                    PARAMETERS, "percent"),
+    "sg": Column("dtg_sg", "SG test suites", "sg", "SyntaxGym (models trained on BLLIP-LG sentences)", "sentence",
+                 PARAMETERS, "percent"),
+    "uas": Column("dtg_uas", "PTB UAS (reranking)", "uas_rerank", "PTB test, CoreNLP 3.3.0 dependencies (300 "
+                  "Biaffine-roberta proposals)", "sentence", PARAMETERS, "percent"),
+}
+# Table 2: (PPL, BLiMP, SG); None where the paper has no number.
+TABLE2 = {
+    "TXL (tokens)": (14.8, 75.3, 76.6),
+    "PLM": (29.8, 75.1, 80.2),
+    "TG": (18.4, 73.5, 82.5),
+    "Pushdown": (19.9, 75.6, 82.3),
+    "TXL (trans)": (14.4, 77.3, 81.1),
+    "DTG-eager": (15.5, 75.2, None),
+    "DTG-swift": (15.0, 76.2, None),
+    "DTG": (14.9, 76.1, 83.9),
+}
+TABLE3 = {"Biaffine-roberta": 96.9, "TXL (trans)": 97.0, "DTG": 97.0}
+TABLE4 = {"DTG (w)": (15.1, 75.9), "DTG (arc)": (15.2, 75.8), "DTG (w+arc)": (14.9, 76.1)}
+STRING_MODELS = ("TXL (tokens)",)  # exact perplexity; every other row's is a bound
+
+# our model label -> (Table 2 row, Table 3 row, Table 4 row)
+ROWS = {
+    "txl-tokens": ("TXL (tokens)", None, None),
+    "txl-trans": ("TXL (trans)", "TXL (trans)", None),
+    "dtg": ("DTG", "DTG", "DTG (w+arc)"),
+    "dtg-eager": ("DTG-eager", None, None),
+    "dtg-swift": ("DTG-swift", None, None),
+    "tg": ("TG", None, None),
+    "pushdown": ("Pushdown", None, None),
+    "dtg-w": (None, None, "DTG (w)"),
+    "dtg-arc": (None, None, "DTG (arc)"),
+}
+PARSER_METRIC = "uas_rerank_parser"  # our parser's UAS (beside each reranking) <-> Table 3's Biaffine-roberta
+
+
+def table_numbers() -> list[PaperNumber]:
+    """Every number of Tables 2, 3 and 4."""
+    out = [PaperNumber(row, COLUMNS[key], "Table 2", "test", value, None, seeds=SEEDS,
+                       upper_bound=key == "ppl" and row not in STRING_MODELS)
+           for row, cells in TABLE2.items() for key, value in zip(("ppl", "blimp", "sg"), cells, strict=True)
+           if value is not None]
+    out += [PaperNumber(row, COLUMNS["uas"], "Table 3", "test", value, None, seeds=SEEDS)
+            for row, value in TABLE3.items()]
+    out += [PaperNumber(row, COLUMNS[key], "Table 4", "test", value, None, seeds=SEEDS, upper_bound=key == "ppl")
+            for row, cells in TABLE4.items() for key, value in zip(("ppl", "blimp"), cells, strict=True)]
+    return out
+
+
+def numbers_for(model: str, metric: str, data: str | None = None) -> list[PaperNumber]:
+    """The published numbers beside our ``metric`` of ``model``: Table 2 (``ppl``, ``blimp``, ``sg``), Table 3
+    (``uas_rerank``; the parser's row beside our ``uas_rerank_parser``) and Table 4 (the arc ablations)."""
+    if metric == PARSER_METRIC and model in ("dtg", "txl-trans"):
+        return [n for n in table_numbers() if n.table == "Table 3" and n.row == "Biaffine-roberta"]
+    rows = ROWS.get(model)
+    if rows is None:
+        return []
+    wanted = {"Table 2": rows[0], "Table 3": rows[1], "Table 4": rows[2]}
+    return [n for n in table_numbers() if n.column.metric == metric and wanted[n.table] == n.row]
+
+
+PAPER = Paper(
+    key="dtg",
+    citation=CITATION,
+    column="paper (BLLIP-LG full scale, 1 run)",
+    not_comparable=(
+        "These results are at a reduced scale and are NOT comparable to the paper's (16-layer models with 252M "
+        "parameters trained on BLLIP-LG sentences parsed by Biaffine-roberta, 300 proposal trees, action beam "
+        "100 / word beam 10, one run per model). The paper's numbers are shown for orientation only, marked as "
+        "a different scale."),
+    provenance=(
+        f"Paper numbers: {CITATION}, Table 2 (BLLIP-LG test perplexity, BLiMP, SG; joint models' perplexities are "
+        "upper bounds from 300 Biaffine-roberta proposals; PLM and Pushdown copied from Murty et al. 2023, TG's "
+        "perplexity and BLiMP a rerun by the authors, TG's SG from Sartran et al. 2022), Table 3 (UAS of "
+        "reranking 300 proposals on the PTB test set converted by CoreNLP 3.3.0; Biaffine-roberta is the "
+        "proposal parser) and Table 4 (arc representations); one run per cell, no sd. Different data, parser, "
+        "dependency scheme, scale and seeds from ours."),
+    families=("dtg", "txl-trans", "dep-parser"),
+    model_order=tuple(ROWS),
+    numbers_for=numbers_for,
+    reproductions={"demo": "reproduce-dtg-demo", "cpu-small": "reproduce-dtg-cpu-small",
+                   "paper": "reproduce-dtg-paper"},
+)
