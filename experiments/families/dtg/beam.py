@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from experiments.evaluate.scorer import Convention, SentenceScore, check_sentences
+from experiments.families.tg.beam import check_beam_settings
 from lightning_modules.data.dependency import DepTree, to_conllu
 from lightning_modules.data.encodings import dtg
 from lightning_modules.errors import InputError
@@ -55,12 +56,7 @@ class DTGBeamScorer:
 
     def __init__(self, model: object, beam: int = 100, word_beam: int = 10, max_actions: int = 15,
                  fast_track: int | None = None, batch_size: int = 8):
-        for name, value in (("beam", beam), ("word_beam", word_beam), ("max_actions", max_actions),
-                            ("batch_size", batch_size)):
-            if value < 1:
-                raise InputError("must be at least 1", name)
-        if fast_track is not None and fast_track < 0:
-            raise InputError("must be at least 0", "fast_track")
+        check_beam_settings(beam, word_beam, max_actions, batch_size, fast_track)
         self.model = model
         self.beam, self.word_beam, self.max_actions = beam, word_beam, max_actions
         self.fast_track, self.batch_size = fast_track, batch_size

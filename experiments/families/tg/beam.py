@@ -148,6 +148,17 @@ def _next_values(hypotheses: Sequence[_Hypothesis], tokens: Sequence[int]) -> li
     return rows.gather(1, torch.tensor(tokens, device=rows.device)[:, None])[:, 0].tolist()
 
 
+def check_beam_settings(beam: int, word_beam: int, max_actions: int, batch_size: int,
+                        fast_track: int | None) -> None:
+    """The word-synchronous beam's settings, shared by every family's beam: one error naming the setting."""
+    for name, value in (("beam", beam), ("word_beam", word_beam), ("max_actions", max_actions),
+                        ("batch_size", batch_size)):
+        if value < 1:
+            raise InputError("must be at least 1", name)
+    if fast_track is not None and fast_track < 0:
+        raise InputError("must be at least 0", "fast_track")
+
+
 class BeamScorer:
     """Word-synchronous beam search over the joint model's actions, on a key/value cache (module docstring).
 
@@ -164,12 +175,7 @@ class BeamScorer:
                  batch_size: int = 8, fast_track: int | None = None):
         if not model.joint:
             raise InputError(f"{model.family} is a string model: score it with method=exact", "method")
-        for name, value in (("beam", beam), ("word_beam", word_beam), ("max_actions", max_actions),
-                            ("batch_size", batch_size)):
-            if value < 1:
-                raise InputError("must be at least 1", name)
-        if fast_track is not None and fast_track < 0:
-            raise InputError("must be at least 0", "fast_track")
+        check_beam_settings(beam, word_beam, max_actions, batch_size, fast_track)
         self.model, self.beam, self.word_beam, self.max_actions = model, beam, word_beam, max_actions
         self.batch_size, self.fast_track = batch_size, fast_track
         self.name = model.family
