@@ -55,8 +55,12 @@ def status_kib(field: str) -> int:
     raise RuntimeError(f"{field} not in /proc/self/status")
 
 
-def measure(core: str, length: int, batch: int, heads: int, head_dim: int, repeats: int) -> dict[str, float]:
-    """Peak memory (MiB) and median time (ms) of one forward + backward of ``core`` (run in a fresh process)."""
+def measure(core: str, length: int, batch: int, heads: int, head_dim: int, repeats: int,
+            device: str = "cpu") -> dict[str, float]:
+    """Peak memory (MiB) and median time (ms) of one forward + backward of ``core`` (run in a fresh process).
+
+    On CUDA the peak is ``max_memory_allocated`` above what is allocated before the step (the caching
+    allocator's view), and each time ends with a device synchronisation."""
     import torch
     import torch.nn.functional as F
 
@@ -68,12 +72,13 @@ def measure(core: str, length: int, batch: int, heads: int, head_dim: int, repea
 
     torch.set_num_threads(1)
     g = torch.Generator().manual_seed(0)
-    q, k, v = (torch.randn(batch, heads, length, head_dim, generator=g).requires_grad_() for _ in range(3))
-    table = torch.randn(DEPTH_VOCAB, head_dim, generator=g).requires_grad_()
-    rel_keys = torch.randn(heads, length, head_dim, generator=g).requires_grad_()
-    tape = torch.randint(0, DEPTH_VOCAB + 5, (batch, length, length), generator=g).tril()
-    mask = causal_mask(torch.full((batch,), length), length)
-    upstream = torch.randn(batch, heads, length, head_dim, generator=g)
+    q, k, v = (torch.randn(batch, heads, length, head_dim, generator=g).to(device).requires_grad_() for _ in range(3))
+    table = torch.randn(DEPTH_VOCAB, head_dim, generator=g).to(device).requires_grad_()
+    rel_keys = torch.randn(heads, length, head_dim, generator=g).to(device).requires_grad_()
+    tape = torch.randint(0, DEPTH_VOCAB + 5, (batch, length, length), generator=g).tril().to(device)
+    mask = causal_mask(torch.full((batch,), length), length).to(device)
+    upstream = torch.randn(batch, heads, length, head_dim, generator=g).to(device)
+    cuda = device == "cuda"
     scale = head_dim ** -0.5
 
     def step() -> None:
@@ -90,12 +95,20 @@ def measure(core: str, length: int, batch: int, heads: int, head_dim: int, repea
         out.backward(upstream)
         for t in (q, k, v, table, rel_keys):
             t.grad = None
+        if cuda:
+            torch.cuda.synchronize()
 
     step()  # warm-up
-    before = status_kib("VmRSS")
-    Path("/proc/self/clear_refs").write_text("5")  # reset VmHWM to the current RSS
-    step()
-    peak = status_kib("VmHWM") - before
+    if cuda:
+        before = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        step()
+        peak = (torch.cuda.max_memory_allocated() - before) / 1024
+    else:
+        before = status_kib("VmRSS")
+        Path("/proc/self/clear_refs").write_text("5")  # reset VmHWM to the current RSS
+        step()
+        peak = status_kib("VmHWM") - before
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
@@ -106,7 +119,7 @@ def measure(core: str, length: int, batch: int, heads: int, head_dim: int, repea
 
 def run(core: str, length: int, args: argparse.Namespace) -> dict[str, float]:
     cmd = [sys.executable, __file__, "--one", core, str(length), "--batch", str(args.batch), "--heads",
-           str(args.heads), "--head-dim", str(args.head_dim), "--repeats", str(args.repeats)]
+           str(args.heads), "--head-dim", str(args.head_dim), "--repeats", str(args.repeats), "--device", args.device]
     done = subprocess.run(cmd, capture_output=True, text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -118,15 +131,19 @@ def main() -> None:
     parser.add_argument("--heads", type=int, default=4)
     parser.add_argument("--head-dim", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument("--one", nargs=2, metavar=("CORE", "T"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
         core, length = args.one
-        print(json.dumps(measure(core, int(length), args.batch, args.heads, args.head_dim, args.repeats)))
+        print(json.dumps(measure(core, int(length), args.batch, args.heads, args.head_dim, args.repeats,
+                                args.device)))
         return
 
+    peak = ("max_memory_allocated above the step's start" if args.device == "cuda"
+            else "resident-set high-water mark above the step's start")
     print(f"B={args.batch} H={args.heads} d_head={args.head_dim} depth table {DEPTH_VOCAB}, fp32, forward+backward, "
-          "1 thread; peak = resident-set high-water mark above the step's start (fresh process per cell)")
+          f"device {args.device}, 1 thread; peak = {peak} (fresh process per cell)")
     print(f"{'T':>5} {'core':>7} {'peak MiB':>10} {'ms':>9}")
     results = {}
     for length in args.lengths:
@@ -138,6 +155,8 @@ def main() -> None:
           f"{'gather/masked time':>19} {'layer/causal time':>18} {'fig7/gather time':>17}")
     for length in args.lengths:
         c, m, g, layer, f = (results[length, k] for k in CORES)
+        for r in (c, g):  # a step below the measurable resolution (tiny T) must not divide by zero
+            r["peak_mib"] = max(r["peak_mib"], 1e-3)
         print(f"{length:>5} {f['peak_mib'] / g['peak_mib']:>16.1f}x {g['peak_mib'] / c['peak_mib']:>18.2f}x "
               f"{g['ms'] / c['ms']:>18.2f}x {g['ms'] / m['ms']:>18.2f}x {layer['ms'] / c['ms']:>17.2f}x "
               f"{f['ms'] / g['ms']:>16.2f}x")

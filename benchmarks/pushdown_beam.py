@@ -11,6 +11,7 @@ Model: the ``cpu-small`` Pushdown preset with random weights over a 2,000-token 
 depend on the weights), one torch thread. Sentences: random token sequences of each ``--lengths``.
 
     PYTHONPATH=. python benchmarks/pushdown_beam.py [--lengths 10 20 40] [--beams 8 32] [--sentences 3]
+    PYTHONPATH=. python benchmarks/pushdown_beam.py --device cuda --preset ptb --lengths 20 40 --beams 32 300
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ class Recompute:
         self.module = module
 
     def start(self, max_length: int) -> Prefix:
-        return Prefix(torch.zeros(1, 0, dtype=torch.long), [])
+        return Prefix(torch.zeros(1, 0, dtype=torch.long, device=next(self.module.parameters()).device), [])
 
     @torch.no_grad()
     def step(self, state: Prefix, tokens: torch.Tensor, tape_row: torch.Tensor, next_words: torch.Tensor):
@@ -55,15 +56,16 @@ class Recompute:
         state = Prefix(torch.cat([state.tokens.expand(count, -1), tokens[:, None]], dim=1),
                        [r.expand(count, -1) for r in state.rows] + [tape_row])
         length = state.tokens.shape[1]
-        tape = torch.zeros(count, length, length, dtype=torch.long)
+        device = tokens.device
+        tape = torch.zeros(count, length, length, dtype=torch.long, device=device)
         for j, row in enumerate(state.rows):
             tape[:, j, : j + 1] = row
-        lengths = torch.full((count,), length)
+        lengths = torch.full((count,), length, device=device)
         module = self.module
         h = module.hidden_states(state.tokens, tape, lengths)
         words = module.word_logits(h[:, -1]).float().log_softmax(-1)
         attach = module.attachment_head(h, module.embedding(next_words)[:, None], tape[:, -1:], lengths,
-                                        query_positions=torch.tensor([length - 1]))
+                                        query_positions=torch.tensor([length - 1], device=device))
         return words, attach[:, 0].float().log_softmax(-1), state
 
 
@@ -72,15 +74,17 @@ def main() -> None:
     ap.add_argument("--lengths", type=int, nargs="+", default=[10, 20, 40])
     ap.add_argument("--beams", type=int, nargs="+", default=[8, 32])
     ap.add_argument("--sentences", type=int, default=3, help="sentences per length (time = their mean)")
+    ap.add_argument("--preset", default="cpu-small", help="Pushdown model preset (cpu-small | ptb | ...)")
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     args = ap.parse_args()
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    config = resolve_train_config("pushdown", "cpu-small", [])["model"]
+    config = resolve_train_config("pushdown", args.preset, [])["model"]
     module = build({**config, "vocab_size": VOCAB}, "pushdown").eval()
     tokens = ["<pad>", "<s>", "<eos>", *(f"w{i}" for i in range(VOCAB - 3))]
     meta = {"family": "pushdown", "vocab": {"terminals": "dyck", "tokens": tokens}}
-    cached = PushdownModel(module, meta)
-    reference = PushdownModel(module, meta)
+    cached = PushdownModel(module, meta, args.device)
+    reference = PushdownModel(module, meta, args.device)
     reference.module = Recompute(module)
     rng = np.random.default_rng(0)
     print(f"{'length':>6} {'beam':>5} {'cached s/sent':>14} {'recompute s/sent':>17} {'speed-up':>9}")
@@ -92,7 +96,7 @@ def main() -> None:
             for name, model in (("cached", cached), ("recompute", reference)):
                 scorer = BeamScorer(model, beam)
                 start = time.perf_counter()
-                results[name] = scorer.score(sentences)
+                results[name] = scorer.score(sentences)  # returns host floats: synchronised
                 times[name] = (time.perf_counter() - start) / len(sentences)
             for a, b in zip(results["cached"], results["recompute"]):
                 assert abs(a.total - b.total) < 1e-3 and a.extra["attachment"] == b.extra["attachment"]

@@ -99,16 +99,19 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=3, help="sentences per batch (the reference: one at a time)")
     ap.add_argument("--curve", type=int, nargs="*", default=[10, 50, 100, 300])
     ap.add_argument("--curve-sentences", type=int, default=None, help="default: --sentences")
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    ap.add_argument("--preset", default="cpu-small", help="the random model's TG preset (cpu-small | ptb | bllip)")
     ap.add_argument("--threads", type=int, default=1,
                     help="torch threads (default 1: on a shared CPU more threads oversubscribe it)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    model = TGModel.load(args.checkpoint) if args.checkpoint else cpu_small_model()[0]
+    model = TGModel.load(args.checkpoint, args.device) if args.checkpoint else \
+        cpu_small_model(args.preset, args.device)[0]
     trees = gold_trees(max(args.sentences, args.curve_sentences or 0), args.max_words)
     data = [t.leaves() for t in trees]
     speed = data[: args.sentences]
     words = sum(len(s) for s in speed)
-    print(f"model: {args.checkpoint or 'random cpu-small TG'} ({model.family}); {len(speed)} sentences, "
+    print(f"model: {args.checkpoint or f'random {args.preset} TG'} ({model.family}), device {args.device}; {len(speed)} sentences, "
           f"{words} words; beam {args.beam}/{args.word_beam}, <= {args.max_actions} actions per word; "
           f"{torch.get_num_threads()} threads")
     cached = BeamScorer(model, args.beam, args.word_beam, args.max_actions, batch_size=args.batch)

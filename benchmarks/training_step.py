@@ -147,6 +147,29 @@ def check_paths(name: str, module: Any, chunks: list[Any]) -> None:
     module.train()
 
 
+def profile_steps(name: str, m: dict[str, Any], autocast: Any, device: str, count: int = 3) -> None:
+    """Where a step's time goes: the top operators of ``count`` steps by device (CUDA) or CPU self time, and
+    the device-busy fraction of the wall-clock (far below 1: the step waits on the host, e.g. kernel launches)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
+    sync(device)
+    start = time.perf_counter()
+    with profile(activities=activities) as prof:
+        for chunks in m["steps"][-count:]:
+            one_step(m["module"], chunks, m["optimizer"], autocast)
+        sync(device)
+    wall = time.perf_counter() - start
+    events = prof.key_averages()
+    key = "self_device_time_total" if device == "cuda" else "self_cpu_time_total"
+    busy = sum(getattr(e, key) for e in events) / 1e6 if device == "cuda" else wall
+    kernels = sum(e.count for e in events if device == "cuda" and getattr(e, key) > 0 and e.key.startswith(
+        ("void", "triton", "sm90", "ampere", "cutlass", "nvjet", "Memcpy", "Memset"))) // count
+    print(f"\n  profile {name}: {count} steps, {wall / count * 1000:.1f} ms/step wall, device busy "
+          f"{busy / wall * 100:.0f} %{f', ~{kernels} kernels/step' if device == 'cuda' else ''}")
+    print(events.table(sort_by=key, row_limit=15, max_name_column_width=60))
+
+
 def compare_families(args: argparse.Namespace) -> None:
     device = args.device
     autocast = (lambda: torch.autocast(device, dtype=torch.bfloat16)) if args.precision == "bf16" \
@@ -193,6 +216,9 @@ def compare_families(args: argparse.Namespace) -> None:
               f"{tokens / t:9.0f} tokens/s  {words / t:8.0f} words/s  step peak {peak_gb} "
               f"(+{state_gb:.2f} GiB params/grads/Adam)  {flops / t / 1e12:7.2f} TFLOP/s"
               + (f"  MFU {mfu * 100:5.1f} %" if mfu is not None else ""))
+    if args.profile:
+        for name, m in models.items():
+            profile_steps(name, m, autocast, device)
     tg, txl = summary["tg"], summary["txl-terminals"]
     print(f"  TG / TXL: step time {tg['step'] / txl['step']:.2f}x (target <= 1.15), tokens/s "
           f"{tg['tokens_s'] / txl['tokens_s']:.2f}x, words/s {tg['words_s'] / txl['words_s']:.2f}x"
@@ -250,6 +276,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--check", action="store_true", help="first compare flex and dense (forward and gradients)")
+    ap.add_argument("--profile", action="store_true", help="print where the time of a step goes (torch.profiler)")
     ap.add_argument("--peak-tflops", type=float, help="the device's peak bf16 dense TFLOP/s (MFU's denominator)")
     ap.add_argument("--tiny", action="store_true", help="a 2-layer d=32 model (CPU smoke test)")
     ap.add_argument("--family", default="tg", help="layout: the family")

@@ -148,7 +148,10 @@ def flex_attention_path(q: Tensor, k: Tensor, v: Tensor, pos_logits: Tensor | No
     attend = flex_attention
     if compiled:
         if _compiled_flex_attention is None:
-            _compiled_flex_attention = torch.compile(flex_attention, dynamic=False)
+            # dynamic: chunks are trimmed to their longest sequence and beams grow a key per step, so shapes
+            # change call to call; a static compile recompiled per shape and, past the recompile limit, fell
+            # back to the unfused kernel that materialises every score (seen on an H100, 2026-11-24)
+            _compiled_flex_attention = torch.compile(flex_attention, dynamic=True)
         attend = _compiled_flex_attention
     out = attend(q, k, v, score_mod=score_mod, block_mask=pattern.block_mask, scale=scale)
     return out * pattern.row_valid[:, None, :, None]
