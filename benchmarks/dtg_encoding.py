@@ -1,0 +1,401 @@
+"""Throughput of the DTG encoding (CoNLL-U trees -> the batch tensors a DTG trains on), against the official
+DTG code's approach rebuilt in Python, measured in the same run, interleaved.
+
+Both sides start from parsed UD EWT trees (dev + test; projective only, both sides drop the rest) and end
+with what the network reads per batch of ``--batch`` sentences: token ids, labels, the arc tokens' head
+ids, the attention mask and the relative positions.
+
+- ``synbench``: what ``dtg_data.build`` + ``collate_sentences`` do for ``--system standard|eager|swift``: the
+  projectivity check, the oracle, ``dtg.encode_transitions`` (one walk of ``DTGState``; per token its sorted
+  attend list in CSR form) and the ids, then per batch ``segment`` + ``collate_sentences`` with
+  ``attn_mask`` [B,T,M+T] and ``relpos`` materialised (M = L = ``--length``, T = the batch's longest sentence).
+- ``reference`` (zhaoyd1/Dep_Transformer_Grammars): ``data_scripts/conll_to_dep.py``'s oracle (its own loop,
+  with its single-root check), the ids and token types of ``masking_bllip/utils.py`` (``TokenTypeRanges``),
+  then per sentence ``masking_bllip/masking_rules.cc`` as the official ``forward_prepare`` calls it
+  (``StackComposeDoubleClosingNT``, sequence = memory = 512, smart memory): ``Transform`` doubles the arcs into
+  arrays padded to a multiple of 512, ``ComputeAttentionQuantities`` walks the stack by token types (word
+  units = SOW/LA/RA/SOS; ``cur_depth``/``all_stack_depth`` relative positions; ``composed_position``), and
+  ``MakeChunks`` writes the dense 512x512 mask, 512x1024 relpos, 512x512 memory mask and the two 512x512
+  memory-update matrices, zero-filled as Eigen's ``Zero()`` does, then fills them position by position; then
+  ``forward_prepare``'s Python: chunk 0, the diagonal forced to 1, inputs gathered at the composed positions,
+  mask and relpos sliced to the batch's length and stacked. The C++ parts are rebuilt here in Python, the
+  same algorithm loop for loop (the official C++ walk is faster than this Python walk; its dense writes are
+  the same). The official code has only arc-standard: for ``eager``/``swift`` the reference is the same dense
+  chunk building and ``forward_prepare`` over the attend lists of a ``DTGState`` walk (the simple approach,
+  not an official one).
+
+The outputs are checked equal (every real token's ids, labels, head ids, mask row and relpos row) before
+timing. Times are the best of ``--repeats`` runs per side, the sides alternating within each repeat.
+
+    PYTHONPATH=. python benchmarks/dtg_encoding.py [--system standard] [--repeats 3] [--data-dir DIR]
+
+Measured 2026-11-24 on this machine's CPU (2 cores shared with three other agents' jobs, load 4-6; one
+thread), UD EWT dev + test, 4,129 projective of 4,280 sentences, batch 64, L = M = 512:
+
+    (filled in below)
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from lightning_modules.data import dtg_data
+from lightning_modules.data.corpora import load_corpus
+from lightning_modules.data.dependency import DepTree
+from lightning_modules.data.encodings import dtg
+from lightning_modules.data.encodings.choe_charniak import ActionVocab
+from lightning_modules.data.encodings.dtg import DTGType as T
+from lightning_modules.data.encodings.segmentation import segment
+from lightning_modules.data.vocab import WordVocab
+
+OFFICIAL_LENGTH = 512  # the official forward_prepare's sequence_length = memory_length
+UNITS = (T.W, T.LA, T.RA, T.SOS)  # the official walk's word units (SOW, LEFTARC, RIGHTARC, SOS)
+
+
+def ud_trees(data_dir: str | None, splits: Sequence[str] = ("dev", "test")) -> list[DepTree]:
+    """The UD EWT trees of ``splits`` from the prepared data (``synbench prepare``)."""
+    corpus = load_corpus("ud-ewt", data_dir)
+    return [tree for split in splits for _, tree in corpus.sentences(split)]
+
+
+def vocabularies(trees: Sequence[DepTree], system: str) -> tuple[ActionVocab, WordVocab]:
+    """Word and action vocabularies over ``trees`` as ``dtg_data.build`` makes them (min count 2)."""
+    words = WordVocab.build([w for t in trees for w in t.forms], 2)
+    transitions = sorted({t.token() for tree in trees if tree.is_projective()
+                          for t in dtg.oracle(tree.heads, system) if t.action != "gen"})
+    return ActionVocab(tuple(words.tokens), (), tuple(transitions)), words
+
+
+# -- synbench ----------------------------------------------------------------------------------------------
+def synbench(trees: Sequence[DepTree], system: str, vocab: ActionVocab, words: WordVocab, length: int,
+             batch: int) -> list[dtg_data.DTGBatch]:
+    encode = dtg_data.example_encoder("dtg", system, "w+arc", vocab, words)
+    examples = [encode(t, dtg.oracle(t.heads, system)) for t in trees if t.is_projective()]
+    out = []
+    for lo in range(0, len(examples), batch):
+        rows = [(e, segment(e, length, length, "plain")) for e in examples[lo : lo + batch]]
+        (chunk,) = dtg_data.collate_sentences(rows)
+        chunk.attn_mask, chunk.relpos  # noqa: B018 -- materialise the dense tensors, as training does
+        out.append(chunk)
+    return out
+
+
+# -- the reference: the official pipeline, rebuilt ---------------------------------------------------------
+def official_oracle(sent: Sequence[tuple[str, int]]) -> list[str] | None:
+    """``conll_to_dep.py``: (form, 0-based head, -1 = root) -> its action list, None if it does not reduce."""
+    last_head_id = [0] * len(sent)
+    for i, (_, parent) in enumerate(sent):
+        if parent != -1:
+            last_head_id[parent] = i
+    stack: list[int] = []
+    actions: list[str] = []
+    index = step = 0
+    length = len(sent)
+    while index < length or len(stack) != 1:
+        if index == length and step == len(stack) and len(stack) != 1:
+            break
+        if index == length and len(stack) != 1:
+            step = len(stack)
+        if len(stack) < 2 and index < length:
+            stack.append(index)
+            actions.append(sent[index][0])
+            index += 1
+        if len(stack) < 2:
+            continue
+        left, right = stack[-2], stack[-1]
+        if sent[left][1] == right:
+            stack[-1] = stack.pop()
+            actions.append(dtg.LEFT_ARC)
+        elif sent[right][1] == left:
+            if last_head_id[right] >= index:
+                stack.append(index)
+                actions.append(sent[index][0])
+                index += 1
+            else:
+                stack.pop()
+                actions.append(dtg.RIGHT_ARC)
+        elif index < length:
+            stack.append(index)
+            actions.append(sent[index][0])
+            index += 1
+    if len(stack) == 1 and sent[stack[0]][1] == -1:
+        return [*actions, dtg.POP_ROOT]
+    return None
+
+
+class Reference:
+    """The official pipeline over our vocabularies: ids, types, the masking library's walk, dense chunks."""
+
+    def __init__(self, system: str, vocab: ActionVocab, words: WordVocab):
+        self.system, self.vocab, self.words = system, vocab, words
+        self.sos, self.eos = vocab.id(dtg.BOS), vocab.id(dtg.EOS)
+        ids = {name: vocab.id(name) if name in vocab else -1 for name in (dtg.LEFT_ARC, dtg.RIGHT_ARC, dtg.POP_ROOT)}
+        self.left_arc, self.right_arc, self.pop_root = ids[dtg.LEFT_ARC], ids[dtg.RIGHT_ARC], ids[dtg.POP_ROOT]
+        # the doubled tokens: left_arc/right_arc (arc-swift: every reach, left_arc[k] and right_arc[k])
+        self.arcs = {vocab.id(tok) for tok in vocab.tokens if tok.partition("[")[0] in (dtg.LEFT_ARC, dtg.RIGHT_ARC)}
+        self.word_ids = np.zeros(len(vocab), dtype=bool)  # the official startofword_id table (word level: all)
+        self.word_ids[[vocab.id(w) for w in words.tokens]] = True
+
+    def sentences(self, trees: Sequence[DepTree]) -> list[tuple[np.ndarray, np.ndarray, list[tuple]]]:
+        """Per kept sentence: its ids (``<s>`` ... ``</s>``), its ``Transform``-ed (inputs, labels) and per
+        doubled position (to_attend, relative positions, composed position, stack)."""
+        out = []
+        for tree in trees:
+            if self.system == "standard":
+                actions = official_oracle([(f, h - 1) for f, h in zip(tree.forms, tree.heads)])
+                if actions is None:
+                    continue
+                ids = np.array([self.sos, *(self.vocab.id(a) if a in (dtg.LEFT_ARC, dtg.RIGHT_ARC, dtg.POP_ROOT)
+                                            else self.vocab.id(self.words.unkify(a)) for a in actions), self.eos])
+                inputs, labels, types = self.transform(ids, self.types(ids))
+                info = official_attention(types)
+            else:
+                if not tree.is_projective():
+                    continue
+                transitions = dtg.oracle(tree.heads, self.system)
+                forms = [self.words.unkify(w) for w in tree.forms]
+                ids = np.array([self.sos, *self.vocab.ids(dtg.items(forms, transitions)), self.eos])
+                inputs, labels, _ = self.transform(ids, np.zeros_like(ids))
+                info = state_attention(transitions, self.system)
+            out.append((ids, inputs, labels, info))
+        return out
+
+    def types(self, ids: np.ndarray) -> np.ndarray:
+        """``TokenTypeRanges.token_type_from_token`` on the start-of-word sequence."""
+        result = np.full_like(ids, 3, dtype=np.int32)  # TERMINAL
+        result[ids == self.sos] = T.SOS
+        result[ids == 0] = T.PAD
+        result[self.word_ids[ids]] = T.W
+        result[ids == self.left_arc] = T.LA
+        result[ids == self.right_arc] = T.RA
+        result[ids == self.pop_root] = T.POP
+        return result
+
+    def transform(self, ids: np.ndarray, types: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``Transform`` of (inputs = ids[:-1], labels = ids[1:]): each arc doubled, the first copy without a
+        label; arrays padded to a multiple of 512."""
+        size = -(-2 * (len(ids) - 1) // OFFICIAL_LENGTH) * OFFICIAL_LENGTH
+        inputs, labels, out_types = (np.zeros(size, dtype=np.int64) for _ in range(3))
+        j = 0
+        for token, label, ttype in zip(ids[:-1].tolist(), ids[1:].tolist(), types[:-1].tolist()):
+            if token in self.arcs:
+                inputs[j] = inputs[j + 1] = token
+                out_types[j], out_types[j + 1] = ttype, T.LA2 if ttype == T.LA else T.RA2
+                labels[j + 1] = label
+                j += 2
+            else:
+                inputs[j], labels[j], out_types[j] = token, label, ttype
+                j += 1
+        return inputs, labels, out_types[:j]
+
+    def batch(self, sentences: Sequence[tuple]) -> dict[str, torch.Tensor]:
+        """``forward_prepare`` (``sub+action``) over one batch: chunk 0 of each sentence, sliced and stacked."""
+        length = max(len(ids) + sum(1 for t in ids.tolist() if t in self.arcs) for ids, _, _, _ in sentences)
+        fields: dict[str, list[np.ndarray]] = {k: [] for k in ("original", "inputs", "labels", "mask", "relpos")}
+        for _, inputs, labels, info in sentences:
+            chunk = dense_chunk(inputs, labels, info)
+            src = chunk["inputs"][: length - 1]
+            composed = chunk["composed_position"][: length - 1]
+            fields["original"].append(np.array(src))
+            fields["inputs"].append(np.array(src[composed]))
+            fields["labels"].append(np.array(chunk["labels"][: length - 1]))
+            mask = chunk["attention_mask"][: length - 1, : length - 1]
+            for i in range(len(mask)):
+                mask[i, i] = 1
+            fields["mask"].append(np.array(mask))
+            width = chunk["attention_mask"].shape[1]
+            fields["relpos"].append(np.array(chunk["relpos"][: len(mask), width : width + len(mask)]))
+        return {k: torch.as_tensor(np.array(v)) for k, v in fields.items()}
+
+    def run(self, trees: Sequence[DepTree], batch: int) -> list[dict[str, torch.Tensor]]:
+        kept = self.sentences(trees)
+        return [self.batch(kept[lo : lo + batch]) for lo in range(0, len(kept), batch)]
+
+
+def official_attention(types: np.ndarray) -> list[tuple]:
+    """``ComputeAttentionQuantities``: per position (to_attend, relative positions, composed position, stack)."""
+    types_ = types.tolist()
+    stack: list[int] = []
+    on_stack: set[int] = set()
+    cur_depth: list[int] = []
+    all_depth: list[int] = []
+    composed: list[int] = []
+    stack_depth = -1
+    prev_composition = -1
+    result = []
+    for pos, ttype in enumerate(types_):
+        cur_depth.append(0)
+        all_depth.append(0)
+        composed.append(pos)
+        cp = pos
+        if ttype in (T.LA, T.RA, T.POP):
+            right_index = left_index = -1
+            for i in range(len(stack) - 1, -1, -1):
+                if types_[stack[i]] in UNITS:
+                    if right_index == -1:
+                        right_index = i
+                    else:
+                        left_index = i
+                        break
+            if left_index == -1:
+                raise ValueError("left == nullptr || right == nullptr")
+            stack_depth -= 1
+            all_depth[pos] = stack_depth
+            to_attend = []
+            for i in range(left_index, len(stack)):
+                node = stack[i]
+                if ttype == T.LA and i < right_index:
+                    cur_depth[node] = 1
+                if ttype != T.LA and i >= right_index:
+                    cur_depth[node] = 1
+                if ttype == T.LA and i >= right_index:
+                    all_depth[node] = stack_depth
+                if ttype != T.LA and i < right_index:
+                    all_depth[node] = stack_depth
+                if node in on_stack:
+                    to_attend.append(node)
+            cp = composed[stack[-1]] if ttype == T.LA else composed[stack[right_index - 1]]
+            composed[pos] = prev_composition = cp
+            del stack[len(stack) - len(to_attend):]
+            on_stack.difference_update(to_attend)
+            to_attend.append(pos)
+            stack.append(pos)
+            on_stack.add(pos)
+        else:
+            to_attend = [*stack, pos]
+            if ttype not in (T.LA2, T.RA2):
+                if prev_composition != -1:
+                    raise ValueError("prev_composition != -1")
+                stack.append(pos)
+                if ttype in (T.W, T.SOS):
+                    stack_depth += 1
+                all_depth[pos] = stack_depth
+                on_stack.add(pos)
+            else:
+                if prev_composition == -1:
+                    raise ValueError("prev_composition == -1")
+                cp = composed[pos] = prev_composition
+                all_depth[pos] = all_depth[pos - 1]
+                prev_composition = -1
+        relpos = [cur_depth[pos] - cur_depth[k] if cur_depth[k] else all_depth[pos] - all_depth[k]
+                  for k in to_attend]
+        result.append((to_attend, relpos, cp, list(stack)))
+    return result
+
+
+def state_attention(transitions: Sequence[dtg.Transition], system: str) -> list[tuple]:
+    """The same per-position quantities from a ``DTGState`` walk (arc-eager/-swift: no official code)."""
+    state = dtg.DTGState(system)
+    tokens = [state.start()]
+    stacks = [state.units()]
+    for t in transitions:
+        made = state.apply(t)
+        tokens += made
+        stacks += [state.units()] * len(made)
+    return [(tok.keys, tok.relpos, p if tok.arc_head is None else tok.arc_head, stack)
+            for p, (tok, stack) in enumerate(zip(tokens, stacks))]
+
+
+def dense_chunk(inputs: np.ndarray, labels: np.ndarray, info: list[tuple]) -> dict[str, np.ndarray]:
+    """``MakeChunks`` for chunk 0 (the only one the official code reads), smart memory, L = M = 512."""
+    n = OFFICIAL_LENGTH
+    chunk = {"inputs": np.zeros(n, dtype=np.int64), "labels": np.zeros(n, dtype=np.int64)}
+    chunk["inputs"][: min(n, len(inputs))] = inputs[:n]
+    chunk["labels"][: min(n, len(labels))] = labels[:n]
+    for name, shape in (("attention_indicator", (n,)), ("attention_mask", (n, n)), ("relpos", (n, 2 * n)),
+                        ("memory_attention_mask", (n, n)), ("memory_padding_mask", (n,)),
+                        ("memory_position", (n,)), ("depth", (n,)), ("composed_position", (n,)),
+                        ("update_memory_from_sequence", (n, n)), ("update_memory_from_memory", (n, n))):
+        chunk[name] = np.full(shape, 0, dtype=np.int32)  # written, as Eigen's Zero() does
+    chunk["memory_position"][:] = -1
+    last = 0
+    for i in range(n):
+        if i >= len(info):  # padding: an empty attention info
+            continue
+        to_attend, relpos, composed, _ = info[i]
+        if chunk["inputs"][i] > 0:
+            last = i
+        chunk["composed_position"][i] = composed
+        for key, rel in zip(to_attend, relpos):
+            if key < n:
+                chunk["attention_mask"][i, key] = 1
+                chunk["relpos"][i, n + key] = rel
+    memory = n - 1
+    for position in reversed(info[last][3]):  # the smart memory: the stack after the last token, top first
+        if memory < 0:
+            break
+        chunk["update_memory_from_sequence"][position, memory] = 1
+        memory -= 1
+    return chunk
+
+
+# -- comparison and timing ---------------------------------------------------------------------------------
+def check_equal(ours: Sequence[dtg_data.DTGBatch], reference: Sequence[dict[str, torch.Tensor]]) -> int:
+    """Assert equal outputs on every real token; return the number of sentences compared."""
+    count = 0
+    assert len(ours) == len(reference), (len(ours), len(reference))
+    for chunk, ref in zip(ours, reference):
+        assert chunk.inputs.shape[0] == ref["inputs"].shape[0]
+        memory = chunk.mem_src.shape[1]
+        for r in range(chunk.inputs.shape[0]):
+            n = int((chunk.inputs[r] > 0).sum())
+            arcs = chunk.added[r, :n] > 0
+            assert torch.equal(chunk.inputs[r, :n], ref["original"][r, :n]), r
+            assert torch.equal(chunk.added[r, :n][arcs], ref["inputs"][r, :n][arcs]), r
+            assert torch.equal(chunk.labels[r, :n], ref["labels"][r, :n]), r
+            assert torch.equal(chunk.attn_mask[r, :n, memory : memory + n], ref["mask"][r, :n, :n].bool()), r
+            assert torch.equal(chunk.relpos[r, :n, memory : memory + n], ref["relpos"][r, :n, :n].long()), r
+            count += 1
+    return count
+
+
+def interleaved(repeats: int, sides: dict[str, Callable[[], Any]]) -> dict[str, float]:
+    """Best time of each side over ``repeats`` rounds, the order alternating round by round."""
+    best = {name: float("inf") for name in sides}
+    names = list(sides)
+    for r in range(repeats):
+        for name in names if r % 2 == 0 else names[::-1]:
+            start = time.perf_counter()
+            sides[name]()
+            best[name] = min(best[name], time.perf_counter() - start)
+    return best
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, float]:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--system", choices=dtg.SYSTEMS, default="standard")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--batch", type=int, default=64, help="sentences per batch (the official recipe's 64)")
+    ap.add_argument("--length", type=int, default=512, help="synbench's segment L = M (the official 512)")
+    ap.add_argument("--sentences", type=int, help="only the first N trees")
+    ap.add_argument("--data-dir", help="where `synbench prepare` staged ud-ewt (default: $SYNBENCH_DATA, ...)")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(1)
+    trees = ud_trees(args.data_dir)[: args.sentences]
+    vocab, words = vocabularies(trees, args.system)
+    reference = Reference(args.system, vocab, words)
+    ours = synbench(trees, args.system, vocab, words, args.length, args.batch)
+    kept = check_equal(ours, reference.run(trees, args.batch))
+    tokens = sum(int((c.inputs > 0).sum()) for c in ours)
+    print(f"UD EWT dev+test: {kept:,} projective of {len(trees):,} sentences, {tokens:,} DTG tokens "
+          f"(arc-{args.system}); batch {args.batch}, synbench L = M = {args.length}, official 512; outputs "
+          f"checked equal; best of {args.repeats}, interleaved; 1 torch thread")
+    times = interleaved(args.repeats, {
+        "synbench": lambda: synbench(trees, args.system, vocab, words, args.length, args.batch),
+        "reference": lambda: reference.run(trees, args.batch)})
+    rate = {k: kept / v for k, v in times.items()}
+    name = "official DTG pipeline rebuilt" if args.system == "standard" else "DTGState walk + official dense chunks"
+    print(f"  synbench (encode + collate): {rate['synbench']:9.0f} sentences/s ({times['synbench']:.2f} s)")
+    print(f"  reference ({name}): {rate['reference']:9.0f} sentences/s ({times['reference']:.2f} s)")
+    print(f"  ratio: {rate['synbench'] / rate['reference']:.1f}x")
+    return rate
+
+
+if __name__ == "__main__":
+    main()
