@@ -39,7 +39,8 @@ from __future__ import annotations
 
 import argparse
 import time
-from collections.abc import Callable, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -74,16 +75,15 @@ def vocabularies(trees: Sequence[DepTree], system: str) -> tuple[ActionVocab, Wo
 
 # -- synbench ----------------------------------------------------------------------------------------------
 def synbench(trees: Sequence[DepTree], system: str, vocab: ActionVocab, words: WordVocab, length: int,
-             batch: int) -> list[dtg_data.DTGBatch]:
+             batch: int) -> Iterator[dtg_data.DTGBatch]:
+    """The batches, one at a time (a training loop holds one batch's dense tensors at a time)."""
     encode = dtg_data.example_encoder("dtg", system, "w+arc", vocab, words)
     examples = [encode(t, dtg.oracle(t.heads, system)) for t in trees if t.is_projective()]
-    out = []
     for lo in range(0, len(examples), batch):
         rows = [(e, segment(e, length, length, "plain")) for e in examples[lo : lo + batch]]
         (chunk,) = dtg_data.collate_sentences(rows)
         chunk.attn_mask, chunk.relpos  # noqa: B018 -- materialise the dense tensors, as training does
-        out.append(chunk)
-    return out
+        yield chunk
 
 
 # -- the reference: the official pipeline, rebuilt ---------------------------------------------------------
@@ -213,9 +213,11 @@ class Reference:
             fields["relpos"].append(np.array(chunk["relpos"][: len(mask), width : width + len(mask)]))
         return {k: torch.as_tensor(np.array(v)) for k, v in fields.items()}
 
-    def run(self, trees: Sequence[DepTree], batch: int) -> list[dict[str, torch.Tensor]]:
+    def run(self, trees: Sequence[DepTree], batch: int) -> Iterator[dict[str, torch.Tensor]]:
+        """The batches, one at a time."""
         kept = self.sentences(trees)
-        return [self.batch(kept[lo : lo + batch]) for lo in range(0, len(kept), batch)]
+        for lo in range(0, len(kept), batch):
+            yield self.batch(kept[lo : lo + batch])
 
 
 def official_attention(types: np.ndarray) -> list[tuple]:
@@ -336,11 +338,11 @@ def dense_chunk(inputs: np.ndarray, labels: np.ndarray, info: list[tuple]) -> di
 
 
 # -- comparison and timing ---------------------------------------------------------------------------------
-def check_equal(ours: Sequence[dtg_data.DTGBatch], reference: Sequence[dict[str, torch.Tensor]]) -> int:
-    """Assert equal outputs on every real token; return the number of sentences compared."""
-    count = 0
-    assert len(ours) == len(reference), (len(ours), len(reference))
-    for chunk, ref in zip(ours, reference):
+def check_equal(ours: Iterable[dtg_data.DTGBatch], reference: Iterable[dict[str, torch.Tensor]]
+                ) -> tuple[int, int]:
+    """Assert equal outputs on every real token; return the numbers of sentences and tokens compared."""
+    count = tokens = 0
+    for chunk, ref in zip(ours, reference, strict=True):
         assert chunk.inputs.shape[0] == ref["inputs"].shape[0]
         memory = chunk.mem_src.shape[1]
         for r in range(chunk.inputs.shape[0]):
@@ -352,7 +354,8 @@ def check_equal(ours: Sequence[dtg_data.DTGBatch], reference: Sequence[dict[str,
             assert torch.equal(chunk.attn_mask[r, :n, memory : memory + n], ref["mask"][r, :n, :n].bool()), r
             assert torch.equal(chunk.relpos[r, :n, memory : memory + n], ref["relpos"][r, :n, :n].long()), r
             count += 1
-    return count
+            tokens += n
+    return count, tokens
 
 
 def interleaved(repeats: int, sides: dict[str, Callable[[], Any]]) -> dict[str, float]:
@@ -380,15 +383,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
     trees = ud_trees(args.data_dir)[: args.sentences]
     vocab, words = vocabularies(trees, args.system)
     reference = Reference(args.system, vocab, words)
-    ours = synbench(trees, args.system, vocab, words, args.length, args.batch)
-    kept = check_equal(ours, reference.run(trees, args.batch))
-    tokens = sum(int((c.inputs > 0).sum()) for c in ours)
+    kept, tokens = check_equal(synbench(trees, args.system, vocab, words, args.length, args.batch),
+                               reference.run(trees, args.batch))
     print(f"UD EWT dev+test: {kept:,} projective of {len(trees):,} sentences, {tokens:,} DTG tokens "
           f"(arc-{args.system}); batch {args.batch}, synbench L = M = {args.length}, official 512; outputs "
           f"checked equal; best of {args.repeats}, interleaved; 1 torch thread")
     times = interleaved(args.repeats, {
-        "synbench": lambda: synbench(trees, args.system, vocab, words, args.length, args.batch),
-        "reference": lambda: reference.run(trees, args.batch)})
+        "synbench": lambda: deque(synbench(trees, args.system, vocab, words, args.length, args.batch), 0),
+        "reference": lambda: deque(reference.run(trees, args.batch), 0)})
     rate = {k: kept / v for k, v in times.items()}
     name = "official DTG pipeline rebuilt" if args.system == "standard" else "DTGState walk + official dense chunks"
     print(f"  synbench (encode + collate): {rate['synbench']:9.0f} sentences/s ({times['synbench']:.2f} s)")
