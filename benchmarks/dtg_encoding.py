@@ -38,9 +38,11 @@ thread), UD EWT dev + test, 4,129 projective of 4,280 sentences, batch 64, L = M
 from __future__ import annotations
 
 import argparse
+import tempfile
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -142,9 +144,9 @@ class Reference:
         self.word_ids = np.zeros(len(vocab), dtype=bool)  # the official startofword_id table (word level: all)
         self.word_ids[[vocab.id(w) for w in words.tokens]] = True
 
-    def sentences(self, trees: Sequence[DepTree]) -> list[tuple[np.ndarray, np.ndarray, list[tuple]]]:
-        """Per kept sentence: its ids (``<s>`` ... ``</s>``), its ``Transform``-ed (inputs, labels) and per
-        doubled position (to_attend, relative positions, composed position, stack)."""
+    def sentences(self, trees: Sequence[DepTree]) -> list[tuple[np.ndarray, tuple]]:
+        """Per kept sentence: its ids (``<s>`` ... ``</s>``) and what ``chunk`` needs: the ``Transform``-ed
+        (inputs, labels) and per doubled position (to_attend, relative positions, composed position, stack)."""
         out = []
         for tree in trees:
             if self.system == "standard":
@@ -153,8 +155,7 @@ class Reference:
                     continue
                 ids = np.array([self.sos, *(self.vocab.id(a) if a in (dtg.LEFT_ARC, dtg.RIGHT_ARC, dtg.POP_ROOT)
                                             else self.vocab.id(self.words.unkify(a)) for a in actions), self.eos])
-                inputs, labels, types = self.transform(ids, self.types(ids))
-                info = official_attention(types)
+                work = self.prepare(ids)
             else:
                 if not tree.is_projective():
                     continue
@@ -162,9 +163,18 @@ class Reference:
                 forms = [self.words.unkify(w) for w in tree.forms]
                 ids = np.array([self.sos, *self.vocab.ids(dtg.items(forms, transitions)), self.eos])
                 inputs, labels, _ = self.transform(ids, np.zeros_like(ids))
-                info = state_attention(transitions, self.system)
-            out.append((ids, inputs, labels, info))
+                work = (inputs, labels, state_attention(transitions, self.system))
+            out.append((ids, work))
         return out
+
+    def prepare(self, ids: np.ndarray) -> tuple:
+        """What ``chunk`` needs of an arc-standard sentence: ``Transform`` and the library's walk."""
+        inputs, labels, types = self.transform(ids, self.types(ids))
+        return inputs, labels, official_attention(types)
+
+    def chunk(self, work: tuple) -> dict[str, np.ndarray]:
+        """Chunk 0 of one sentence (``MakeChunks``)."""
+        return dense_chunk(*work)
 
     def types(self, ids: np.ndarray) -> np.ndarray:
         """``TokenTypeRanges.token_type_from_token`` on the start-of-word sequence."""
@@ -196,10 +206,10 @@ class Reference:
 
     def batch(self, sentences: Sequence[tuple]) -> dict[str, torch.Tensor]:
         """``forward_prepare`` (``sub+action``) over one batch: chunk 0 of each sentence, sliced and stacked."""
-        length = max(len(ids) + sum(1 for t in ids.tolist() if t in self.arcs) for ids, _, _, _ in sentences)
+        length = max(len(ids) + sum(1 for t in ids.tolist() if t in self.arcs) for ids, _ in sentences)
         fields: dict[str, list[np.ndarray]] = {k: [] for k in ("original", "inputs", "labels", "mask", "relpos")}
-        for _, inputs, labels, info in sentences:
-            chunk = dense_chunk(inputs, labels, info)
+        for _, work in sentences:
+            chunk = self.chunk(work)
             src = chunk["inputs"][: length - 1]
             composed = chunk["composed_position"][: length - 1]
             fields["original"].append(np.array(src))
@@ -218,6 +228,24 @@ class Reference:
         kept = self.sentences(trees)
         for lo in range(0, len(kept), batch):
             yield self.batch(kept[lo : lo + batch])
+
+
+class LibraryReference(Reference):
+    """The reference with the official masking library itself (a user's checkout, ``--official``) in place of
+    its rebuild: ``chunks_for_sequence`` per sentence, as ``forward_prepare`` calls it (arc-standard only)."""
+
+    def __init__(self, vocab: ActionVocab, words: WordVocab, rules: Any):
+        super().__init__("standard", vocab, words)
+        self.rules = rules
+
+    def prepare(self, ids: np.ndarray) -> tuple:
+        return ids.astype(np.int32), self.types(ids)
+
+    def chunk(self, work: tuple) -> dict[str, np.ndarray]:
+        ids, types = work
+        chunk = self.rules.chunks_for_sequence(ids[:-1], types[:-1], ids[1:], types[1:])[0]
+        return {"inputs": chunk[0], "labels": chunk[2], "attention_mask": chunk[4], "relpos": chunk[5],
+                "composed_position": chunk[11]}
 
 
 def official_attention(types: np.ndarray) -> list[tuple]:
@@ -378,6 +406,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
     ap.add_argument("--length", type=int, default=512, help="synbench's segment L = M (the official 512)")
     ap.add_argument("--sentences", type=int, help="only the first N trees")
     ap.add_argument("--data-dir", help="where `synbench prepare` staged ud-ewt (default: $SYNBENCH_DATA, ...)")
+    ap.add_argument("--official", type=Path, metavar="DIR",
+                    help="a checkout of zhaoyd1/Dep_Transformer_Grammars: also time its masking library itself "
+                         "(built as parity_dtg_encoding.py builds it; arc-standard)")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     trees = ud_trees(args.data_dir)[: args.sentences]
@@ -385,17 +416,31 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
     reference = Reference(args.system, vocab, words)
     kept, tokens = check_equal(synbench(trees, args.system, vocab, words, args.length, args.batch),
                                reference.run(trees, args.batch))
+    sides = {"synbench": lambda: deque(synbench(trees, args.system, vocab, words, args.length, args.batch), 0),
+             "reference": lambda: deque(reference.run(trees, args.batch), 0)}
+    if args.official is not None:
+        if args.system != "standard":
+            raise SystemExit("error: the official library has arc-standard only")
+        from benchmarks.parity_dtg_encoding import LENGTH, Official
+
+        rules = Official(args.official, Path(tempfile.gettempdir()) / "synbench-parity-dtg").cpp
+        library = LibraryReference(vocab, words, rules.StackComposeDoubleClosingNT(
+            sequence_length=LENGTH, memory_length=LENGTH, relative_pos="delta_depth", use_different_attn_fns=False,
+            transparency_prob=0.0, gather_into_new_memory=True, transparency_depth_threshold=-1))
+        check_equal(synbench(trees, args.system, vocab, words, args.length, args.batch), library.run(trees, args.batch))
+        sides["library"] = lambda: deque(library.run(trees, args.batch), 0)
     print(f"UD EWT dev+test: {kept:,} projective of {len(trees):,} sentences, {tokens:,} DTG tokens "
           f"(arc-{args.system}); batch {args.batch}, synbench L = M = {args.length}, official 512; outputs "
           f"checked equal; best of {args.repeats}, interleaved; 1 torch thread")
-    times = interleaved(args.repeats, {
-        "synbench": lambda: deque(synbench(trees, args.system, vocab, words, args.length, args.batch), 0),
-        "reference": lambda: deque(reference.run(trees, args.batch), 0)})
+    times = interleaved(args.repeats, sides)
     rate = {k: kept / v for k, v in times.items()}
     name = "official DTG pipeline rebuilt" if args.system == "standard" else "DTGState walk + official dense chunks"
     print(f"  synbench (encode + collate): {rate['synbench']:9.0f} sentences/s ({times['synbench']:.2f} s)")
     print(f"  reference ({name}): {rate['reference']:9.0f} sentences/s ({times['reference']:.2f} s)")
     print(f"  ratio: {rate['synbench'] / rate['reference']:.1f}x")
+    if "library" in rate:
+        print(f"  official library itself ({args.official}): {rate['library']:9.0f} sentences/s "
+              f"({times['library']:.2f} s); ratio: {rate['synbench'] / rate['library']:.1f}x")
     return rate
 
 
