@@ -19,20 +19,33 @@ ids, the attention mask and the relative positions.
   memory-update matrices, zero-filled as Eigen's ``Zero()`` does, then fills them position by position; then
   ``forward_prepare``'s Python: chunk 0, the diagonal forced to 1, inputs gathered at the composed positions,
   mask and relpos sliced to the batch's length and stacked. The C++ parts are rebuilt here in Python, the
-  same algorithm loop for loop (the official C++ walk is faster than this Python walk; its dense writes are
-  the same). The official code has only arc-standard: for ``eager``/``swift`` the reference is the same dense
-  chunk building and ``forward_prepare`` over the attend lists of a ``DTGState`` walk (the simple approach,
-  not an official one).
+  same algorithm loop for loop. The official code has only arc-standard: for ``eager``/``swift`` the reference
+  is the same dense chunk building and ``forward_prepare`` over the attend lists of a ``DTGState`` walk (the
+  simple approach, not an official one).
+- ``--official DIR`` (arc-standard) adds a third side: the same with the official masking library itself
+  (``chunks_for_sequence``, built as ``parity_dtg_encoding.py`` builds it) in place of its rebuild.
 
-The outputs are checked equal (every real token's ids, labels, head ids, mask row and relpos row) before
-timing. Times are the best of ``--repeats`` runs per side, the sides alternating within each repeat.
+The outputs of every side are checked equal (every real token's ids, labels, head ids, mask row and relpos
+row) before timing. Batches are streamed (one batch's tensors alive at a time, as in training). Times are
+the best of ``--repeats`` runs per side, the sides alternating within each repeat.
 
-    PYTHONPATH=. python benchmarks/dtg_encoding.py [--system standard] [--repeats 3] [--data-dir DIR]
+    PYTHONPATH=. python benchmarks/dtg_encoding.py [--system standard] [--repeats 3] [--official DIR]
 
-Measured 2026-11-24 on this machine's CPU (2 cores shared with three other agents' jobs, load 4-6; one
-thread), UD EWT dev + test, 4,129 projective of 4,280 sentences, batch 64, L = M = 512:
+Measured 2026-11-24 15:05-15:07 UTC on this machine's CPU (2 cores shared with three other agents' jobs, load
+average 1.5-1.7 while measuring; one torch thread), UD EWT dev + test, 4,021 projective of 4,078 sentences,
+batch 64, synbench L = M = 512, best of 3, interleaved:
 
-    (filled in below)
+    system     DTG tokens   synbench          reference (rebuilt)   ratio   official library itself   ratio
+    standard   145,944      2,012 sent/s      1,344 sent/s          1.5x    573 sent/s                3.5x
+    eager      175,528      1,817 sent/s      1,025 sent/s          1.8x    (no official code)
+    swift      149,965      1,928 sent/s      1,055 sent/s          1.8x    (no official code)
+
+The official library is slower than its Python rebuild, which writes the same dense matrices; the library
+also copies each one out of Eigen into NumPy (the likely cause; not profiled further). Where synbench's time goes (cProfile, standard):
+``dtg.encode_transitions`` (the ``DTGState`` walk) 44%, the projectivity check (``non_projective_arcs``,
+quadratic) 21%, densifying ``relpos`` [B,T,M+T] (M = 512 memory columns a sentence-level DTG never attends
+to) 13%. A first run that kept every batch's dense tensors alive measured page faults, not the encoding
+(eager 0.8x): batches are streamed since.
 """
 
 from __future__ import annotations

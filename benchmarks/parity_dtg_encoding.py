@@ -19,7 +19,9 @@ undoubled item sequence (the official action line) and the whole ``inspect`` rec
 Run: ``python -m benchmarks.parity_dtg_encoding --official DIR [--data-dir DIR] [--limit N]``.
 Exit status 1 if any record differs.
 
-Run 2026-11-24 here (checkout at 6e8b679, Debian bookworm's Abseil/Eigen/pybind11): (filled in below)
+Run 2026-11-24 here (checkout at 6e8b679; Debian bookworm's Abseil 20220623, Eigen 3.4, pybind11; about 2
+minutes): 2,051 / 2,051 projective UD EWT test sentences identical in both checks (oracle actions and
+inspect record); 26 non-projective sentences left out.
 """
 
 from __future__ import annotations
