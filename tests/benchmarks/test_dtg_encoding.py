@@ -62,3 +62,14 @@ def test_a_difference_is_caught(prepared_data_dir) -> None:
     reference[1]["relpos"][2, 5, 3] += 1
     with pytest.raises(AssertionError):
         bench.check_equal(ours, reference)
+
+
+def test_library_side_reads_the_library_chunks(prepared_data_dir) -> None:
+    """``--official``: the library's chunks (here the stand-in built from the rebuild) give synbench's outputs."""
+    from tests.benchmarks.test_parity_dtg_encoding import RebuiltRules
+
+    trees = bench.ud_trees(str(prepared_data_dir), ("dev",))[:12]
+    vocab, words = bench.vocabularies(trees, "standard")
+    library = bench.LibraryReference(vocab, words, RebuiltRules())
+    kept, _ = bench.check_equal(bench.synbench(trees, "standard", vocab, words, 512, 5), library.run(trees, 5))
+    assert kept == sum(t.is_projective() for t in trees)
