@@ -40,12 +40,12 @@ batch 64, synbench L = M = 512, best of 3, interleaved:
     eager      175,528      1,817 sent/s      1,025 sent/s          1.8x    (no official code)
     swift      149,965      1,928 sent/s      1,055 sent/s          1.8x    (no official code)
 
-The official library is slower than its Python rebuild, which writes the same dense matrices; the library
-also copies each one out of Eigen into NumPy (the likely cause; not profiled further). Where synbench's time goes (cProfile, standard):
-``dtg.encode_transitions`` (the ``DTGState`` walk) 44%, the projectivity check (``non_projective_arcs``,
-quadratic) 21%, densifying ``relpos`` [B,T,M+T] (M = 512 memory columns a sentence-level DTG never attends
-to) 13%. A first run that kept every batch's dense tensors alive measured page faults, not the encoding
-(eager 0.8x): batches are streamed since.
+The official library is slower than its Python rebuild, which writes the same dense matrices; the library also
+copies each one out of Eigen into NumPy (the likely cause; not profiled further). Where synbench's time goes
+(cProfile, standard): ``dtg.encode_transitions`` (the ``DTGState`` walk) 44%, the projectivity check
+(``non_projective_arcs``, quadratic) 21%, densifying ``relpos`` [B,T,M+T] (M = 512 memory columns a
+sentence-level DTG never attends to) 13%. A first run that kept every batch's dense tensors alive measured
+page faults, not the encoding (eager 0.8x): batches are streamed since.
 """
 
 from __future__ import annotations
@@ -102,45 +102,44 @@ def synbench(trees: Sequence[DepTree], system: str, vocab: ActionVocab, words: W
 
 
 # -- the reference: the official pipeline, rebuilt ---------------------------------------------------------
-def official_oracle(sent: Sequence[tuple[str, int]]) -> list[str] | None:
-    """``conll_to_dep.py``: (form, 0-based head, -1 = root) -> its action list, None if it does not reduce."""
-    last_head_id = [0] * len(sent)
-    for i, (_, parent) in enumerate(sent):
-        if parent != -1:
-            last_head_id[parent] = i
+def official_oracle(words: Sequence[tuple[str, int]]) -> list[str] | None:
+    """The oracle of ``conll_to_dep.py``, step for step: (form, 0-based head, -1 = root) -> the action list,
+    None when the stack does not reduce to the root word (the script then drops the sentence)."""
+    n = len(words)
+    last_dependent = [0] * n
+    for d, (_, head) in enumerate(words):
+        if head != -1:
+            last_dependent[head] = d
     stack: list[int] = []
-    actions: list[str] = []
-    index = step = 0
-    length = len(sent)
-    while index < length or len(stack) != 1:
-        if index == length and step == len(stack) and len(stack) != 1:
-            break
-        if index == length and len(stack) != 1:
-            step = len(stack)
-        if len(stack) < 2 and index < length:
-            stack.append(index)
-            actions.append(sent[index][0])
-            index += 1
+    out: list[str] = []
+    nxt = stalled_at = 0
+    while nxt < n or len(stack) != 1:
+        if nxt == n and len(stack) != 1:  # no word left: stop once a pass changes nothing
+            if stalled_at == len(stack):
+                break
+            stalled_at = len(stack)
+        if len(stack) < 2 and nxt < n:
+            stack.append(nxt)
+            out.append(words[nxt][0])
+            nxt += 1
         if len(stack) < 2:
             continue
-        left, right = stack[-2], stack[-1]
-        if sent[left][1] == right:
-            stack[-1] = stack.pop()
-            actions.append(dtg.LEFT_ARC)
-        elif sent[right][1] == left:
-            if last_head_id[right] >= index:
-                stack.append(index)
-                actions.append(sent[index][0])
-                index += 1
-            else:
-                stack.pop()
-                actions.append(dtg.RIGHT_ARC)
-        elif index < length:
-            stack.append(index)
-            actions.append(sent[index][0])
-            index += 1
-    if len(stack) == 1 and sent[stack[0]][1] == -1:
-        return [*actions, dtg.POP_ROOT]
+        s1, s0 = stack[-2], stack[-1]
+        shift = False
+        if words[s1][1] == s0:
+            del stack[-2]
+            out.append(dtg.LEFT_ARC)
+        elif words[s0][1] == s1 and last_dependent[s0] < nxt:
+            stack.pop()
+            out.append(dtg.RIGHT_ARC)
+        else:
+            shift = nxt < n
+        if shift:
+            stack.append(nxt)
+            out.append(words[nxt][0])
+            nxt += 1
+    if len(stack) == 1 and words[stack[0]][1] == -1:
+        return [*out, dtg.POP_ROOT]
     return None
 
 
