@@ -433,12 +433,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
     if args.official is not None:
         if args.system != "standard":
             raise SystemExit("error: the official library has arc-standard only")
-        from benchmarks.parity_dtg_encoding import LENGTH, Official
+        from benchmarks.parity_dtg_encoding import Official
 
-        rules = Official(args.official, Path(tempfile.gettempdir()) / "synbench-parity-dtg").cpp
-        library = LibraryReference(vocab, words, rules.StackComposeDoubleClosingNT(
-            sequence_length=LENGTH, memory_length=LENGTH, relative_pos="delta_depth", use_different_attn_fns=False,
-            transparency_prob=0.0, gather_into_new_memory=True, transparency_depth_threshold=-1))
+        official = Official(args.official, Path(tempfile.gettempdir()) / "synbench-parity-dtg")
+        library = LibraryReference(vocab, words, official.rules())
         check_equal(synbench(trees, args.system, vocab, words, args.length, args.batch), library.run(trees, args.batch))
         sides["library"] = lambda: deque(library.run(trees, args.batch), 0)
     print(f"UD EWT dev+test: {kept:,} projective of {len(trees):,} sentences, {tokens:,} DTG tokens "

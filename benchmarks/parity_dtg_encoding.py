@@ -33,6 +33,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from benchmarks.parity_common import Report, fail, first_difference, parser, synbench_stdout
 from benchmarks.parity_tg_masking import build_library
@@ -79,6 +80,12 @@ class Official:
             text = (folder / "test.bllip_action").read_text(encoding="utf-8")
         return [line.split(" ") for line in text.splitlines()]
 
+    def rules(self) -> Any:
+        """``StackComposeDoubleClosingNT`` as the official ``forward_prepare`` makes it (smart memory, 512)."""
+        return self.cpp.StackComposeDoubleClosingNT(
+            sequence_length=LENGTH, memory_length=LENGTH, relative_pos="delta_depth", use_different_attn_fns=False,
+            transparency_prob=0.0, gather_into_new_memory=True, transparency_depth_threshold=-1)
+
     def record(self, actions: Sequence[str]) -> dict:
         """The ``inspect dtg`` record of one action line, read off the masking library's chunk 0."""
         import numpy as np
@@ -87,11 +94,8 @@ class Official:
         ids = {t: i for i, t in enumerate(dict.fromkeys(["<PAD>", *items]))}
         types = [SOS, *(ACTION_TYPES.get(a, STARTOFWORD) for a in actions), 0]
         seq = np.array([ids[t] for t in items], dtype=np.int32)
-        rules = self.cpp.StackComposeDoubleClosingNT(
-            sequence_length=LENGTH, memory_length=LENGTH, relative_pos="delta_depth", use_different_attn_fns=False,
-            transparency_prob=0.0, gather_into_new_memory=True, transparency_depth_threshold=-1)
         ttypes = np.array(types, dtype=np.int32)
-        chunk = rules.chunks_for_sequence(seq[:-1], ttypes[:-1], seq[1:], ttypes[1:])[0]
+        chunk = self.rules().chunks_for_sequence(seq[:-1], ttypes[:-1], seq[1:], ttypes[1:])[0]
         inputs, in_types, labels, _, mask, relpos = chunk[:6]
         composed = chunk[11]
         words = list(ids)
