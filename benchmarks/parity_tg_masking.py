@@ -43,13 +43,15 @@ SOS, ONT, TERMINAL, CNT = 1, 2, 3, 4  # the official masking token types
 
 
 # -- the official side ---------------------------------------------------------------------------------
-def build_library(official: Path, build_dir: Path) -> Path:
-    """Compile the official ``cpp_masking`` extension into ``build_dir`` (kept while its sources are older)."""
-    src = official / MASKING
+def build_library(official: Path, build_dir: Path, masking: Path = MASKING,
+                  checkout: str = "transformer_grammars") -> Path:
+    """Compile the official ``cpp_masking`` extension (its sources in ``official/masking``; DTG's modified copy
+    has the same files) into ``build_dir`` (kept while its sources are older)."""
+    src = official / masking
     sources = [src / "masking_rules.cc", src / "cpp_masking.cc"]
     missing = [str(s) for s in sources if not s.is_file()]
     if missing:
-        fail(f"not a transformer_grammars checkout: {', '.join(missing)} missing")
+        fail(f"not a {checkout} checkout: {', '.join(missing)} missing")
     build_dir.mkdir(parents=True, exist_ok=True)
     target = build_dir / ("cpp_masking" + sysconfig.get_config_var("EXT_SUFFIX"))
     newest = max(p.stat().st_mtime for p in [*sources, src / "masking_rules.h"])

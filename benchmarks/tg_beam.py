@@ -88,6 +88,27 @@ def timed(scorer, batch: list[list[str]]) -> tuple[float, list]:
     return time.perf_counter() - start, scores
 
 
+def compare_speed(cached, reference, sentences: list[list[str]], batch: int) -> dict[str, float]:
+    """Sentences per second of the cached and the reference scorer on the same batches, interleaved (each
+    batch by both, alternating who goes first); their totals are checked equal (1e-3). Prints the table."""
+    times = {"cached": 0.0, "reference": 0.0}
+    for lo in range(0, len(sentences), batch):
+        order = [("cached", cached), ("reference", reference)]
+        results = {}
+        for name, scorer in order if (lo // batch) % 2 == 0 else order[::-1]:
+            elapsed, results[name] = timed(scorer, sentences[lo : lo + batch])
+            times[name] += elapsed
+        for a, b in zip(results["cached"], results["reference"], strict=True):
+            assert abs(a.total - b.total) < 1e-3, (a.total, b.total)
+    rate = {name: len(sentences) / t for name, t in times.items()}
+    print(f"{'':>26} {'sentences/s':>12} {'s/sentence':>11}")
+    for name, label in (("cached", f"cached ({type(cached).__name__})"),
+                        ("reference", "re-encoding (reference)")):
+        print(f"{label:>26} {rate[name]:12.3f} {1 / rate[name]:11.3f}")
+    print(f"{'speed-up':>26} {rate['cached'] / rate['reference']:11.1f}x")
+    return rate
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--checkpoint", help="a trained tg / txl-trees checkpoint (default: random cpu-small TG)")
@@ -116,21 +137,7 @@ def main() -> None:
           f"{torch.get_num_threads()} threads")
     cached = BeamScorer(model, args.beam, args.word_beam, args.max_actions, batch_size=args.batch)
     reference = ReencodingBeamScorer(model, args.beam, args.word_beam, args.max_actions)
-    times = {"cached": 0.0, "reference": 0.0}
-    for lo in range(0, len(speed), args.batch):  # interleaved: each batch by both, alternating who goes first
-        batch = speed[lo : lo + args.batch]
-        order = [("cached", cached), ("reference", reference)]
-        results = {}
-        for name, scorer in order if (lo // args.batch) % 2 == 0 else order[::-1]:
-            elapsed, results[name] = timed(scorer, batch)
-            times[name] += elapsed
-        for a, b in zip(results["cached"], results["reference"], strict=True):
-            assert abs(a.total - b.total) < 1e-3, (a.total, b.total)
-    rate = {name: len(speed) / t for name, t in times.items()}
-    print(f"{'':>26} {'sentences/s':>12} {'s/sentence':>11}")
-    for name, label in (("cached", "cached (BeamScorer)"), ("reference", "re-encoding (reference)")):
-        print(f"{label:>26} {rate[name]:12.3f} {1 / rate[name]:11.3f}")
-    print(f"{'speed-up':>26} {rate['cached'] / rate['reference']:11.1f}x")
+    compare_speed(cached, reference, speed, args.batch)
 
     curve = data[: args.curve_sentences or args.sentences]
     words = sum(len(s) for s in curve)
