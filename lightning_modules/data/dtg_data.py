@@ -14,6 +14,7 @@ input *is* the head word's token).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Any
@@ -31,6 +32,18 @@ from lightning_modules.data.encodings.segmentation import Segmentation, segment
 from lightning_modules.data.train_data import TrainData
 from lightning_modules.data.vocab import WordVocab
 from lightning_modules.errors import InputError
+
+
+# the spelling of every non-GEN transition token and of the sequence ends: a word spelled so is escaped
+_NOT_A_WORD = re.compile(r"(?:left_arc|right_arc)(?:\[\d+\])?|pop|pop_root|<s>|</s>|\\.*")
+
+
+def word_token(words: WordVocab, word: str) -> str:
+    """The vocabulary token of ``word``: its known form or unknown class, with a leading backslash where it is
+    spelled like a transition token (UD EWT's train split has the word "pop", arc-eager's POP token) or
+    starts with a backslash, so that words and transitions never share an id."""
+    token = words.unkify(word)
+    return "\\" + token if _NOT_A_WORD.fullmatch(token) else token
 
 
 @dataclass(frozen=True, eq=False)
@@ -71,7 +84,7 @@ def build(family: str, cfg: dict[str, Any]) -> TrainData:
         parsed[key] = kept
     words = WordVocab.build([w for t, _ in parsed["train_split"] for w in t.forms], int(data["min_count"]))
     transitions = sorted({t.token() for split in parsed.values() for _, ts in split for t in ts if t.action != "gen"})
-    vocab = ActionVocab(tuple(words.tokens), (), tuple(transitions))
+    vocab = ActionVocab(tuple(word_token(words, w) for w in words.tokens), (), tuple(transitions))
     encode = example_encoder(family, system, str(model["arc_input"]), vocab, words)
 
     prepared: dict[str, list[tuple[DTGExample, Segmentation]]] = {}
@@ -96,7 +109,7 @@ def example_encoder(family: str, system: str, arc_input: str, vocab: ActionVocab
     """``(tree, transitions) -> DTGExample`` for ``family`` ("dtg" or "txl-trans")."""
 
     def encode(tree: DepTree, transitions: Sequence[dtg.Transition]) -> DTGExample:
-        forms = [words.unkify(w) for w in tree.forms]
+        forms = [word_token(words, w) for w in tree.forms]
         if family == "txl-trans":
             return causal_example(forms, transitions, vocab)
         return dtg_example(dtg.encode_transitions(forms, transitions, system), vocab, arc_input)

@@ -31,6 +31,7 @@ import torch
 from experiments.evaluate.scorer import Convention, SentenceScore, check_sentences
 from experiments.families.tg.beam import check_beam_settings
 from lightning_modules.data.dependency import DepTree, to_conllu
+from lightning_modules.data.dtg_data import word_token
 from lightning_modules.data.encodings import dtg
 from lightning_modules.errors import InputError
 from lightning_modules.numeric import logsumexp
@@ -142,7 +143,7 @@ class DTGBeamScorer:
 
     def _sentence(self, words: list[str]) -> SentenceScore:
         model = self.model
-        ids = [model.vocab.id(model.words.unkify(w)) for w in words]  # type: ignore[attr-defined]
+        ids = [model.vocab.id(word_token(model.words, w)) for w in words]  # type: ignore[attr-defined]
         pool = self.network.new_pool(1024)
         start = _Hypothesis(dtg.DTGState(model.system), [], [], 0.0)  # type: ignore[attr-defined]
         self._feed(pool, [start], [None], [0])

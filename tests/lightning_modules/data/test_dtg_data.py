@@ -112,3 +112,16 @@ def test_constituency_corpus_and_empty_data_are_errors(tmp_path: Path) -> None:
     crossing.write_text(CROSSING)
     with pytest.raises(InputError, match="no sentence is left"):
         dtg_data.build("dtg", config(crossing))
+
+
+def test_a_word_spelled_like_a_transition_has_its_own_token(tmp_path: Path) -> None:
+    """UD EWT's train split has the word "pop": arc-eager's POP token must not swallow it (nor "pop_root",
+    a swift arc, or a backslash word, the escape's own spelling)."""
+    path = tmp_path / "pop.conllu"
+    path.write_text(conllu("pop music is pop_root", (2, 3, 0, 3)) + conllu("\\x right_arc[2] rocks", (3, 3, 0)))
+    data = dtg_data.build("dtg", config(path, "eager", length=40))
+    tokens = data.vocab["actions"]
+    names = ["<PAD>", "<s>", "</s>", "<XXX>", *tokens["terminals"], *tokens["opening"], *tokens["closing"]]
+    assert len(set(names)) == len(names) and "pop" in names and "\\pop" in names
+    assert {"\\pop_root", "\\\\x", "\\right_arc[2]"} <= set(tokens["terminals"])
+    assert [names[i] for i in data.train[0][0].tokens][:3] == ["<s>", "\\pop", "music"]
