@@ -132,7 +132,8 @@ def main() -> None:
     data = [t.leaves() for t in trees]
     speed = data[: args.sentences]
     words = sum(len(s) for s in speed)
-    print(f"model: {args.checkpoint or f'random {args.preset} TG'} ({model.family}), device {args.device}; {len(speed)} sentences, "
+    print(f"model: {args.checkpoint or f'random {args.preset} TG'} ({model.family}), device {args.device}; "
+          f"{len(speed)} sentences, "
           f"{words} words; beam {args.beam}/{args.word_beam}, <= {args.max_actions} actions per word; "
           f"{torch.get_num_threads()} threads")
     cached = BeamScorer(model, args.beam, args.word_beam, args.max_actions, batch_size=args.batch)

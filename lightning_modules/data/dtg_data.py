@@ -33,7 +33,6 @@ from lightning_modules.data.train_data import TrainData
 from lightning_modules.data.vocab import WordVocab
 from lightning_modules.errors import InputError
 
-
 # the spelling of every non-GEN transition token and of the sequence ends: a word spelled so is escaped
 _NOT_A_WORD = re.compile(r"(?:left_arc|right_arc)(?:\[\d+\])?|pop|pop_root|<s>|</s>|\\.*")
 
