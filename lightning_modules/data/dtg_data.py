@@ -38,10 +38,14 @@ _NOT_A_WORD = re.compile(r"(?:left_arc|right_arc)(?:\[\d+\])?|pop|pop_root|<s>|<
 
 
 def word_token(words: WordVocab, word: str) -> str:
-    """The vocabulary token of ``word``: its known form or unknown class, with a leading backslash where it is
-    spelled like a transition token (UD EWT's train split has the word "pop", arc-eager's POP token) or
-    starts with a backslash, so that words and transitions never share an id."""
-    token = words.unkify(word)
+    """The vocabulary token of ``word``: its known form or unknown class (``escaped``)."""
+    return escaped(words.unkify(word))
+
+
+def escaped(token: str) -> str:
+    """A word's token with a leading backslash where it is spelled like a transition token (UD EWT's train split
+    has the word "pop", arc-eager's POP token) or starts with a backslash, so that words and transitions never
+    share an id."""
     return "\\" + token if _NOT_A_WORD.fullmatch(token) else token
 
 
@@ -83,7 +87,7 @@ def build(family: str, cfg: dict[str, Any]) -> TrainData:
         parsed[key] = kept
     words = WordVocab.build([w for t, _ in parsed["train_split"] for w in t.forms], int(data["min_count"]))
     transitions = sorted({t.token() for split in parsed.values() for _, ts in split for t in ts if t.action != "gen"})
-    vocab = ActionVocab(tuple(word_token(words, w) for w in words.tokens), (), tuple(transitions))
+    vocab = ActionVocab(tuple(escaped(w) for w in words.tokens), (), tuple(transitions))
     encode = example_encoder(family, system, str(model["arc_input"]), vocab, words)
 
     prepared: dict[str, list[tuple[DTGExample, Segmentation]]] = {}

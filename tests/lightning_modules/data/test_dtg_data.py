@@ -125,3 +125,14 @@ def test_a_word_spelled_like_a_transition_has_its_own_token(tmp_path: Path) -> N
     assert len(set(names)) == len(names) and "pop" in names and "\\pop" in names
     assert {"\\pop_root", "\\\\x", "\\right_arc[2]"} <= set(tokens["terminals"])
     assert [names[i] for i in data.train[0][0].tokens][:3] == ["<s>", "\\pop", "music"]
+
+
+def test_unknown_word_classes_stay_distinct_tokens(tmp_path: Path) -> None:
+    """With ``min_count`` the vocabulary holds unknown-word classes: each is one token, never re-classed."""
+    path = tmp_path / "unk.conllu"
+    path.write_text(conllu("pop Music is pop", (2, 3, 0, 3)) * 2 + conllu("Zyx-Q bars x", (3, 3, 0)))
+    cfg = config(path, "eager", length=40)
+    cfg["data"]["min_count"] = 2
+    data = dtg_data.build("dtg", cfg)
+    terminals = data.vocab["actions"]["terminals"]
+    assert "\\pop" in terminals and len(set(terminals)) == len(terminals) > 3
