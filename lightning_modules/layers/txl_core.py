@@ -222,9 +222,11 @@ class TransformerXL(nn.Module):
         ``tokens`` [B]; ``rows`` [B] the pool rows allocated for them; ``key_rows`` [B, K] the rows of the
         keys each attends (itself included, -1 = padding); ``relpos`` [B, K] raw relative positions;
         ``rel_keys`` ``relative_key_tables()`` (computed here when not given); ``added`` [B] ids whose
-        embeddings are added to the tokens' (0: none), as in ``forward``. Equal to ``forward`` at that
-        position when the keys are the token's attend list restricted to its chunk and memory (a memory slot
-        holds the layer inputs its token had, so its keys are the cached ones).
+        embeddings are added to the tokens' (0: none), as in ``forward``. A row may attend rows of the same
+        step (several next tokens of one sequence): every layer writes all rows' keys and values before any
+        query reads them. Equal to ``forward`` at that position when the keys are the token's attend list
+        restricted to its chunk and memory (a memory slot holds the layer inputs its token had, so its keys are
+        the cached ones).
         """
         if rel_keys is None:
             rel_keys = self.relative_key_tables()

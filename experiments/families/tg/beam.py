@@ -370,24 +370,16 @@ class BeamScorer:
         then CNT2), fed together, nothing predicted after the first (its keys and values suffice)."""
         if not children:
             return
-        entries: list[_Hypothesis] = []
-        tokens: list[int] = []
-        types: list[int] = []
-        predict: list[bool] = []
+        entries: list[tuple[_Hypothesis, int, int, bool]] = []  # hypothesis, token, type, predict
         for h in children:
             action, ttype = h.pending, int(self.types[h.pending])
             if ttype == TokenType.CNT and not decoder.causal:
-                entries.append(h)
-                tokens.append(action)
-                types.append(int(TokenType.CNT))
-                predict.append(False)
+                entries.append((h, action, int(TokenType.CNT), False))
                 ttype = int(TokenType.CNT2)
-            entries.append(h)
-            tokens.append(action)
-            types.append(ttype)
-            predict.append(True)
+            entries.append((h, action, ttype, True))
             h.pending = -1
-        self._feed(decoder, entries, tokens, types, predict)
+        hypotheses, tokens, types, predict = (list(column) for column in zip(*entries))
+        self._feed(decoder, hypotheses, tokens, types, predict)
 
     def _feed_pending(self, decoder: Decoder, hypotheses: list[_Hypothesis]) -> None:
         """Feed the pending last piece of each hypothesis's word."""
