@@ -15,7 +15,7 @@ Model: ``--checkpoint`` (a trained TG / TXL (trees) checkpoint) or a randomly in
 with the PTB-sample vocabulary (speed does not depend on the weights; the bound of random weights is not
 meaningful). Sentences: the PTB sample's validation sentences of 5 to ``--max-words`` words.
 
-    PYTHONPATH=. python benchmarks/tg_beam.py [--checkpoint CKPT] [--sentences 6] [--threads 1]
+    PYTHONPATH=. python benchmarks/tg_beam.py [--checkpoint CKPT] [--sentences 6] [--batch 6] [--rounds 2]
 
 Measured 2026-11-24 on this machine's CPU (2 cores shared with four other agents' jobs, load 4-13; one torch
 thread each; PTB-sample validation sentences of 5-20 words, <= 8 actions per word; interleaved, same run).
@@ -44,9 +44,40 @@ projection 13%; all ``nn.Linear`` calls together 23%, SDPA 8%, the key/value gat
 layers' share is the fixed cost of ~60 small tensor operations per step on batches of ~60 tokens), the
 log-softmax over the vocabulary 7%, building the attention index tensors 6%, the search's own Python
 (constraints, selection, hypotheses) 17%. Closing every completed hypothesis at the end of the sentence (all
-of them count in the bound; two tokens per closing nonterminal) is 27% of the total. The remaining
-overheads are per operation, not per key: fewer, larger steps (a closing's two tokens in one step, several
-sentences' closings together) are what is left to gain.
+of them count in the bound; two tokens per closing nonterminal) is 27% of the total.
+
+Then (2026-11-24, this session): a closing nonterminal's two tokens (COMPOSE, STACK) fed in the *same* step
+as two rows of the batch (every layer writes both rows' keys and values before any query reads, so the STACK
+token sees its COMPOSE copy: exact, tested at 1e-5; closing feeds 85 -> 45 and all steps 256 -> 216 in the
+random model's 10/3 search of 6 sentences), the output layer only on rows whose distribution is read (not
+the COMPOSE copies), index tensors built in numpy; the comparison now runs each batch ABBA (``--rounds 2``).
+Before (commit 4bbfb9f's beam, measured with this script) and after, each in its own same-run comparison,
+random ``cpu-small`` TG, load 1.1-2.7 (other agents' jobs on the 2 cores), two repetitions each (rep 1 /
+rep 2):
+
+    beam / word beam   sentences (batch)   version   cached s/sent   re-encoding s/sent   speed-up
+    10 / 3             6 (6)               before    0.362 / 0.257   2.318 / 2.047         6.4x / 8.0x
+    10 / 3             6 (6)               after     0.249 / 0.314   2.071 / 2.174         8.3x / 6.9x
+    10 / 3             12 (12)             before    0.234 / 0.216   1.883 / 1.927         8.0x / 8.9x
+    10 / 3             12 (12)             after     0.208 / 0.212   1.851 / 1.912         8.9x / 9.0x
+    50 / 5             4 (4)               before    0.872 / 0.907   9.131 / 9.012        10.5x / 9.9x
+    50 / 5             4 (4)               after     0.888 / 0.893   9.100 / 9.381        10.3x / 10.5x
+
+Alone on the machine (the same 6 sentences, 10/3, batch 6, best of runs) the cached search went from 1.55 s
+to 1.38 s (-11%); in the comparisons the gain is within their run-to-run spread (the table above: the same
+code's ratio moves by 1.5x between repetitions). Batching more sentences helps little (10/3, 24 sentences:
+0.21 / 0.19 / 0.17 s per sentence at batch 6 / 12 / 24): the search is bound by arithmetic, not by calls.
+Where the time goes now (``torch.profiler``, self CPU time by operator, 50/5, 4 sentences, batch 4: 41,014
+tokens fed, 16,020 of them closing the completed hypotheses): matrix products (``addmm``/``mm``/``bmm``: the
+projections, the feed-forward layers and the 5,390-way output layer on 33,814 predicted rows) 32%, SDPA 16%,
+``index_select`` (the key/value gather) 10%, log-softmax over the vocabulary 8%, copies 7%, GELU 7%; the
+rest (small tensor operations, the search's Python) ~20%. At 10/3 (6 sentences, batch 6): matrix products
+32%, SDPA 12%, ``index_select`` 8%, log-softmax 6%, GELU 5%, copies 6% (~69%). The floating-point work is
+what the bound needs (every completed hypothesis's closing, every frontier's full distribution: the
+log-softmax needs every logit; 17.5 G multiply-adds at 10/3, 6 sentences, in the linear layers alone, run at
+~42 GMAC/s on these ~60-row matrices), so even with every per-operation overhead gone the speed-up would be
+about 8.5 / 0.69 and 10.4 / 0.8, ~12-13x, not 20x; 20x needs fewer floating-point operations per token (a
+smaller output layer, lower precision: both change the numbers) or faster small-matrix kernels.
 
 Bound vs beam (the 250-step ``cpu-small`` TG, 6 sentences, 97 words; gold trees: word ppl <= 344.01;
 re-measured after the changes above, same numbers):
@@ -88,19 +119,21 @@ def timed(scorer, batch: list[list[str]]) -> tuple[float, list]:
     return time.perf_counter() - start, scores
 
 
-def compare_speed(cached, reference, sentences: list[list[str]], batch: int) -> dict[str, float]:
+def compare_speed(cached, reference, sentences: list[list[str]], batch: int, rounds: int = 1) -> dict[str, float]:
     """Sentences per second of the cached and the reference scorer on the same batches, interleaved (each
-    batch by both, alternating who goes first); their totals are checked equal (1e-3). Prints the table."""
+    batch by both, alternating who goes first; over ``rounds`` passes, so a single batch runs ABBA); their
+    totals are checked equal (1e-3). Prints the table."""
     times = {"cached": 0.0, "reference": 0.0}
-    for lo in range(0, len(sentences), batch):
-        order = [("cached", cached), ("reference", reference)]
-        results = {}
-        for name, scorer in order if (lo // batch) % 2 == 0 else order[::-1]:
-            elapsed, results[name] = timed(scorer, sentences[lo : lo + batch])
-            times[name] += elapsed
-        for a, b in zip(results["cached"], results["reference"], strict=True):
-            assert abs(a.total - b.total) < 1e-3, (a.total, b.total)
-    rate = {name: len(sentences) / t for name, t in times.items()}
+    order = [("cached", cached), ("reference", reference)]
+    for round_ in range(rounds):
+        for lo in range(0, len(sentences), batch):
+            results = {}
+            for name, scorer in order if (round_ + lo // batch) % 2 == 0 else order[::-1]:
+                elapsed, results[name] = timed(scorer, sentences[lo : lo + batch])
+                times[name] += elapsed
+            for a, b in zip(results["cached"], results["reference"], strict=True):
+                assert abs(a.total - b.total) < 1e-3, (a.total, b.total)
+    rate = {name: rounds * len(sentences) / t for name, t in times.items()}
     print(f"{'':>26} {'sentences/s':>12} {'s/sentence':>11}")
     for name, label in (("cached", f"cached ({type(cached).__name__})"),
                         ("reference", "re-encoding (reference)")):
@@ -118,6 +151,8 @@ def main() -> None:
     ap.add_argument("--word-beam", type=int, default=3)
     ap.add_argument("--max-actions", type=int, default=8)
     ap.add_argument("--batch", type=int, default=3, help="sentences per batch (the reference: one at a time)")
+    ap.add_argument("--rounds", type=int, default=2,
+                    help="passes over the sentences (order alternates, so one batch runs ABBA)")
     ap.add_argument("--curve", type=int, nargs="*", default=[10, 50, 100, 300])
     ap.add_argument("--curve-sentences", type=int, default=None, help="default: --sentences")
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
@@ -138,7 +173,7 @@ def main() -> None:
           f"{torch.get_num_threads()} threads")
     cached = BeamScorer(model, args.beam, args.word_beam, args.max_actions, batch_size=args.batch)
     reference = ReencodingBeamScorer(model, args.beam, args.word_beam, args.max_actions)
-    compare_speed(cached, reference, speed, args.batch)
+    compare_speed(cached, reference, speed, args.batch, args.rounds)
 
     curve = data[: args.curve_sentences or args.sentences]
     words = sum(len(s) for s in curve)

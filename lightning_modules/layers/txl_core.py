@@ -214,16 +214,19 @@ class TransformerXL(nn.Module):
 
     def step(self, tokens: Tensor, pool: KeyValuePool, rows: Tensor, key_rows: Tensor, relpos: Tensor | None,
              compose: Tensor | None = None, rel_keys: list[list[Tensor]] | None = None,
-             predict: bool = True, added: Tensor | None = None) -> Tensor | None:
-        """Incremental decoding: one new token per hypothesis -> its logits [B, V] (None unless ``predict``:
-        the token's keys and values are all a caller may need, e.g. TG's COMPOSE token before its STACK copy).
+             predict: bool | Tensor = True, added: Tensor | None = None) -> Tensor | None:
+        """Incremental decoding: one new token per hypothesis -> its logits [B, V] (None if ``predict`` is
+        False: the token's keys and values are all a caller may need, e.g. TG's COMPOSE token before its STACK
+        copy; only the rows ``predict`` [n] when it is an index tensor).
 
         ``tokens`` [B]; ``rows`` [B] the pool rows allocated for them; ``key_rows`` [B, K] the rows of the
         keys each attends (itself included, -1 = padding); ``relpos`` [B, K] raw relative positions;
         ``rel_keys`` ``relative_key_tables()`` (computed here when not given); ``added`` [B] ids whose
-        embeddings are added to the tokens' (0: none), as in ``forward``. Equal to ``forward`` at that
-        position when the keys are the token's attend list restricted to its chunk and memory (a memory slot
-        holds the layer inputs its token had, so its keys are the cached ones).
+        embeddings are added to the tokens' (0: none), as in ``forward``. A row may attend rows of the same
+        step (several next tokens of one sequence): every layer writes all rows' keys and values before any
+        query reads them. Equal to ``forward`` at that position when the keys are the token's attend list
+        restricted to its chunk and memory (a memory slot holds the layer inputs its token had, so its keys are
+        the cached ones).
         """
         if rel_keys is None:
             rel_keys = self.relative_key_tables()
@@ -239,9 +242,13 @@ class TransformerXL(nn.Module):
         for k, layer in enumerate(self.layers):
             h = layer.step(h, pool, k, rows, key_rows, pattern, None if rel_keys is None else rel_keys[k],
                            compose)
-        if not predict:
-            return None
-        return F.linear(self.output_dropout(h[:, 0]), self.embedding.weight, self.output_bias)
+        if isinstance(predict, bool):
+            if not predict:
+                return None
+            out = h[:, 0]
+        else:
+            out = h[predict, 0]
+        return F.linear(self.output_dropout(out), self.embedding.weight, self.output_bias)
 
 
 def gather_memory(memory: Tensor, h: Tensor, mem_src: Tensor) -> Tensor:

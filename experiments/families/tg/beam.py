@@ -18,8 +18,8 @@ the chunked forward pass restricts them). A hypothesis is its ``DecodingState`` 
 positions; branching copies those small lists, never keys or values. A word's probability is read from the
 distribution its frontier hypothesis already has; a completed hypothesis feeds its word only if it survives
 the word beam (or must close the sentence), and a nonterminal extension only if it enters the frontier. A TG
-closing nonterminal is fed as its two tokens (COMPOSE, then STACK). Every feed is one batched ``step`` over
-the hypotheses of all sentences in the batch.
+closing nonterminal is fed as its two tokens (COMPOSE, then STACK) in the same step, the output layer applied
+to the second only. Every feed is one batched ``step`` over the hypotheses of all sentences in the batch.
 """
 
 from __future__ import annotations
@@ -74,22 +74,35 @@ class Decoder:
 
     @torch.no_grad()
     def feed(self, states: Sequence[DecodingState], rows: Sequence[list[int]], tokens: Sequence[int],
-             types: Sequence[int], predict: bool = True) -> torch.Tensor | None:
+             types: Sequence[int], predict: Sequence[bool] | None = None) -> torch.Tensor | None:
         """Advance each hypothesis (its state and row list, both updated) over one token of the given id and
-        ``TokenType``; returns the log-probabilities [B, V] of the token that follows each (if ``predict``)."""
+        ``TokenType``; returns the log-probabilities [n, V] of the token that follows each entry where
+        ``predict`` (default: every entry), None where none is.
+
+        A hypothesis may come several times in a row (its next tokens in order, e.g. a TG closing
+        nonterminal's COMPOSE and STACK tokens): a later token attends the earlier ones, whose keys and values
+        every layer writes to the pool before any of its queries reads it — one step, same numbers."""
         attention = [state.step(t) for state, t in zip(states, types)]
-        new_rows = self.pool.allocate(len(states))
-        for row_list, row in zip(rows, new_rows.tolist()):
-            row_list.append(row)
+        count = len(states)
+        new_rows = self.pool.allocate(count)
+        first = self.pool.size - count
+        for k, row_list in enumerate(rows):
+            row_list.append(first + k)
         width = max(len(keys) for keys, _, _ in attention)
-        key_rows = [[r[k] for k in keys] + [-1] * (width - len(keys)) for r, (keys, _, _) in zip(rows, attention)]
-        relpos = [rel + [0] * (width - len(rel)) for _, rel, _ in attention]
+        key_rows = np.full((count, width), -1, dtype=np.int64)
+        relpos = np.zeros((count, width), dtype=np.int64)
+        for b, (row_list, (keys, rel, _)) in enumerate(zip(rows, attention)):
+            key_rows[b, : len(keys)] = [row_list[k] for k in keys]
+            relpos[b, : len(rel)] = rel
+        outputs: torch.Tensor | bool = True
+        if predict is not None and not all(predict):
+            wanted = [b for b, p in enumerate(predict) if p]
+            outputs = torch.tensor(wanted, dtype=torch.long, device=self.model.device) if wanted else False
         device = self.model.device
         logits = self.network.step(
             torch.tensor(tokens, dtype=torch.long, device=device), self.pool, new_rows,
-            torch.tensor(key_rows, dtype=torch.long, device=device),
-            torch.tensor(relpos, dtype=torch.long, device=device),
-            torch.tensor([c for _, _, c in attention], device=device), self.rel_keys, predict)
+            torch.from_numpy(key_rows).to(device), torch.from_numpy(relpos).to(device),
+            torch.tensor([c for _, _, c in attention], device=device), self.rel_keys, outputs)
         return None if logits is None else logits.float().log_softmax(-1)
 
     def compact(self, hypotheses: Sequence[_Hypothesis]) -> None:
@@ -353,20 +366,20 @@ class BeamScorer:
         return children
 
     def _feed_actions(self, decoder: Decoder, children: list[_Hypothesis]) -> None:
-        """Feed each new nonterminal; a TG closing nonterminal is two tokens (COMPOSE CNT1, then CNT2)."""
+        """Feed each new nonterminal, all in one step; a TG closing nonterminal is two tokens (COMPOSE CNT1,
+        then CNT2), fed together, nothing predicted after the first (its keys and values suffice)."""
         if not children:
             return
-        actions = [h.pending for h in children]
-        types = [int(self.types[a]) for a in actions]
-        twice = [k for k, t in enumerate(types) if t == TokenType.CNT and not decoder.causal]
-        if twice:  # nothing is predicted after the COMPOSE copy: its keys and values suffice
-            self._feed(decoder, [children[k] for k in twice], [actions[k] for k in twice],
-                       [int(TokenType.CNT)] * len(twice), predict=False)
-            for k in twice:
-                types[k] = int(TokenType.CNT2)
-        self._feed(decoder, children, actions, types)
+        entries: list[tuple[_Hypothesis, int, int, bool]] = []  # hypothesis, token, type, predict
         for h in children:
+            action, ttype = h.pending, int(self.types[h.pending])
+            if ttype == TokenType.CNT and not decoder.causal:
+                entries.append((h, action, int(TokenType.CNT), False))
+                ttype = int(TokenType.CNT2)
+            entries.append((h, action, ttype, True))
             h.pending = -1
+        hypotheses, tokens, types, predict = (list(column) for column in zip(*entries))
+        self._feed(decoder, hypotheses, tokens, types, predict)
 
     def _feed_pending(self, decoder: Decoder, hypotheses: list[_Hypothesis]) -> None:
         """Feed the pending last piece of each hypothesis's word."""
@@ -377,13 +390,20 @@ class BeamScorer:
 
     @staticmethod
     def _feed(decoder: Decoder, hypotheses: list[_Hypothesis], tokens: list[int], types: list[int],
-              predict: bool = True) -> None:
+              predict: list[bool] | None = None) -> None:
+        """``Decoder.feed`` for hypotheses (one may come several times in a row: its next tokens); each gets
+        the distribution after its last token fed (None if not predicted)."""
         for h in hypotheses:
             h.own()
         logprobs = decoder.feed([h.state for h in hypotheses], [h.rows for h in hypotheses], tokens, types,
                                 predict)
-        for k, h in enumerate(hypotheses):
-            h.next, h.source = (None, None) if logprobs is None else (logprobs[k], (logprobs, k))
+        k = 0
+        for b, h in enumerate(hypotheses):
+            if predict is None or predict[b]:
+                h.next, h.source = logprobs[k], (logprobs, k)
+                k += 1
+            else:
+                h.next, h.source = None, None
 
     def _close(self, decoder: Decoder, groups: list[list[_Hypothesis]]) -> list[list[_Hypothesis]]:
         """Each completed hypothesis with its open constituents closed (innermost first), all batched."""

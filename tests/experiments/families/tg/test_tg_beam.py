@@ -4,7 +4,7 @@
    the full forward pass's next-token distribution (1e-5) at every position of random trees and documents,
    sentence and document level, smart and plain memory, short chunks (memory in use), clipped relpos, two
    attention functions — with many sequences decoded in one batch, a branch sharing its prefix's rows, and
-   the pool compacted midway.
+   the pool compacted midway, and with two tokens of each sequence fed in one step.
 2. ``BeamScorer`` (cached) returns the numbers of ``ReencodingBeamScorer`` (today's re-encoding beam) at the
    same settings on PTB-sample sentences, for TG and TXL (trees), words and SentencePiece terminals.
 3. ``UnionScorer`` pools the beam's final trees with proposals, each distinct tree once.
@@ -72,24 +72,28 @@ def full_forward(model: TGModel, example) -> torch.Tensor:
     return torch.cat(logits, 1)[0, : len(example)].float().log_softmax(-1)
 
 
-def check_decoder(model: TGModel, examples: list, compact_at: int = 9) -> None:
-    """Decode all examples in one batch per position (plus a branch of the first) against the full pass."""
+def check_decoder(model: TGModel, examples: list, compact_at: int = 9, together: int = 1) -> None:
+    """Decode all examples in one batch per step (plus a branch of the first) against the full pass; each
+    step feeds each sequence its next ``together`` tokens (a TG closing's two tokens are fed so)."""
     expected = [full_forward(model, e) for e in examples]
     decoder = Decoder(model, capacity=4, slack=-(10**9))  # grows while decoding; compacts when asked
     hyps = [_Hypothesis((), (), (), 0.0, CCState(), decoder.start(), [], shared=False) for _ in examples]
-    branch, branch_at = None, len(examples[0]) // 2
-    for i in range(max(len(e) for e in examples)):
+    branch, branch_at = None, len(examples[0]) // 2 // together * together
+    for i in range(0, max(len(e) for e in examples), together):
         if i == branch_at:  # a hypothesis branching off example 0 here shares its rows, copies nothing else
             branch = _Hypothesis((), (), (), 0.0, CCState(), hyps[0].state, hyps[0].rows)
         live = [k for k, e in enumerate(examples) if i < len(e)]
         batch = [hyps[k] for k in live] + ([branch] if branch is not None and i < len(examples[0]) else [])
         sources = live + ([0] if len(batch) > len(live) else [])
-        tokens = [int(examples[k].tokens[i]) for k in sources]
-        types = [int(examples[k].types[i]) for k in sources]
-        BeamScorer._feed(decoder, batch, tokens, types)
+        entries = [(h, k, j) for h, k in zip(batch, sources) for j in range(i, min(i + together, len(examples[k])))]
+        tokens = [int(examples[k].tokens[j]) for _, k, j in entries]
+        types = [int(examples[k].types[j]) for _, k, j in entries]
+        last = [j + 1 == min(i + together, len(examples[k])) for _, k, j in entries]
+        BeamScorer._feed(decoder, [h for h, _, _ in entries], tokens, types, None if together == 1 else last)
         for h, k in zip(batch, sources):
-            assert torch.allclose(h.next, expected[k][i], atol=1e-5, rtol=0), (k, i)
-        if i == compact_at:  # drop every row no hypothesis can attend any more
+            j = min(i + together, len(examples[k])) - 1
+            assert torch.allclose(h.next, expected[k][j], atol=1e-5, rtol=0), (k, j)
+        if i // together == compact_at // together:  # drop every row no hypothesis can attend any more
             everyone = hyps + ([branch] if branch is not None else [])
             live = {h.rows[p] for h in everyone for p in h.state.live()}
             decoder.compact(everyone)
@@ -98,11 +102,13 @@ def check_decoder(model: TGModel, examples: list, compact_at: int = 9) -> None:
 
 @settings(max_examples=12, deadline=None)
 @given(trees=st.lists(TREES, min_size=2, max_size=4), family=st.sampled_from(["tg", "txl-trees"]),
-       memory=st.sampled_from(["smart", "plain"]), length=st.sampled_from([3, 4, 7]))
-def test_decoder_equals_the_full_forward_on_random_trees(trees, family, memory, length):
+       memory=st.sampled_from(["smart", "plain"]), length=st.sampled_from([3, 4, 7]),
+       together=st.sampled_from([1, 2]))
+def test_decoder_equals_the_full_forward_on_random_trees(trees, family, memory, length, together):
+    """Also with two tokens of each sequence in one step (the later attends the earlier)."""
     model = make_model(family, VOCAB_TREES + trees, memory=memory, segment_length=length, max_rel=3,
                        double=True)
-    check_decoder(model, [model.encode_tree(t) for t in trees])
+    check_decoder(model, [model.encode_tree(t) for t in trees], together=together)
 
 
 @settings(max_examples=6, deadline=None)
@@ -115,15 +121,16 @@ def test_decoder_equals_the_full_forward_on_random_documents(docs, family):
     check_decoder(model, [model.encode(linearise(d)) for d in docs])
 
 
-@pytest.mark.parametrize("variant", [{"use_different_attn_fns": True}, {"relpos": "none"},
-                                     {"relpos": "linear", "min_rel": -8, "max_rel": 9}])
-def test_decoder_variants(variant):
+@pytest.mark.parametrize("variant, together", [({"use_different_attn_fns": True}, 1),
+                                               ({"use_different_attn_fns": True}, 2), ({"relpos": "none"}, 1),
+                                               ({"relpos": "linear", "min_rel": -8, "max_rel": 9}, 2)])
+def test_decoder_variants(variant, together):
     rng = np.random.default_rng(0)
     trees = [Tree("S", (Tree("NP", tuple(rng.choice(WORDS, 2))), Tree("VP", (str(rng.choice(WORDS)),
                                                                                Tree("PP", ("on", "a"))))))
              for _ in range(3)]
     model = make_model("tg", VOCAB_TREES + trees, segment_length=4, double=True, **variant)
-    check_decoder(model, [model.encode_tree(t) for t in trees])
+    check_decoder(model, [model.encode_tree(t) for t in trees], together=together)
 
 
 # -- the beam equals today's re-encoding beam -----------------------------------------------------------------
