@@ -79,6 +79,11 @@ log-softmax needs every logit; 17.5 G multiply-adds at 10/3, 6 sentences, in the
 about 8.5 / 0.69 and 10.4 / 0.8, ~12-13x, not 20x; 20x needs fewer floating-point operations per token (a
 smaller output layer, lower precision: both change the numbers) or faster small-matrix kernels.
 
+On one H100 (2026-11-24, ``--device cuda --preset ptb``: a random 16-layer TG, 2 sentences, 10/3, <= 15
+actions per word; the beam as before this session's closing-in-one-step change): cached 0.224 vs re-encoding
+0.069 sentences/s, 3.3x; at the papers' widths 100/10 6.6 and 300/30 11.2 s per sentence. Both sides are
+bound by kernel launches there (``benchmarks/results/h100-2026-11-24/3-tg_beam.txt``).
+
 Bound vs beam (the 250-step ``cpu-small`` TG, 6 sentences, 97 words; gold trees: word ppl <= 344.01;
 re-measured after the changes above, same numbers):
 
