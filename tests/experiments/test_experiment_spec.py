@@ -6,7 +6,7 @@ import textwrap
 
 import pytest
 
-from experiments.config import parse_overrides, run_id
+from experiments.config import configs_dir, parse_overrides, run_id
 from experiments.experiment_spec import expand, format_override, load_spec, parse_seeds
 from lightning_modules.errors import InputError
 
@@ -196,3 +196,11 @@ def test_unknown_spec_names_shipped_ones(tmp_path):
     with pytest.raises(InputError, match="invalid YAML") as e:
         load_spec(bad)
     assert e.value.location.startswith(str(bad) + ":")
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in (configs_dir() / "experiment").glob("*.yaml")))
+def test_every_shipped_spec_is_valid_and_expands(name):
+    """Each shipped experiment validates and expands to distinct runs (its mistakes show here, not hours in)."""
+    spec = load_spec(name)
+    runs = expand(spec, resolve)
+    assert spec.name == name and runs and len({r.run_id for r in runs}) == len(runs)
