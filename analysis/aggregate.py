@@ -14,7 +14,9 @@ Written to ``RUNS/EXPERIMENT/aggregate/`` (or ``--out``), each file atomically:
   ``state`` and ``error``), one column per metric (text metrics such as scoring conventions included).
 - ``items_long.{parquet,csv}``: item-level evaluation outcomes, one row per (DONE run, SG item or BLiMP
   pair): ``experiment, run_id, model, family, data, seed, task, item, value``.
-- ``summary.json``: counts, the failed, running and missing runs by id, and notes (e.g. ambiguous results).
+- ``summary.json``: counts, the failed, running and missing runs by id, notes (e.g. ambiguous results), and
+  ``scoring``: how each model's numbers of each evaluation were scored (``{task: {model: [{method,
+  description}]}}``, from the results' settings; more than one entry when its seeds differ).
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ def collect(
     running: list[str] = []
     missing: list[str] = []
     hashes: dict[int, str] = {}
+    scoring: dict[str, dict[str, list[dict[str, str]]]] = {}
     for run in experiment_runs(spec, seeds):
         ident = {
             "experiment": spec.name,
@@ -77,8 +80,9 @@ def collect(
         status = run_status(folder, run.run_id, run.seed)
         metrics = {k: v for k, v in (status.metrics or {}).items() if k not in IDENTITY_METRICS}
         if status.state == "DONE":
-            evaluated, _, eval_notes = run_metrics(folder)
+            evaluated, eval_settings, eval_notes = run_metrics(folder)
             metrics.update(evaluated)
+            _add_scoring(scoring, run.model, eval_settings)
             notes.extend(f"{run.run_id}: {note}" for note in eval_notes)
             item_rows.extend({**{k: ident[k] for k in ID_COLUMNS[:6]}, **row} for row in run_items(folder))
         wide_rows.append({**ident, "state": status.state, "error": status.error, **metrics})
@@ -102,8 +106,21 @@ def collect(
         "missing": missing,
         "metrics": sorted({row["metric"] for row in long_rows}),
         "notes": notes,
+        "scoring": scoring,
     }
     return long_rows, wide_rows, summary, item_rows
+
+
+def _add_scoring(scoring: dict[str, dict[str, list[dict[str, str]]]], model: str,
+                 eval_settings: dict[str, Any]) -> None:
+    """Record how ``model``'s evaluations were scored (method and its one-line description) per task."""
+    for task, settings in sorted(eval_settings.items()):
+        if not isinstance(settings, dict) or not isinstance(settings.get("method"), str):
+            continue  # a task the family evaluates itself (parsing, Dyck): no scoring method
+        entry = {"method": settings["method"], "description": str(settings.get("description") or settings["method"])}
+        known = scoring.setdefault(task, {}).setdefault(model, [])
+        if entry not in known:
+            known.append(entry)
 
 
 def aggregate_experiment(

@@ -114,6 +114,7 @@ def analyze(spec: ExperimentSpec, root: Path, seeds: str | None = None, data_dir
         "skipped": result.skipped,
         "notes": agg.summary.get("notes", []),
         "proposals": proposal_sets(experiment_dir(root, spec) / "proposals"),
+        "scoring": agg.summary.get("scoring", {}),
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
     }
     if wandb != "disabled":

@@ -553,6 +553,60 @@ def _mdl(sources: Sources) -> list[Block]:
     return blocks
 
 
+def _scoring(sources: Sources) -> list[Block]:
+    """How each number was scored (exact, gold trees, proposals, beam, their union) and, where one model's
+    task was scored by several methods (labelled entries), how far each is from its gold-tree value."""
+    scoring = sources.settings.get("scoring") or {}
+    if not scoring:
+        return []
+    order = model_order({m for by_model in scoring.values() for m in by_model})
+    rows = [[folder, model, "; ".join(_text(e.get("description")) for e in scoring[folder][model])]
+            for folder in sorted(scoring) for model in order if model in scoring[folder]]
+    blocks: list[Block] = [
+        Heading("How each number was scored"),
+        Paragraph("String models' numbers are exact. Joint models' perplexities are upper bounds (log p(x) >= log "
+                  "Σ over a set of trees of p(x, y)): the more of the probability mass the set holds, the tighter; "
+                  "a union of a beam's trees and proposals is never looser than either."),
+        Table(["evaluation", "model", "method"], rows),
+    ]
+    cells = {}
+    if "summary" not in sources.problems:
+        cells = {(r.metric, r.model): r for r in sources.tables["summary"].itertuples(index=False)}
+    tight = []
+    for task in sorted({tasks.unlabelled(f) for f in scoring}):
+        folders = sorted(f for f in scoring if tasks.unlabelled(f) == task)
+        if task not in tasks.names() or len(folders) < 2:
+            continue
+        metric = tasks.get(task).headline[0]
+        for model in order:
+            used = [(f, scoring[f][model][0]["method"]) for f in folders if len(scoring[f].get(model, [])) == 1]
+            if len({method for _, method in used}) < 2:
+                continue
+            gold = next((cells.get((_labelled_metric(metric, f), model)) for f, method in used if method == "gold"),
+                        None)
+            for folder, method in used:
+                r = cells.get((_labelled_metric(metric, folder), model))
+                if r is None:
+                    continue
+                gap = "—"
+                if gold is not None and method != "gold" and _is_number(gold.mean) and gold.mean:
+                    gap = f"{100 * (r.mean - gold.mean) / abs(gold.mean):+.1f} %"
+                tight.append([model, metric_title(_labelled_metric(metric, folder)), method,
+                              _mean_sd(r.mean, r.sd, percent_scale(metric)), gap])
+    if tight:
+        blocks += [Heading("One task, several methods", 3),
+                   Paragraph("The same models and sentences scored by each method; the last column is the "
+                             "difference to the value on the gold trees alone (a bound itself, from one tree)."),
+                   Table(["model", "metric", "method", "mean ± sd", "vs gold trees"], tight)]
+    return blocks
+
+
+def _labelled_metric(metric: str, folder: str) -> str:
+    """The name of a task's ``metric`` in the results of its (possibly labelled) folder: ``ppl@gold``."""
+    return tasks.labelled(metric, folder.split(tasks.LABEL_SEPARATOR, 1)[1] if tasks.LABEL_SEPARATOR in folder
+                          else None)
+
+
 KNOWN_FIGURES = (fig.DISTRIBUTIONS, fig.SG_CIRCUITS, fig.REGRESSION_COEFFICIENTS, fig.MDL_CODE_LENGTH,
                  fig.MDL_COMPRESSION)
 
@@ -607,7 +661,7 @@ def _results(sources: Sources) -> list[Block]:
 SECTIONS = (
     ("headline", _headline), ("results", _results), ("all metrics", _all_metrics), ("Welch tests", _welch),
     ("variance components", _variance), ("regressions", _regressions), ("MDL probing", _mdl),
-    ("proposal sets", _proposals), ("other figures", _other_figures),
+    ("scoring methods", _scoring), ("proposal sets", _proposals), ("other figures", _other_figures),
 )
 
 

@@ -4,6 +4,7 @@ An entry names a task and its protocol settings::
 
     evaluations:
       - {name: ppl, split: test, proposals: parser, n: 10}     # perplexity (bound for joint models)
+      - {name: ppl, split: test, method: beam, beam: 20, word_beam: 5, proposals: parser, n: 10, label: union}
       - {name: sg, proposals: parser, n: 10, items_per_suite: 4}
       - {name: blimp, proposals: parser, n: 10, pairs_per_paradigm: 2}
       - {name: rerank, split: test, proposals: parser, n: 10}  # joint sentence-level models
@@ -16,7 +17,9 @@ A task (``experiments.evaluate.tasks``) applies to a run when the run's family o
 and builds its ``eval`` arguments. Options: ``models`` (labels; default every
 model the task applies to), ``corpus`` (default the run's ``data.corpus``), ``split``, ``limit`` (first K
 sentences), ``method`` (one of the family's methods; default ``proposals`` when ``proposals`` is given and the
-family is marginalised over proposals, else the family's default), ``proposals`` (the label of a
+family is marginalised over proposals, else the family's default; ``method: beam`` with ``proposals``: the
+union of the beam's trees and the proposals, for families whose beam pools them, the tightest bound of the
+three), ``proposals`` (the label of a
 model of the spec whose family has the ``propose`` capability: its first seed's best checkpoint draws the
 trees once per sentence
 set, shared by every evaluated run), ``n``, ``beam``, ``word_beam`` (passed when the method reads them),
@@ -103,6 +106,15 @@ def scoring_method(entry: Evaluation, run: Run) -> str | None:
     if entry.options.get("proposals") and "proposals" in methods:
         return "proposals"
     return methods[0] if methods else None
+
+
+def reads_proposals(entry: Evaluation, run: Run) -> bool:
+    """Whether an eval of ``entry`` for ``run`` reads the entry's proposal trees: its method is ``proposals``,
+    or one that pools its own trees with them (a beam over the union, where the family offers it)."""
+    if entry.options.get("proposals") is None:
+        return False
+    method = scoring_method(entry, run)
+    return method == "proposals" or (method is not None and "n" in family_of(run).method_options(method))
 
 
 def evaluations(spec: ExperimentSpec) -> list[Evaluation]:
@@ -210,7 +222,7 @@ class Planner:
             if entry.options.get("proposals") is None:
                 continue
             for run in self.runs:
-                if not entry.applies_to(run) or scoring_method(entry, run) != "proposals":
+                if not entry.applies_to(run) or not reads_proposals(entry, run):
                     continue
                 out = self.proposal_file(entry, run)
                 if out in tasks:
@@ -235,8 +247,7 @@ class Planner:
         for entry in self.entries:
             if entry.task.sentences is None or entry.options.get("proposals") is None:
                 continue
-            run = next((r for r in self.runs if entry.applies_to(r) and scoring_method(entry, r) == "proposals"),
-                       None)
+            run = next((r for r in self.runs if entry.applies_to(r) and reads_proposals(entry, r)), None)
             if run is None:
                 continue
             path = self.proposal_file(entry, run).with_suffix(".sentences.txt")
@@ -264,7 +275,7 @@ class Planner:
         needs = [] if source else [checkpoint]
         family = family_of(run)
         method = scoring_method(entry, run)
-        proposals = self.proposal_file(entry, run) if method == "proposals" else None
+        proposals = self.proposal_file(entry, run) if reads_proposals(entry, run) else None
         plan = PlanInput(o, str(o.get("corpus") or run.config["data"]["corpus"]),
                          str(o.get("split", task.default_split or "")), proposals, family.methods(run.config))
         assert task.arguments is not None  # evaluations() refuses unplanned tasks

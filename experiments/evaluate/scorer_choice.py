@@ -83,7 +83,7 @@ class ChosenScorer:
     family: str
     joint: bool
     identity: dict[str, Any]  # model sha256, family, and every setting that changes a number
-    settings: dict[str, Any]
+    settings: dict[str, Any]  # results.json's settings: method, description and the identity's settings
     description: str  # e.g. "exact", "beam 20/5, <= 8 actions per word (paper: 300 proposals)"
     data: dict[str, Path] = field(default_factory=dict)  # files read besides the model (for results.json)
     # sentences scored between two appends to the item cache: few for the (slow, per-sentence) beam, so an
@@ -166,7 +166,7 @@ def choose(args: argparse.Namespace, gold: TreeSource | None = None, documents: 
                          "beam without --proposals/--parser", "--method")
     identity: dict[str, Any] = {"model_sha256": sha, "family": adapter.name, "method": method, **scoring.identity,
                                 **(extra if given_trees else {})}
-    settings = {"method": method, "family": adapter.name,
+    settings = {"method": method, "family": adapter.name, "description": scoring.description,
                 **{k: v for k, v in identity.items() if k not in ("model_sha256", "family", "method")},
                 "scorer_convention": scoring.scorer.convention.to_dict()}
     return ChosenScorer(scoring.scorer, adapter.name, adapter.kind(meta["config"]) == "joint", identity, settings,
@@ -183,7 +183,7 @@ def _hf(args: argparse.Namespace, method: str | None) -> ChosenScorer:
     scorer = hf.load(args.checkpoint, getattr(args, "device", "cpu"), getattr(args, "precision", "float32"),
                      args.batch_size)
     identity = {"model": args.checkpoint, "family": "hf", "method": "exact", **scorer.identity()}
-    settings = {"method": "exact", "family": "hf", "source": args.checkpoint,
+    settings = {"method": "exact", "family": "hf", "description": scorer.description(), "source": args.checkpoint,
                 "scorer_convention": scorer.convention.to_dict()}
     return ChosenScorer(scorer, "hf", False, identity, settings, scorer.description(), {}, args.batch_size)
 
@@ -195,7 +195,8 @@ def _ngram(path: Path, sha: str, method: str | None) -> ChosenScorer:
         raise InputError(f"an n-gram model is a string model: --method {method} does not apply", "--method")
     model = ngram.load(path)
     identity = {"model_sha256": sha, "family": model.name, "method": "exact"}
-    settings = {"method": "exact", "family": model.name, "scorer_convention": model.convention.to_dict()}
+    settings = {"method": "exact", "family": model.name, "description": "exact",
+                "scorer_convention": model.convention.to_dict()}
     return ChosenScorer(model, model.name, False, identity, settings, "exact")
 
 

@@ -133,7 +133,8 @@ class Family(ABC):
         return ()
 
     def method_options(self, method: str) -> tuple[str, ...]:
-        """The evaluation options (``beam``, ``word_beam``, ``n``) that ``method`` reads."""
+        """The evaluation options (``beam``, ``word_beam``, ``n``) that ``method`` reads; ``n`` means it reads
+        proposal trees (``proposals``, or a beam that pools its trees with them)."""
         return ()
 
     def level(self, config: dict[str, Any]) -> str:

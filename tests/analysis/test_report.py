@@ -283,3 +283,33 @@ def test_som_experiments_show_labelled_metrics_after_their_task_with_tables_2_an
     assert [line.split(" | ")[0] for line in table[2:5]] == ["| esom", "| dsom", "| dsom-left-branching"]
     assert "| 400.00 ± 0.50 | 375.5 (Table 5, GUM perplexity, test) |" in table[4]
     assert "77.7 (Table 2, PTB test perplexity, test); 77.7 (Table 3, PTB perplexity, test)" in table[2]
+
+
+def test_the_report_says_how_each_number_was_scored_and_how_far_bounds_are_from_the_gold_trees(tmp_path) -> None:
+    folder = analysis_folder(tmp_path)
+    settings = json.loads((folder / "settings.json").read_text())
+    union = "union of the beam's trees (beam 20/5, <= 8 actions per word) and N = 10 proposals from parser"
+    settings["scoring"] = {
+        "ppl": {"tg": [{"method": "beam", "description": union}],
+                "txl-terminals": [{"method": "exact", "description": "exact"}]},
+        "ppl@proposals": {"tg": [{"method": "proposals", "description": "N = 10 proposals from parser"}]},
+        "ppl@gold": {"tg": [{"method": "gold", "description": "gold trees, log p(x, y_gold)"}]},
+        "sg": {"tg": [{"method": "beam", "description": union}]},
+    }
+    (folder / "settings.json").write_text(json.dumps(settings))
+    summary = pd.read_csv(folder / "summary.csv")
+    tg_ppl = summary[(summary["metric"] == "ppl") & (summary["model"] == "tg")]  # mean 71.0
+    extra = [tg_ppl.assign(metric="ppl@proposals", mean=90.0), tg_ppl.assign(metric="ppl@gold", mean=80.0)]
+    pd.concat([summary, *extra]).to_csv(folder / "summary.csv", index=False)
+    md = report.write_report(folder)[0].read_text()
+    assert "## How each number was scored" in md
+    assert f"| ppl | tg | {report._md(union)} |" in md and "| ppl | txl-terminals | exact |" in md
+    assert "| tg | perplexity (test) | beam | 71.00 ± 0.50 | -11.2 % |" in md  # (71 - 80) / 80
+    assert "| tg | perplexity (test) on proposals | proposals | 90.00 ± 0.50 | +12.5 % |" in md
+    assert "| tg | perplexity (test) on gold | gold | 80.00 ± 0.50 | — |" in md
+    assert "| txl-terminals | perplexity" not in md  # one method only: nothing to compare
+
+
+def test_no_scoring_record_no_section(tmp_path) -> None:
+    md, _ = (p.read_text() for p in report.write_report(analysis_folder(tmp_path)))
+    assert "How each number was scored" not in md

@@ -57,6 +57,24 @@ def test_fixed_model_seeds_and_shared_proposals(tmp_path):
     assert by[("terminals", tg_run)].done == by[("terminals", tg_run)].folder / "results.json"
 
 
+def test_a_beam_entry_with_proposals_scores_the_union_where_the_family_pools_them(tmp_path):
+    spec = _spec(tmp_path, [{"name": "ppl", "split": "test", "method": "beam", "beam": 12, "word_beam": 4,
+                             "proposals": "parser", "n": 7, "models": ["tg", "txl-terminals"]}])
+    runs = experiment_runs(spec)
+    planner = Planner(spec, runs, tmp_path / "runs", python="py")
+    proposals = planner.proposal_tasks()
+    assert len(proposals) == 1  # the union reads the proposal set like the proposals method does
+    by = {Path(t.argv[5]).parent.parent.name: t for t in planner.eval_tasks()}
+    tg = by[next(r for r in runs if r.model == "tg").run_id]
+    argv = list(tg.argv)
+    assert argv[argv.index("--method") + 1] == "beam"
+    assert argv[argv.index("--proposals") + 1] == str(proposals[0].done) and argv[argv.index("-n") + 1] == "7"
+    assert argv[argv.index("--beam") + 1] == "12" and argv[argv.index("--word-beam") + 1] == "4"
+    assert proposals[0].done in tg.needs
+    terminals = by[next(r for r in runs if r.model == "txl-terminals").run_id]
+    assert terminals.argv[-2:] == ("--method", "exact") and "--proposals" not in terminals.argv
+
+
 def test_rerank_skips_document_level_and_string_models(tmp_path):
     spec = _spec(tmp_path, [{"name": "rerank", "proposals": "parser", "n": 3}])
     runs = experiment_runs(spec)
@@ -136,7 +154,11 @@ def test_pushdown_runs_on_text_use_their_beam_and_base_lm_is_exact(tmp_path):
             assert task.argv[-2:] == ("--method", "exact")
     assert by_family["pushdown"] == {"ppl", "sg", "blimp", "parse"}
     assert by_family["base-lm"] == {"ppl", "sg", "blimp"}
-    assert "--proposals" in next(t for t in tasks if "/tg-" in t.argv[5]).argv
+    tg = [t.argv for t in tasks if "/tg-" in t.argv[5]]
+    union = [a for a in tg if "--proposals" in a]  # TG: the union of its beam's trees and the proposals
+    assert len(union) == 3 * 3 and all(a[a.index("--method") + 1] == "beam" for a in union)
+    gold = [a for a in tg if a[4] == "ppl" and "@gold" in a[a.index("--out") + 1]]
+    assert len(gold) == 3 and all(a[a.index("--method") + 1] == "gold" for a in gold)
 
 
 def test_the_pushdown_table2_spec_plans_and_the_cpu_spec_lists_its_reductions(tmp_path):

@@ -154,6 +154,11 @@ def make_synthetic_experiment(tmp_path, tiny_spec, seeds: str):
 
 def test_aggregate_tidy_tables_and_report(tmp_path, capsys, tiny_spec, tiny_treebank):
     spec, root, runs = make_synthetic_experiment(tmp_path, tiny_spec, "0-3")
+    for label, method in (("", "beam"), ("@gold", "gold")):  # one run's perplexity scored two ways
+        results = folder_of(root, runs[0]) / "eval" / f"ppl{label}" / "results.json"
+        results.parent.mkdir(parents=True)
+        results.write_text(json.dumps({"metrics": {"word_ppl": 80.0, "oov_rate": 0.0},
+                                       "settings": {"method": method, "description": f"{method} (10/3)"}}))
     assert main(["aggregate", str(spec), "--runs-dir", str(root)]) == 0
     captured = capsys.readouterr()
     assert "6 of 8 runs done" in captured.out
@@ -162,8 +167,10 @@ def test_aggregate_tidy_tables_and_report(tmp_path, capsys, tiny_spec, tiny_tree
     long = pd.read_parquet(out / "metrics_long.parquet")
     assert list(long.columns) == ["experiment", "run_id", "model", "family", "data", "seed", "config_hash",
                                   "metric", "value"]
-    assert len(long) == 6 * 3  # 6 DONE runs x 3 numeric metrics (text metrics go to the wide table)
-    assert set(long["metric"]) == {"best_val_loss", "global_step", "val_token_ppl"}
+    # 6 DONE runs x 3 numeric metrics (text metrics go to the wide table), and one run's 2 x 2 eval metrics
+    assert len(long) == 6 * 3 + 4
+    assert set(long["metric"]) == {"best_val_loss", "global_step", "val_token_ppl", "ppl", "ppl_oov_rate",
+                                   "ppl@gold", "ppl_oov_rate@gold"}
     loss = long[(long.run_id == runs[3].run_id) & (long.metric == "best_val_loss")]["value"].item()
     assert loss == pytest.approx(4.03)
     assert set(long["data"]) == {str(tiny_treebank)}  # no data list in the spec: the corpus of the config
@@ -175,6 +182,8 @@ def test_aggregate_tidy_tables_and_report(tmp_path, capsys, tiny_spec, tiny_tree
     summary = json.loads((out / "summary.json").read_text())
     assert summary["done"] == 6 and summary["missing"] == [runs[2].run_id]
     assert summary["failed"] == [{"run_id": runs[1].run_id, "seed": runs[1].seed, "error": "out of memory"}]
+    assert summary["scoring"] == {"ppl": {runs[0].model: [{"method": "beam", "description": "beam (10/3)"}]},
+                                  "ppl@gold": {runs[0].model: [{"method": "gold", "description": "gold (10/3)"}]}}
     assert not list(out.glob(".*.tmp"))  # atomic writes leave no temporary files
     (folder_of(root, runs[3]) / "DONE").write_text("\x00\x00")  # damaged: that run fails, the rest aggregate
     assert main(["aggregate", str(spec), "--runs-dir", str(root)]) == 0

@@ -9,7 +9,15 @@ def test_reduced_settings_of_the_shipped_tg_scales():
     assert demo[0] == "2 seeds per model (full protocol: 100)"
     assert any("probing:" in line and "layers [1, 2]" in line for line in demo)
     assert reduced_settings(load_spec("reproduce-tg-paper")) == []
-    assert reduced_settings(load_spec("reproduce-tg-cpu-small"), seeds="0-4")[0].startswith("5 seeds")
+    cpu = reduced_settings(load_spec("reproduce-tg-cpu-small"), seeds="0-4")
+    assert cpu[0].startswith("5 seeds")
+    # what an absent setting of the full protocol does: proposals (it names a parser), no beam, N = 300
+    assert ("evaluation ppl (tg, txl-trees, txl-terminals): limit 100 (full protocol: all), method beam (full "
+            "protocol: proposals), beam 20 (full protocol: no beam), word_beam 5 (full protocol: no beam), n 10 "
+            "(full protocol: 300)") in cpu
+    # a second way of scoring one task is an addition, not a reduction of the full protocol's entry
+    assert ("evaluation ppl@gold (tg, txl-trees): not in the full protocol (added: split test, limit 100, "
+            "method gold)") in cpu
 
 
 def test_reduced_settings_of_the_pushdown_demo():

@@ -82,7 +82,10 @@ def test_tiny_pipeline_end_to_end(tmp_path, tiny_treebank, prepared_data_dir, mo
                    {"name": "txl-trees-doc", "family": "txl-trees", "overrides": doc},
                    {"name": "parser", "family": "proposal-parser", "seeds": 0, "overrides": parser}],
         "evaluations": [
-            {"name": "ppl", "split": "file", "limit": 3, **options},
+            # sentence-level joint models: the union of a beam's trees and the proposals (document-level ones
+            # have no beam: proposals), and the gold trees beside
+            {"name": "ppl", "split": "file", "limit": 3, "method": "beam", "beam": 4, "word_beam": 2, **options},
+            {"name": "ppl", "split": "file", "limit": 3, "method": "gold", "label": "gold", "models": ["tg"]},
             {"name": "sg", "items_per_suite": 1, **options},  # every suite: the overall score needs the 31
             {"name": "blimp", "paradigms": ["anaphor_gender_agreement", "regular_plural_subject_verb_agreement_1"],
              "pairs_per_paradigm": 1, **options},
@@ -109,6 +112,10 @@ def test_tiny_pipeline_end_to_end(tmp_path, tiny_treebank, prepared_data_dir, mo
     assert "compose" in (analysis / "mdl.csv").read_text()
     text = outcome.report_md.read_text()
     assert "2 seeds per model (full protocol: 100)" in text
+    # how each number was scored, and the union's bound beside the gold-tree value of the same sentences
+    assert "| ppl | tg | union of the beam's trees (beam 4/2, &lt;= 8 actions per word) and N = 2 proposals" in text
+    assert "| ppl | txl-terminals | exact |" in text and "| ppl@gold | tg | gold trees" in text
+    assert "| tg | perplexity (test) | beam |" in text and "| tg | perplexity (test) on gold | gold |" in text
     # resuming: nothing is trained, proposed or evaluated again (every file of every run left untouched)
     before = snapshot(tmp_path / "runs" / spec.name)
     assert sum(name.endswith("DONE") for name in before) == 11 and any("checkpoints/" in n for n in before)

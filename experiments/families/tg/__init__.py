@@ -62,7 +62,7 @@ class TGFamily(Family):
         return ("beam", "proposals", "gold")
 
     def method_options(self, method: str) -> tuple[str, ...]:
-        return {"beam": ("beam", "word_beam"), "proposals": ("n",)}.get(method, ())
+        return {"beam": ("beam", "word_beam", "n"), "proposals": ("n",)}.get(method, ())
 
     # -- training ------------------------------------------------------------------------------------------
     def build_data(self, cfg: dict[str, Any]) -> Any:
