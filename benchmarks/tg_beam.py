@@ -13,7 +13,8 @@
 
 Model: ``--checkpoint`` (a trained TG / TXL (trees) checkpoint) or a randomly initialised ``cpu-small`` TG
 with the PTB-sample vocabulary (speed does not depend on the weights; the bound of random weights is not
-meaningful). Sentences: the PTB sample's validation sentences of 5 to ``--max-words`` words.
+meaningful). Sentences: the PTB sample's validation sentences of ``--min-words`` (5) to ``--max-words`` (20)
+words.
 
     PYTHONPATH=. python benchmarks/tg_beam.py [--checkpoint CKPT] [--sentences 6] [--batch 6] [--rounds 2]
 
@@ -111,11 +112,12 @@ from lightning_modules.data.corpora import load_corpus
 from lightning_modules.data.tree import Tree, clean
 
 
-def gold_trees(count: int, max_words: int) -> list[Tree]:
-    """The first ``count`` cleaned validation trees of the PTB sample with 5 to ``max_words`` words."""
+def gold_trees(count: int, max_words: int, min_words: int = 5) -> list[Tree]:
+    """The first ``count`` cleaned validation trees of the PTB sample with ``min_words`` to ``max_words``
+    words."""
     corpus = load_corpus("ptb-sample")
     trees = [clean(t) for doc in corpus.splits["valid"] for _, t in doc.sentences]
-    return [t for t in trees if 5 <= len(t.leaves()) <= max_words][:count]
+    return [t for t in trees if min_words <= len(t.leaves()) <= max_words][:count]
 
 
 def timed(scorer, batch: list[list[str]]) -> tuple[float, list]:
@@ -151,6 +153,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--checkpoint", help="a trained tg / txl-trees checkpoint (default: random cpu-small TG)")
     ap.add_argument("--sentences", type=int, default=6)
+    ap.add_argument("--min-words", type=int, default=5)
     ap.add_argument("--max-words", type=int, default=20)
     ap.add_argument("--beam", type=int, default=10, help="action beam of the speed comparison")
     ap.add_argument("--word-beam", type=int, default=3)
@@ -168,7 +171,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     model = TGModel.load(args.checkpoint, args.device) if args.checkpoint else \
         cpu_small_model(args.preset, args.device)[0]
-    trees = gold_trees(max(args.sentences, args.curve_sentences or 0), args.max_words)
+    trees = gold_trees(max(args.sentences, args.curve_sentences or 0), args.max_words, args.min_words)
     data = [t.leaves() for t in trees]
     speed = data[: args.sentences]
     words = sum(len(s) for s in speed)
