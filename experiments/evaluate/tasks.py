@@ -233,8 +233,9 @@ def _unsupervised_f1(m: Mapping[str, Any]) -> dict[str, float]:
            "unsupervised_f1_right_branching": m["right_branching"]["sentence_f1"]}
     out.update({f"splits.{side}": parsed[f"{side}_splits_pct"] for side in ("left", "right")
                 if parsed.get(f"{side}_splits_pct") is not None})
-    out.update({f"gold_splits.{side}": m["gold_splits"][f"{side}_splits_pct"] for side in ("left", "right")
-                if m.get("gold_splits", {}).get(f"{side}_splits_pct") is not None})
+    for key in ("gold_splits", "gold_splits_nary"):
+        out.update({f"{key}.{side}": m[key][f"{side}_splits_pct"] for side in ("left", "right")
+                    if m.get(key, {}).get(f"{side}_splits_pct") is not None})
     return out
 
 
@@ -274,7 +275,7 @@ for _task in (
          default_split="test", arguments=_gold, takes_method=False, methods=()),
     Task("unsupervised-f1", "parse", f"{_EVAL}:add_unsupervised_f1", _unsupervised_f1,
          headline=("unsupervised_f1", "unsupervised_f1_right_branching", "splits.left", "splits.right"),
-         tested=("unsupervised_f1_corpus",), secondary=("gold_splits.*",),
+         tested=("unsupervised_f1_corpus",), secondary=("gold_splits.*", "gold_splits_nary.*"),
          options=COMMON_OPTIONS + CORPUS_OPTIONS + ("max_length",), default_split="test",
          arguments=lambda p: [*_gold(p), *_flag(p.options, "max_length")], takes_method=False, methods=()),
     Task("uas", "dependency_parse", f"{_EVAL}:add_uas", _uas, headline=("uas",), secondary=("las",),

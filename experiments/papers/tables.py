@@ -21,6 +21,8 @@ METRIC_TITLES = {
     "splits.right": "% right splits",
     "gold_splits.left": "% left splits (gold)",
     "gold_splits.right": "% right splits (gold)",
+    "gold_splits_nary.left": "% left splits (gold, unbinarized)",
+    "gold_splits_nary.right": "% right splits (gold, unbinarized)",
     "sg": "SG score (%)",
     "blimp": "BLiMP accuracy (%)",
     "f1": "bracket F1 (%)",

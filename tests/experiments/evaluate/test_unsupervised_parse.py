@@ -57,6 +57,16 @@ def test_splits_count_left_and_right_branching_nodes_over_three_or_more_words():
     assert split_percentages([branching(["a", "b"], True)]) == {"left_splits_pct": None, "right_splits_pct": None}
 
 
+def test_splits_of_unbinarized_trees_count_a_node_by_its_first_and_last_child():
+    # (S (NP The cat) (VP sat (PP on (NP the mat)))), punctuation removed, n-ary nodes kept:
+    # S [0,6] neither, VP [2,6] right (sat + [on the mat]), PP [3,6] right; NPs of two words are trivial
+    assert splits(gold_view(GOLD)) == (0, 2, 3)
+    # (NP (DT the) (JJ big) (NN cat)): first and last children single words -> neither; (X (X a b) c d): left;
+    # (X a b (X c d)): right; a unary chain does not count
+    tree = parse_tree("(S (NP (DT the) (JJ big) (NN cat)) (X (X a b) c d) (X a b (X c d)) (Y (Z (W u v w))))")
+    assert splits(tree) == (1, 1, 5)
+
+
 def test_branching_baselines():
     assert to_bracketed(branching(list("abcd"), right=True)) == "(X a (X b (X c d)))"
     assert to_bracketed(branching(list("abcd"), right=False)) == "(X (X (X a b) c) d)"
