@@ -157,7 +157,9 @@ def choose(args: argparse.Namespace, gold: TreeSource | None = None, documents: 
     data: dict[str, Path] = {}
     if given_trees:
         source, name, pos_tags, extra = _proposal_source(args)
-        request = replace(request, proposals=source, source_name=name, pos_tags=pos_tags)
+        # a file gives at most its own N: the results say how many trees were pooled, not -n's default
+        n = min(args.n, source.most) if args.proposals is not None else args.n
+        request = replace(request, proposals=source, source_name=name, pos_tags=pos_tags, n=n)
         if args.proposals is not None:
             data["proposals"] = args.proposals
     scoring = adapter.scoring(path, meta, request)

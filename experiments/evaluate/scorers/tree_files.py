@@ -56,6 +56,11 @@ class ProposalFile:
         """Number of distinct word strings with proposals."""
         return len(self._by_words)
 
+    @property
+    def most(self) -> int:
+        """The largest number of trees any sentence has (the N a file gives)."""
+        return max(len(trees) for trees in self._by_words.values())
+
     def __call__(self, sentences: Sequence[Sequence[str]]) -> list[list[Tree]]:
         """The proposal trees of each sentence, in file order; a sentence without proposals is an error."""
         out = []

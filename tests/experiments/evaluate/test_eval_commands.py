@@ -256,6 +256,11 @@ def test_rerank_picks_a_proposal_and_the_oracle_finds_gold(capsys, checkpoints, 
     reranked = open(f"{result['out']}/reranked.txt").read().splitlines()
     assert all(r in (to_bracketed(w), to_bracketed(t)) for r, w, t in zip(reranked, wrong, gold))
     assert "oracle 100.0" in result["headline"] and computed(err) == 3
+    # perplexity over the same file without -n: the results name the file's N (2), not -n's default (300)
+    result, _ = run_json(capsys, "ppl", checkpoints["tg"], "--proposals", proposals, "--corpus", treebank,
+                         "--split", "file", "--limit", 3)
+    assert result["settings"]["n_proposals"] == 2 and "N = 2 proposals" in result["headline"]
+    assert result["settings"]["scorer_convention"]["n_proposals"] == 2
 
 
 # -- UAS --------------------------------------------------------------------------------------------------
