@@ -80,6 +80,11 @@ log-softmax needs every logit; 17.5 G multiply-adds at 10/3, 6 sentences, in the
 about 8.5 / 0.69 and 10.4 / 0.8, ~12-13x, not 20x; 20x needs fewer floating-point operations per token (a
 smaller output layer, lower precision: both change the numbers) or faster small-matrix kernels.
 
+By sentence length (2026-11-24, random ``cpu-small`` TG, 10/3, 3 sentences, batch 3, ``--rounds 2``, the
+same shared CPU, one run after the other): 21-40 words (``--min-words 21 --max-words 40``, 78 words) 0.706 vs
+4.895 s per sentence, 6.9x; 5-20 words (48 words) 0.501 vs 3.294, 6.6x. Longer sentences do not buy the
+ratio at these lengths: per sentence both sides took 1.4x and 1.5x as long for 1.6x the words.
+
 On one H100 (2026-11-24, ``--device cuda --preset ptb``: a random 16-layer TG, 2 sentences, 10/3, <= 15
 actions per word; the beam as before this session's closing-in-one-step change): cached 0.224 vs re-encoding
 0.069 sentences/s, 3.3x; at the papers' widths 100/10 6.6 and 300/30 11.2 s per sentence. Both sides are

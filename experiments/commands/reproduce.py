@@ -5,8 +5,8 @@ where the protocol has one), draw proposal trees, evaluate (perplexity, SyntaxGy
 per-terminal log-probabilities), analyse (Welch tests, regressions, MDL probing, figures) and write
 report.md/.html into the reproduction's experiment folder. Running it again resumes; more --seeds adds seeds.
 Each registered paper names its scales, typically ``demo`` (minutes on 2 CPU cores, toy settings),
-``cpu-small`` (the PTB sample, under an hour with 3 seeds) and ``paper`` (the published protocol, for a GPU
-cluster). The report states every reduced setting.
+``cpu-small`` (the PTB sample, 3 seeds: one to a few hours on 2 CPU cores, as its spec states) and ``paper``
+(the published protocol, for a GPU cluster). The report states every reduced setting.
 """
 
 from __future__ import annotations
