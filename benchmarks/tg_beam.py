@@ -174,9 +174,11 @@ def main() -> None:
                     help="torch threads (default 1: on a shared CPU more threads oversubscribe it)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    trees = gold_trees(max(args.sentences, args.curve_sentences or 0), args.max_words, args.min_words)
+    if not trees:
+        ap.error(f"no validation sentence has {args.min_words} to {args.max_words} words")
     model = TGModel.load(args.checkpoint, args.device) if args.checkpoint else \
         cpu_small_model(args.preset, args.device)[0]
-    trees = gold_trees(max(args.sentences, args.curve_sentences or 0), args.max_words, args.min_words)
     data = [t.leaves() for t in trees]
     speed = data[: args.sentences]
     words = sum(len(s) for s in speed)

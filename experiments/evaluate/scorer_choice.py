@@ -157,9 +157,8 @@ def choose(args: argparse.Namespace, gold: TreeSource | None = None, documents: 
     data: dict[str, Path] = {}
     if given_trees:
         source, name, pos_tags, extra = _proposal_source(args)
-        # a file gives at most its own N: the results say how many trees were pooled, not -n's default
-        n = min(args.n, source.most) if args.proposals is not None else args.n
-        request = replace(request, proposals=source, source_name=name, pos_tags=pos_tags, n=n)
+        # a source gives at most its own N (a file: its largest group): the results name the N pooled
+        request = replace(request, proposals=source, source_name=name, pos_tags=pos_tags, n=min(args.n, source.most))
         if args.proposals is not None:
             data["proposals"] = args.proposals
     scoring = adapter.scoring(path, meta, request)
@@ -228,6 +227,11 @@ class SentenceSeededProposals:
         self.draw = adapter.proposer(checkpoint)
         self.n, self.seed = n, seed
         self.name = f"parser:{checkpoint} (sample, seed {seed})"
+
+    @property
+    def most(self) -> int:
+        """The largest number of trees a sentence gets (N; fewer where the sentence has fewer trees)."""
+        return self.n
 
     def sentence_seed(self, words: Sequence[str]) -> int:
         digest = hashlib.sha256(f"{self.seed}\t{' '.join(words)}".encode()).hexdigest()

@@ -13,7 +13,9 @@ Protocol (the ON-LSTM / PaLM evaluation scripts):
   mean over sentences (the headline, as those papers report); **corpus F1** pools the brackets of all sentences;
 - **splits** (Table 4): every node of the model's binary tree over three or more words is a left-branching
   split ([i, j] into [i, j−1] and j), a right-branching one (i and [i+1, j]) or neither; percentages of all
-  such nodes (trivial splits of two-word spans excluded). The gold row uses the gold trees binarized as
+  such nodes (trivial splits of two-word spans excluded). A node with more children (a family whose parses
+  are not binary) is a left split when only its last child is a single word, a right split when only its
+  first is. The gold row uses the gold trees binarized as
   nltk's right-factored ``chomsky_normal_form`` (PaLM's official preprocessing); beside it the unbinarized
   gold trees (``gold_splits_nary``: an n-ary node is a left split when only its last child is a single word,
   a right split when only its first is), since the convention moves the row a lot (PTB sample test, <= 40
