@@ -47,6 +47,11 @@ def wait_for(condition, timeout: float, what: str, log: Path | None = None):
     pytest.fail(f"timed out after {timeout} s waiting for {what}" + (f"; the task's log ends:\n{tail}" if tail else ""))
 
 
+def terminal(states: dict[str, str]) -> dict[str, str] | None:
+    """``states`` once no job in it is pending, running or completing any more (a time-out's ``None`` before)."""
+    return states if states and not {"PENDING", "RUNNING", "COMPLETING", "CONFIGURING"} & set(states.values()) else None
+
+
 @pytest.fixture(scope="module")
 def wandb_service_token(tmp_path_factory) -> str:
     """The service token W&B leaves in the environment of a process that opened a run (once per process)."""
@@ -204,9 +209,9 @@ def test_tune_workers_run_as_a_slurm_array(slurm_cluster, postgres_url, tmp_path
         assert all(Path(t.user_attrs["run_dir"], "DONE").exists() for t in trials)
     finally:
         optuna.delete_study(study_name=study, storage=postgres_url)
-    accounting = subprocess.run(["sacct", "-j", job, "-X", "-n", "-P", "-o", "JobID,State"], capture_output=True,
-                                text=True, check=True).stdout.split()
-    assert sorted(accounting) == [f"{job}_0|COMPLETED", f"{job}_1|COMPLETED"]
+    tasks = [f"{job}_0", f"{job}_1"]
+    ended = wait_for(lambda: terminal(slurm.job_states(tasks)), 60, "both array tasks to end")
+    assert ended == dict.fromkeys(tasks, "COMPLETED")
     assert (tmp_path / "best.yaml").exists()
 
 
@@ -243,8 +248,8 @@ def test_a_submission_larger_than_max_array_size_is_split(max_array_size_3, tmp_
     table = root / "exp" / "aggregate" / "metrics_long.parquet"
     wait_for(table.exists, 120, "the aggregation job")
     assert pd.read_parquet(table).query("metric == 'best_val_loss'").shape[0] == 7
-    dependency = subprocess.run(["sacct", "-j", aggregate_job, "-X", "-n", "-P", "-o", "State"],
-                                capture_output=True, text=True, check=True).stdout.split()
-    assert dependency == ["COMPLETED"]
+    # the table is written before the aggregation job ends: wait for SLURM to say it ended, and how
+    ended = wait_for(lambda: terminal(slurm.job_states([aggregate_job])), 60, "the aggregation job to end")
+    assert ended == {aggregate_job: "COMPLETED"}
     manifests = sorted((root / "exp" / "submissions").glob("*/manifest.jsonl"))
     assert [len(m.read_text().splitlines()) for m in manifests] == [3, 3, 1]
