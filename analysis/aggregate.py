@@ -29,6 +29,7 @@ from typing import Any
 
 from analysis.eval_results import run_items, run_metrics
 from experiments.config import config_hash
+from experiments.evaluate import tasks
 from experiments.experiment_runs import experiment_dir, experiment_runs, folder_of
 from experiments.experiment_spec import ExperimentSpec
 from experiments.runs import run_status
@@ -66,6 +67,7 @@ def collect(
     missing: list[str] = []
     hashes: dict[int, str] = {}
     scoring: dict[str, dict[str, list[dict[str, str]]]] = {}
+    evaluated_on: dict[str, dict[str, set[str]]] = {}
     for run in experiment_runs(spec, seeds):
         ident = {
             "experiment": spec.name,
@@ -83,6 +85,9 @@ def collect(
             evaluated, eval_settings, eval_notes = run_metrics(folder)
             metrics.update(evaluated)
             _add_scoring(scoring, run.model, eval_settings)
+            level = run.config.get("data", {}).get("level", "sentence")
+            for name, what in _evaluated_on(ident["data"], level, metrics, eval_settings).items():
+                evaluated_on.setdefault(name, {}).setdefault(run.model, set()).add(what)
             notes.extend(f"{run.run_id}: {note}" for note in eval_notes)
             item_rows.extend({**{k: ident[k] for k in ID_COLUMNS[:6]}, **row} for row in run_items(folder))
         wide_rows.append({**ident, "state": status.state, "error": status.error, **metrics})
@@ -107,8 +112,26 @@ def collect(
         "metrics": sorted({row["metric"] for row in long_rows}),
         "notes": notes,
         "scoring": scoring,
+        "evaluated_on": {name: {model: " / ".join(sorted(what)) for model, what in by_model.items()}
+                         for name, by_model in sorted(evaluated_on.items())},
     }
     return long_rows, wide_rows, summary, item_rows
+
+
+def _evaluated_on(data: str, level: str, metrics: dict[str, Any], eval_settings: dict[str, Any]) -> dict[str, str]:
+    """What each metric of one run was computed on, in words: two models' values of a metric are comparable
+    only when these agree (the Welch tests check it). An evaluation's metric: its corpus (or task), level and
+    item count; a training metric: the run's data, level and the number of validation tokens its loss averages
+    over (TG's actions and TXL (terminals)' words differ)."""
+    described: dict[str, str] = {}
+    for task, settings in eval_settings.items():
+        parts = [str(settings.get("corpus") or tasks.unlabelled(task))]
+        parts += [f"{settings['level']} level"] if settings.get("level") else []
+        parts += [f"{settings['n_items']} items"] if settings.get("n_items") is not None else []
+        described.update(dict.fromkeys(settings.get("metrics", []), ", ".join(parts)))
+    tokens = f", {metrics['val_tokens']} validation tokens" if "val_tokens" in metrics else ""
+    training = f"{data} in training, {level} level{tokens}"
+    return {name: described.get(name, training) for name in metrics}
 
 
 def _add_scoring(scoring: dict[str, dict[str, list[dict[str, str]]]], model: str,

@@ -56,7 +56,9 @@ def _read(path: Path) -> dict[str, Any] | None:
 
 
 def run_metrics(run_dir: Path) -> tuple[dict[str, float], dict[str, Any], list[str]]:
-    """(metrics, the settings of each task's evaluation, notes) of one run's evaluations."""
+    """(metrics, the settings of each task's evaluation, notes) of one run's evaluations.
+
+    Each task's settings also hold its ``n_items`` and the names of the ``metrics`` it gave."""
     folders, notes = result_folders(run_dir)
     metrics: dict[str, float] = {}
     settings: dict[str, Any] = {}
@@ -66,13 +68,17 @@ def run_metrics(run_dir: Path) -> tuple[dict[str, float], dict[str, Any], list[s
             notes.append(f"{task}: unreadable {folder / 'results.json'}")
             continue
         m = record["metrics"]
-        settings[task] = {**record.get("settings", {}), "convention": record.get("convention")}
+        settings[task] = {**record.get("settings", {}), "convention": record.get("convention"),
+                          "n_items": record.get("n_items")}
         label = task[len(tasks.unlabelled(task)) + 1:] or None
         try:
             flat = tasks.get(tasks.unlabelled(task)).flatten(m)  # type: ignore[misc]  # result_folders: flatten set
-            metrics.update({tasks.labelled(k, label): v for k, v in flat.items()})
         except (KeyError, TypeError, AttributeError):
             notes.append(f"{task}: results.json lacks the expected metrics ({folder})")
+            continue
+        named = {tasks.labelled(k, label): v for k, v in flat.items()}
+        metrics.update(named)
+        settings[task]["metrics"] = sorted(named)
     return metrics, settings, notes
 
 

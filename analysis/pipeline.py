@@ -206,7 +206,8 @@ def _statistics(agg: Any, options: dict[str, Any], result: Analysis) -> None:
     summary = statistics.summarize(long, metrics)
     _write_csv(result, "summary.csv", summary)
     tested = [m for m in metrics if tasks.is_tested(m)]
-    welch = statistics.pairwise_welch(long, tested, correction=options.get("correction", "holm"))
+    welch = statistics.pairwise_welch(long, tested, correction=options.get("correction", "holm"),
+                                      evaluated_on=agg.summary.get("evaluated_on"))
     _write_csv(result, "welch.csv", welch)
     if not agg.items.empty:
         _write_csv(result, "variance.csv", statistics.variance_components(agg.items))

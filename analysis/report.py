@@ -28,6 +28,7 @@ from typing import Any
 from urllib.parse import quote
 
 from analysis import figures as fig
+from analysis.statistics import NOT_COMPARED
 from experiments.evaluate import tasks
 from experiments.papers import Paper, metric_title, model_order, paper_for, percent_scale, published_regression
 from lightning_modules.data.atomic import atomic_write_text
@@ -403,8 +404,15 @@ def _welch(sources: Sources) -> list[Block]:
     if corrections:
         blocks.append(Paragraph(f"Adjusted p-values: {', '.join(corrections)} correction over the whole "
                                 "table."))
+    records = table.to_dict("records")
+    apart = [r for r in records if _text(r.get("note")).startswith(NOT_COMPARED)]
+    if apart:
+        pairs = "; ".join(f"{metric_title(str(r['metric']))}: {r['model_a']} – {r['model_b']}" for r in apart)
+        blocks.append(Paragraph("Only models scored on the same items are tested (same corpus, level and item "
+                                "count; for the validation loss, the same validation tokens). Not tested, "
+                                f"scored on different items (welch.csv says on what): {pairs}."))
     rows = []
-    for r in table.to_dict("records"):
+    for r in (r for r in records if r not in apart):
         scale = percent_scale(str(r["metric"]))
         rows.append([
             metric_title(str(r["metric"])), str(r["model_a"]), str(r["model_b"]),

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import math
 import zlib
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -36,6 +36,7 @@ WELCH_COLUMNS = (
     "metric", "model_a", "model_b", "n_a", "n_b", "mean_a", "mean_b", "diff", "t", "df", "p", "p_adjusted",
     "correction", "note",
 )
+NOT_COMPARED = "not compared, scored on different items"  # the note of a pair pairwise_welch does not test
 VARIANCE_COLUMNS = ("task", "model", "n_seeds", "n_items", "mean", "seed_sd", "item_se", "ci_low", "ci_high")
 _BOOTSTRAP_CHUNK = 4_000_000  # resampled values held in memory at once by the item bootstrap
 
@@ -248,7 +249,8 @@ def _adjusted(p: np.ndarray, correction: str) -> np.ndarray:
 
 
 def pairwise_welch(
-    long: pd.DataFrame, metrics: Sequence[str] | None = None, correction: str = "holm"
+    long: pd.DataFrame, metrics: Sequence[str] | None = None, correction: str = "holm",
+    evaluated_on: Mapping[str, Mapping[str, str]] | None = None,
 ) -> pd.DataFrame:
     """Welch's t-test for every pair of models on every metric, with p-values corrected for many comparisons.
 
@@ -258,6 +260,11 @@ def pairwise_welch(
     rate), via statsmodels ``multipletests``. **The family is the whole returned table**: all comparisons
     with a finite p, across metrics and pairs (so selecting metrics changes the adjusted values). Undefined
     tests keep p = p_adjusted = NaN and say why in ``note``.
+
+    ``evaluated_on`` ({metric: {model: what its values were computed on}}, ``aggregate``'s summary): two models
+    whose values of a metric were computed on different items (another corpus, level or item count, e.g.
+    sentence- vs document-level perplexity) are not tested — their row keeps the means, NaN elsewhere and a
+    note, and stays out of the correction's family. A model missing from it is compared as before.
     """
     import pandas as pd
 
@@ -274,9 +281,15 @@ def pairwise_welch(
         for i, model_a in enumerate(present):
             for model_b in present[i + 1:]:
                 r = welch(groups[metric, model_a], groups[metric, model_b])
+                on_a, on_b = ((evaluated_on or {}).get(metric, {}).get(m) for m in (model_a, model_b))
+                comparable = on_a is None or on_b is None or on_a == on_b
+                if not comparable:
+                    r = replace(r, t=math.nan, df=math.nan, p=math.nan,
+                                note=f"{NOT_COMPARED}: {model_a} on {on_a}; {model_b} on {on_b}")
                 rows.append({
                     "metric": metric, "model_a": model_a, "model_b": model_b, "n_a": r.n_a, "n_b": r.n_b,
-                    "mean_a": r.mean_a, "mean_b": r.mean_b, "diff": r.mean_a - r.mean_b, "t": r.t, "df": r.df,
+                    "mean_a": r.mean_a, "mean_b": r.mean_b,
+                    "diff": r.mean_a - r.mean_b if comparable else math.nan, "t": r.t, "df": r.df,
                     "p": r.p, "correction": correction, "note": r.note,
                 })
     result = pd.DataFrame(rows, columns=[c for c in WELCH_COLUMNS if c != "p_adjusted"])

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from analysis import figures, report
+from analysis.statistics import NOT_COMPARED
 from experiments.papers import tg
 from lightning_modules.errors import InputError
 
@@ -49,6 +50,9 @@ def analysis_folder(root: Path, with_figures: bool = False) -> Path:
         {"metric": "sg", "model_a": "tg", "model_b": EVIL, "n_a": 3, "n_b": 1, "mean_a": 0.61, "mean_b": 0.63,
          "diff": -0.02, "t": None, "df": None, "p": None, "p_adjusted": None, "correction": "holm",
          "note": "fewer than 2 values in b: the test is undefined"},
+        {"metric": "ppl", "model_a": "tg", "model_b": "txl-terminals", "n_a": 3, "n_b": 3, "mean_a": 71.0,
+         "mean_b": 70.0, "diff": None, "t": None, "df": None, "p": None, "p_adjusted": None, "correction": "holm",
+         "note": f"{NOT_COMPARED}: tg on test, document level, 7 items; txl-terminals on test, sentence level"},
     ])
     write_csv(folder / "variance.csv", [
         {"task": "sg", "model": "tg", "n_seeds": 3, "n_items": 40, "mean": 0.61, "seed_sd": 0.02,
@@ -110,6 +114,9 @@ def test_report_has_every_section_with_the_reduced_settings_and_the_paper_number
     assert "| SG score (%) | tg | 3 | 61.00 ± 2.00 |" in md
     assert "| tg | txl-trees | 3 | 3 | 71.00 | 72.00 | -1.00 | -2.449 | 4 | 0.0702 | 0.2106 |" in md
     assert "fewer than 2 values in b: the test is undefined" in md
+    # a pair scored on different items: named in a sentence, not a row of the table
+    assert "scored on different items (welch.csv says on what): perplexity (test): tg – txl-terminals." in md
+    assert "| tg | txl-terminals |" not in md
     assert "| sg | tg | 3 | 40 | 61 | 2 | 7 | 50 | 72 |" in md
     # regressions: table, dropped bucket, the paper's coefficients and adjusted R²; skipped one said so
     assert "| HighFreq | 700 | -0.0512 | 0.011 | -4.65 | 3.9e-06 | -0.0488 |" in md

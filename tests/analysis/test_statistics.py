@@ -185,6 +185,27 @@ def test_pairwise_welch_corrections_equal_statsmodels_over_the_whole_table(corre
     assert result.note[~finite].str.contains("fewer than 2 values").all()
 
 
+def test_pairwise_welch_tests_only_models_scored_on_the_same_items():
+    """Sentence- and document-level perplexity (other items) are not tested against each other, and stay out of
+    the correction's family; the pairs scored on the same items are tested as without the mapping."""
+    table = long_table({"ppl": {"tg": A, "txl": B, "tg-doc": C}})
+    on = {"ppl": {"tg": "test, sentence level, 100 items", "txl": "test, sentence level, 100 items",
+                  "tg-doc": "test, document level, 7 items"}}
+    result = pairwise_welch(table, correction="holm", evaluated_on=on)
+    assert list(zip(result.model_a, result.model_b)) == [("tg", "txl"), ("tg", "tg-doc"), ("txl", "tg-doc")]
+    tested = result.iloc[0]
+    expected = stats.ttest_ind(A, B, equal_var=False).pvalue
+    assert tested.p == pytest.approx(expected) and tested.p_adjusted == pytest.approx(expected)  # a family of one
+    apart = result.iloc[1:]
+    assert apart[["diff", "t", "df", "p", "p_adjusted"]].isna().all().all()
+    assert apart.mean_b.tolist() == pytest.approx([np.mean(C)] * 2)  # the means stay, for the reader
+    assert apart.note.iloc[0] == (f"{statistics.NOT_COMPARED}: tg on test, sentence level, 100 items; "
+                                  "tg-doc on test, document level, 7 items")
+    # a model the mapping does not describe is compared as before
+    unknown = pairwise_welch(table, correction="none", evaluated_on={"ppl": {"tg": "x"}})
+    assert unknown.p.notna().all()
+
+
 def test_pairwise_welch_unknown_correction_names_the_option():
     with pytest.raises(InputError, match="'sidak'.*none, bonferroni, holm, fdr_bh") as error:
         pairwise_welch(long_table({"sg": {"tg": A, "txl": B}}), correction="sidak")

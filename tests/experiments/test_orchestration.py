@@ -157,8 +157,9 @@ def test_aggregate_tidy_tables_and_report(tmp_path, capsys, tiny_spec, tiny_tree
     for label, method in (("", "beam"), ("@gold", "gold")):  # one run's perplexity scored two ways
         results = folder_of(root, runs[0]) / "eval" / f"ppl{label}" / "results.json"
         results.parent.mkdir(parents=True)
-        results.write_text(json.dumps({"metrics": {"word_ppl": 80.0, "oov_rate": 0.0},
-                                       "settings": {"method": method, "description": f"{method} (10/3)"}}))
+        results.write_text(json.dumps({"metrics": {"word_ppl": 80.0, "oov_rate": 0.0}, "n_items": 12,
+                                       "settings": {"method": method, "description": f"{method} (10/3)",
+                                                    "corpus": "tiny/test", "level": "sentence"}}))
     assert main(["aggregate", str(spec), "--runs-dir", str(root)]) == 0
     captured = capsys.readouterr()
     assert "6 of 8 runs done" in captured.out
@@ -184,6 +185,10 @@ def test_aggregate_tidy_tables_and_report(tmp_path, capsys, tiny_spec, tiny_tree
     assert summary["failed"] == [{"run_id": runs[1].run_id, "seed": runs[1].seed, "error": "out of memory"}]
     assert summary["scoring"] == {"ppl": {runs[0].model: [{"method": "beam", "description": "beam (10/3)"}]},
                                   "ppl@gold": {runs[0].model: [{"method": "gold", "description": "gold (10/3)"}]}}
+    # what each metric was computed on (the Welch tests compare only models that agree)
+    assert summary["evaluated_on"]["ppl@gold"] == {runs[0].model: "tiny/test, sentence level, 12 items"}
+    assert summary["evaluated_on"]["best_val_loss"] == {
+        r.model: f"{tiny_treebank} in training, sentence level" for r in runs}
     assert not list(out.glob(".*.tmp"))  # atomic writes leave no temporary files
     (folder_of(root, runs[3]) / "DONE").write_text("\x00\x00")  # damaged: that run fails, the rest aggregate
     assert main(["aggregate", str(spec), "--runs-dir", str(root)]) == 0
