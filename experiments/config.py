@@ -22,6 +22,9 @@ from experiments.config_ranges import check_ranges
 from lightning_modules.errors import InputError
 
 VOLATILE_SECTIONS = ("runtime",)
+# runtime settings that change what training computes (numerics; the effective batch: train.batch_size per
+# process): part of the run's identity when they differ from these defaults, so ids of default runs stay put
+RESULT_RUNTIME = {"precision": "32-true", "devices": 1}
 _FLOAT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
 
 
@@ -108,8 +111,13 @@ def check_types(cfg: dict[str, Any], reference: dict[str, Any], prefix: str = ""
 
 
 def config_hash(cfg: dict[str, Any]) -> str:
-    """Stable hash of everything that can change results (all sections but ``runtime``)."""
+    """Stable hash of everything that can change results: all sections but ``runtime``, and of ``runtime``
+    the ``RESULT_RUNTIME`` settings that differ from their defaults (bf16 or two processes: another run)."""
     payload = {k: v for k, v in cfg.items() if k not in VOLATILE_SECTIONS}
+    runtime = cfg.get("runtime") if isinstance(cfg.get("runtime"), dict) else {}
+    changed = {k: runtime[k] for k, default in RESULT_RUNTIME.items() if runtime.get(k, default) != default}
+    if changed:
+        payload["runtime"] = changed
     text = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()
 

@@ -42,6 +42,15 @@ def test_hash_ignores_runtime_but_not_model():
     assert run_id(BASE, 3) != run_id(BASE, 4)
 
 
+def test_hash_has_the_runtime_settings_that_change_results_only_when_not_default():
+    a = config_hash(BASE)
+    assert config_hash(merge(BASE, {"runtime": {"precision": "32-true", "devices": 1, "threads": 4}})) == a
+    bf16 = config_hash(merge(BASE, {"runtime": {"precision": "bf16-mixed"}}))
+    two = config_hash(merge(BASE, {"runtime": {"devices": 2}}))  # twice the effective batch
+    assert len({a, bf16, two}) == 3
+    assert config_hash(merge(BASE, {"runtime": {"precision": "bf16-mixed", "data_dir": "/x"}})) == bf16
+
+
 def test_yaml_errors_have_file_and_line(tmp_path):
     p = tmp_path / "bad.yaml"
     p.write_text("a: 1\nb: [1, 2\nc: 3\n")
