@@ -48,9 +48,14 @@ from lightning_modules.errors import InputError
 POSITIVE = ("limit", "n", "beam", "word_beam", "max_actions", "items_per_suite", "pairs_per_paradigm", "size")
 
 
+MACHINE_OPTIONS = ("--device", "--data-dir")  # where a command runs, not what it computes
+
+
 @dataclass(frozen=True)
 class StageTask:
-    """A command and where its output lives: ``done`` exists once it succeeded."""
+    """A command and where its output lives: ``done`` exists once it succeeded. The command that made it is
+    recorded beside it (``command_file``), so a changed command (another proposal set, beam, N) is a task to
+    run again, not a done one."""
 
     key: str  # unique, names the log file
     folder: Path  # the task's own folder (markers of the executor go there)
@@ -61,6 +66,27 @@ class StageTask:
 
     def ready(self) -> bool:
         return all(p.is_file() for p in self.needs)
+
+    @property
+    def command(self) -> str:
+        """The command as it decides the output: the interpreter and the machine's options left out."""
+        kept, skip = [], False
+        for arg in self.argv[1:]:
+            if not skip and arg not in MACHINE_OPTIONS:
+                kept.append(arg)
+            skip = not skip and arg in MACHINE_OPTIONS
+        return "\0".join(kept)
+
+    @property
+    def command_file(self) -> Path:
+        return self.done.with_name(f".{self.done.name}.command")
+
+    def is_done(self) -> bool:
+        """``done`` exists and was made by this command (an output without its record counts as stale)."""
+        try:
+            return self.done.exists() and self.command_file.read_text(encoding="utf-8") == self.command
+        except OSError:
+            return False
 
 
 @dataclass(frozen=True)

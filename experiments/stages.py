@@ -1,7 +1,9 @@
 """Running a stage of commands (proposals, evaluations, the analysis) with an executor, and waiting for it.
 
 A stage is a list of ``StageTask``s, each a command with a file that exists once it succeeded. Tasks whose
-file exists are skipped, so an interrupted stage resumes where it stopped. The executors are those of
+file exists and was made by the same command are skipped, so an interrupted stage resumes where it stopped;
+an output of another command (the spec changed: another proposal parser, beam or N) is removed and made again
+(the evaluations' item caches keep what did not change). The executors are those of
 training runs: ``local`` (``launcher.local.max_parallel`` at a time on this machine), ``slurm`` (one
 ``sbatch --array`` job) and ``submitit``; the call returns when every task has ended, with the tasks that
 did not produce their file. ``Progress`` prints one line whenever a count changes (quiet, log-friendly).
@@ -18,6 +20,7 @@ from pathlib import Path
 from experiments.evaluation_plan import StageTask
 from experiments.experiment_spec import ExperimentSpec
 from experiments.launchers.manifest import Task
+from lightning_modules.data.atomic import atomic_write_text
 
 
 class Progress:
@@ -53,16 +56,20 @@ def watch(check: Callable[[], tuple[int, int, int]], progress: Progress, stop: t
 
 def run_stage(name: str, tasks: Sequence[StageTask], executor: str, spec: ExperimentSpec, exp_dir: Path,
               poll_s: float = 5.0) -> list[StageTask]:
-    """Run the tasks whose ``done`` file is missing; returns those still missing afterwards (failed)."""
-    todo = [t for t in tasks if not t.done.exists()]
+    """Run the tasks not done by their current command; returns those still not done afterwards (failed)."""
+    todo = [t for t in tasks if not t.is_done()]
     progress = Progress(name, len(tasks))
     progress.update(len(tasks) - len(todo))
     if not todo:
         return []
+    for t in todo:  # a stale output goes before its command runs again; the record says which command runs
+        t.done.unlink(missing_ok=True)
+        t.done.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(t.command_file, t.command)
     manifest = [Task(i, t.key, 0, str(t.folder), t.argv) for i, t in enumerate(todo)]
 
     def check() -> tuple[int, int, int]:
-        done = sum(t.done.exists() for t in tasks)
+        done = sum(t.is_done() for t in tasks)
         failed = sum((Path(t.folder) / "FAILED").exists() and not t.done.exists() for t in todo)
         return done, 0, failed
 
@@ -85,7 +92,7 @@ def run_stage(name: str, tasks: Sequence[StageTask], executor: str, spec: Experi
         stop.set()
         watcher.join()
     progress.update(*check())
-    failed = [t for t in todo if not t.done.exists()]
+    failed = [t for t in todo if not t.is_done()]
     for t in failed:
         print(f"[{name}] failed: {t.label} (log: {Path(exp_dir) / 'logs'})", file=progress.stream, flush=True)
     return failed

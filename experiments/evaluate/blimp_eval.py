@@ -85,7 +85,7 @@ def evaluate(chosen: ChosenScorer, model_path: str | Path, paradigms: dict[str, 
                         "unknown_words": good.unknown_words + bad.unknown_words})
         return out
 
-    cache = ItemCache(out_dir, valid)
+    cache = ItemCache(out_dir, valid, identity)
     cache.fill(ids, compute, max(1, chosen.chunk // 2))
     records = cache.ordered(ids)
     by_uid: dict[str, list[float]] = {}

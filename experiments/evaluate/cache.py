@@ -11,6 +11,11 @@ appended (and flushed to disk) as they are computed, so an interrupted run keeps
 back, a line that is not valid JSON, has no id, or fails the task's own check is ignored and its item is
 computed again — a corrupted cache is never trusted. At the end ``results.py`` rewrites ``items.jsonl``
 atomically with exactly the evaluated items in order.
+
+A folder named explicitly (``--out``, as the evaluation plan's ``RUN/eval/TASK``) may hold the items of
+another evaluation (another proposal set, beam or model): ``items.identity`` records the task hash the
+items belong to (older folders: ``results.json``'s ``config_hash``), and items and results of any other
+identity are removed before the first item is computed — never reused.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from experiments.evaluate.results import config_hash
+from lightning_modules.data.atomic import atomic_write_text
 
 Record = dict[str, Any]
 
@@ -43,18 +49,43 @@ def default_out_dir(model_path: str | Path, task: str, identity: Mapping[str, An
     return run_dir_of(model_path) / "eval" / f"{task}-{task_hash(identity)}"
 
 
+IDENTITY_FILE = "items.identity"
+
+
+def cached_identity(out_dir: Path) -> str | None:
+    """The task hash of the items in ``out_dir``: its ``items.identity``, else (a folder written before it
+    existed) the ``config_hash`` of its ``results.json``; ``None`` when neither says."""
+    try:
+        return (out_dir / IDENTITY_FILE).read_text(encoding="utf-8").strip()
+    except OSError:
+        pass
+    try:
+        found = json.loads((out_dir / "results.json").read_text(encoding="utf-8")).get("config_hash")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return found if isinstance(found, str) else None
+
+
 class ItemCache:
     """The valid records of ``out_dir/items.jsonl`` by id, and appending new ones.
 
-    ``valid(record)`` is the task's check of a record read back (right fields, right types); ``computed``
-    counts the records added by this process (0 on a complete cache hit).
+    ``valid(record)`` is the task's check of a record read back (right fields, right types); ``identity`` is
+    the evaluation's task identity (the folder's items of another identity are removed, with its results);
+    ``computed`` counts the records added by this process (0 on a complete cache hit).
     """
 
-    def __init__(self, out_dir: str | Path, valid: Callable[[Record], bool]):
-        self.path = Path(out_dir) / "items.jsonl"
+    def __init__(self, out_dir: str | Path, valid: Callable[[Record], bool], identity: Mapping[str, Any]):
+        out_dir = Path(out_dir)
+        self.path = out_dir / "items.jsonl"
         self.valid = valid
         self.records: dict[str, Record] = {}
         self.computed = 0
+        wanted = task_hash(identity)
+        if cached_identity(out_dir) != wanted:
+            for stale in (self.path, out_dir / "results.json"):
+                stale.unlink(missing_ok=True)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(out_dir / IDENTITY_FILE, wanted + "\n")
         if self.path.is_file():
             for line in self.path.read_text(encoding="utf-8", errors="replace").splitlines():
                 record = _parse(line)

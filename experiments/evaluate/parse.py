@@ -65,7 +65,7 @@ def evaluate(chosen: ChosenScorer, model_path: str | Path, gold: Sentences, unkn
         return out
 
     ids = [str(k) for k in kept]
-    cache = ItemCache(out_dir, valid)
+    cache = ItemCache(out_dir, valid, identity)
     cache.fill(ids, compute, chosen.chunk)
     items = cache.ordered(ids)
     gold_lines = [view.gold(gold.trees[k]) for k in kept]

@@ -111,7 +111,7 @@ def evaluate(chosen: ChosenScorer, model_path: str | Path, sentences: Sentences,
             records.append(record)
         return records
 
-    cache = ItemCache(out_dir, valid)
+    cache = ItemCache(out_dir, valid, identity)
     cache.fill(ids, compute, chosen.chunk)
     items = cache.ordered(ids)
     metrics = perplexity(items)

@@ -165,7 +165,7 @@ def evaluate(chosen: ChosenScorer, model_path: str | Path, gold: Sentences, prop
         return [{"id": i, "tree": line(s.best_tree, tags[int(i)]), "logprob": s.extra["best_logprob"],
                  "trees": s.extra["trees"], "marginal": s.total} for i, s in zip(wanted, scores)]
 
-    cache = ItemCache(out_dir, valid)
+    cache = ItemCache(out_dir, valid, identity)
     cache.fill(ids, compute, chosen.chunk)
     items = cache.ordered(ids)
     gold_lines = [line(t) for t in gold.trees]

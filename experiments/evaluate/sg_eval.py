@@ -109,7 +109,7 @@ def evaluate(chosen: ChosenScorer, model_path: str | Path, suites: dict[str, Sui
             r["unknown_words"] += s.unknown_words
         return [records[i] for i in wanted]
 
-    cache = ItemCache(out_dir, valid)
+    cache = ItemCache(out_dir, valid, identity)
     cache.fill(ids, compute, max(1, chosen.chunk // 4))  # an item has ~4 conditions
     items = cache.ordered(ids)
     table: SurprisalTable = {}

@@ -154,7 +154,7 @@ def evaluate(chosen: ChosenScorer, model_path: str | Path, gold: Sentences, max_
         return out
 
     ids = [str(k) for k, _ in kept]
-    cache = ItemCache(out_dir, valid)
+    cache = ItemCache(out_dir, valid, identity)
     cache.fill(ids, compute, chosen.chunk)
     items = cache.ordered(ids)
     parsed = [_over_words(r["tree"], words[r["id"]]) for r in items]

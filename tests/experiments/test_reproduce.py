@@ -121,6 +121,19 @@ def test_tiny_pipeline_end_to_end(tmp_path, tiny_treebank, prepared_data_dir, mo
     assert sum(name.endswith("DONE") for name in before) == 11 and any("checkpoints/" in n for n in before)
     again = run_pipeline(spec, tmp_path / "runs", poll_s=0.5, write_report=write_report)
     assert again.failed == {} and snapshot(tmp_path / "runs" / spec.name) == before
+    # the spec changed (reranking over N = 3 proposals): that evaluation is made again, over a new proposal
+    # set, and nothing else (an older result of another command is never reported as this one's)
+    changed = yaml.safe_load(spec_path.read_text())
+    changed["evaluations"][4]["n"] = 3
+    spec_path.write_text(yaml.safe_dump(changed))
+    spec = load_spec(spec_path)
+    assert run_pipeline(spec, tmp_path / "runs", poll_s=0.5, write_report=write_report).failed == {}
+    after = snapshot(tmp_path / "runs" / spec.name)
+    redone = {name for name in before if after.get(name) != before[name]}
+    assert redone and all("/eval/rerank/" in name for name in redone)
+    assert any(name.startswith("proposals/") and name.endswith("-n3.jsonl") for name in set(after) - set(before))
+    for name in (n for n in after if n.endswith("/eval/rerank/results.json")):
+        assert json.loads((tmp_path / "runs" / spec.name / name).read_text())["settings"]["n_proposals"] == 3
 
 
 def _demo(paper: str, tmp_path: Path, data_dir: Path, monkeypatch) -> tuple[list[str], Path, dict, str, str]:

@@ -42,11 +42,33 @@ def test_local_stage_runs_what_is_missing_and_reports_failures(tmp_path, capsys)
 
 
 def test_nothing_to_do_runs_nothing(tmp_path, capsys):
-    task = _task(tmp_path, "done", "sys.exit(1)")
-    task.done.parent.mkdir(parents=True)
-    task.done.write_text("x")
+    task = _task(tmp_path, "done", "p.parent.mkdir(parents=True, exist_ok=True); p.write_text('x')")
+    assert run_stage("first", [task], "local", _spec(tmp_path), tmp_path / "exp", poll_s=0.1) == []
+    task.done.write_text("kept")
     assert run_stage("empty", [task], "local", _spec(tmp_path), tmp_path / "exp") == []
-    assert "[empty] 1/1 done" in capsys.readouterr().err
+    assert "[empty] 1/1 done" in capsys.readouterr().err and task.done.read_text() == "kept"
+
+
+def test_an_output_of_another_command_is_made_again(tmp_path, capsys):
+    """The spec changed (another proposal set, beam, N): the same output file from the old command is stale —
+    removed and made again, also when the new command fails (no stale result is left to report). An output
+    without the record of its command (an older synbench, or copied by hand) is not trusted either. The
+    machine's options (--device, --data-dir) and the interpreter are not part of the command."""
+    spec, exp = _spec(tmp_path), tmp_path / "exp"
+    old = _task(tmp_path, "t", "p.parent.mkdir(parents=True, exist_ok=True); p.write_text('old')")
+    assert run_stage("s", [old], "local", spec, exp, poll_s=0.1) == []
+    moved = StageTask(old.key, old.folder, ("/other/python", *old.argv[1:], "--device", "cuda"), old.done, "t")
+    assert moved.is_done()
+    new = StageTask(old.key, old.folder, (*old.argv[:-1], old.argv[-1].replace("'old'", "'new'")), old.done, "t")
+    assert not new.is_done()
+    assert run_stage("s", [new], "local", spec, exp, poll_s=0.1) == [] and new.done.read_text() == "new"
+    failing = StageTask(old.key, old.folder, (sys.executable, "-c", "import sys; sys.exit(4)"), old.done, "t")
+    assert run_stage("s", [failing], "local", spec, exp, poll_s=0.1) == [failing] and not old.done.exists()
+    new.done.write_text("by hand")
+    new.command_file.unlink()
+    assert not new.is_done()
+    assert run_stage("s", [new], "local", spec, exp, poll_s=0.1) == [] and new.done.read_text() == "new"
+    assert "[s] 0/1 done" in capsys.readouterr().err
 
 
 def test_progress_prints_only_changes():

@@ -101,7 +101,7 @@ def evaluate(model_path: str | Path, sets: Sequence[str] | None = None, size: in
                             "closing_logprobs": scores, **({} if wrong is None else {"attachment_errors": wrong})})
         return records
 
-    cache = ItemCache(out_dir, valid)
+    cache = ItemCache(out_dir, valid, identity)
     cache.fill(list(prefixes), compute, chunk=4 if pushdown else 32)
     records = cache.ordered(list(prefixes))
     items, accuracy, counts, lengths = [], {}, {}, {}

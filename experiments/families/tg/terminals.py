@@ -107,7 +107,7 @@ def evaluate(model_path: str | Path, sentences: Sentences, out: str | Path | Non
                             "train_count": [train_counts[unit_of(r)] for r in rows]})
         return records
 
-    cache = ItemCache(out_dir, valid)
+    cache = ItemCache(out_dir, valid, identity)
     cache.fill(ids, compute, BATCH)
     items = cache.ordered(ids)
     n_terminals = sum(len(r["logprob"]) for r in items)

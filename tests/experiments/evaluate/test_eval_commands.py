@@ -9,7 +9,7 @@ import pytest
 
 from experiments.cli import main
 from experiments.config import resolve_train_config
-from experiments.evaluate.cache import ItemCache
+from experiments.evaluate.cache import IDENTITY_FILE, ItemCache, task_hash
 from experiments.evaluate.scorers import load_scorer
 from experiments.evaluate.sg import condition_text, load_suites, region_sums
 from experiments.evaluate.tokenize import tokenize
@@ -261,6 +261,22 @@ def test_rerank_picks_a_proposal_and_the_oracle_finds_gold(capsys, checkpoints, 
                          "--split", "file", "--limit", 3)
     assert result["settings"]["n_proposals"] == 2 and "N = 2 proposals" in result["headline"]
     assert result["settings"]["scorer_convention"]["n_proposals"] == 2
+    # one --out folder (the evaluation plan's RUN/eval/ppl) scored again over other proposals (a retrained
+    # parser's): none of the old items is reused
+    fixed, others = tmp_path / "eval-ppl", tmp_path / "gold-only.jsonl"
+    others.write_text("".join(json.dumps({"sentence": k, "trees": [to_bracketed(t)]}) + "\n"
+                              for k, t in enumerate(gold)))
+    args = ["ppl", checkpoints["tg"], "--method", "proposals", "--corpus", treebank, "--split", "file", "--limit", 3,
+            "--out", fixed]
+    both, err = run_json(capsys, *args, "--proposals", proposals)
+    assert computed(err) == 3
+    _, err = run_json(capsys, *args, "--proposals", proposals)
+    assert computed(err) == 0  # the same evaluation: a cache hit
+    one, err = run_json(capsys, *args, "--proposals", others)
+    assert computed(err) == 3 and one["settings"]["proposals_sha256"] != both["settings"]["proposals_sha256"]
+    assert one["metrics"]["word_ppl"] > both["metrics"]["word_ppl"]  # without the tree this model prefers
+    fresh, _ = run_json(capsys, *args[:-2], "--proposals", others)  # the same evaluation in its own folder
+    assert fresh["out"] != str(fixed) and fresh["metrics"] == one["metrics"]
 
 
 # -- UAS --------------------------------------------------------------------------------------------------
@@ -321,10 +337,31 @@ def test_bad_input_is_one_error_line(capsys, checkpoints, treebank, tmp_path, pr
 
 def test_item_cache_ignores_corrupt_lines_and_completes_a_truncated_one(tmp_path):
     path = tmp_path / "items.jsonl"
+    identity = {"task": "t", "proposals_sha256": "a"}
+    (tmp_path / IDENTITY_FILE).write_text(task_hash(identity) + "\n")
     path.write_text('{"id": "a", "x": 1}\n[1, 2]\n{"id": "b", "x": "no"}\n{"id": "c", "x"')
-    cache = ItemCache(tmp_path, lambda r: isinstance(r["x"], int))
+    cache = ItemCache(tmp_path, lambda r: isinstance(r["x"], int), identity)
     assert list(cache.records) == ["a"] and cache.missing(["a", "b", "c"]) == ["b", "c"]
     cache.fill(["a", "b", "c"], lambda ids: [{"id": i, "x": 2} for i in ids])
     assert cache.computed == 2
-    reread = ItemCache(tmp_path, lambda r: isinstance(r["x"], int))
+    reread = ItemCache(tmp_path, lambda r: isinstance(r["x"], int), identity)
     assert reread.records == {"a": {"id": "a", "x": 1}, "b": {"id": "b", "x": 2}, "c": {"id": "c", "x": 2}}
+
+
+def test_item_cache_never_reuses_the_items_of_another_evaluation_in_its_folder(tmp_path):
+    """A fixed --out folder (the plan's RUN/eval/ppl) scored again with other proposals: the old items and
+    results go, every item is computed again; a folder from before items.identity is judged by its results'
+    config_hash."""
+    old, new = {"task": "ppl", "proposals_sha256": "old"}, {"task": "ppl", "proposals_sha256": "new"}
+    ItemCache(tmp_path, lambda r: True, old).add([{"id": "0", "x": 1}])
+    (tmp_path / "results.json").write_text(json.dumps({"config_hash": task_hash(old), "metrics": {}}))
+    cache = ItemCache(tmp_path, lambda r: True, new)
+    assert cache.records == {} and not (tmp_path / "results.json").exists()
+    assert (tmp_path / IDENTITY_FILE).read_text().strip() == task_hash(new)
+    cache.add([{"id": "0", "x": 2}])
+    (tmp_path / IDENTITY_FILE).unlink()  # an older folder: only results.json says whose items these are
+    (tmp_path / "results.json").write_text(json.dumps({"config_hash": task_hash(new), "metrics": {}}))
+    assert ItemCache(tmp_path, lambda r: True, new).records == {"0": {"id": "0", "x": 2}}
+    (tmp_path / IDENTITY_FILE).unlink()
+    (tmp_path / "results.json").unlink()  # nothing says: not trusted
+    assert ItemCache(tmp_path, lambda r: True, new).records == {}
