@@ -28,6 +28,7 @@ from typing import Any
 
 from experiments.evaluate.results import config_hash
 from lightning_modules.data.atomic import atomic_write_text
+from lightning_modules.errors import InputError
 
 Record = dict[str, Any]
 
@@ -82,10 +83,13 @@ class ItemCache:
         self.computed = 0
         wanted = task_hash(identity)
         if cached_identity(out_dir) != wanted:
-            for stale in (self.path, out_dir / "results.json"):
-                stale.unlink(missing_ok=True)
-        out_dir.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(out_dir / IDENTITY_FILE, wanted + "\n")
+            try:
+                for stale in (self.path, out_dir / "results.json"):
+                    stale.unlink(missing_ok=True)
+                out_dir.mkdir(parents=True, exist_ok=True)
+                atomic_write_text(out_dir / IDENTITY_FILE, wanted + "\n")
+            except OSError as e:
+                raise InputError(f"cannot use as a results folder: {e.strerror or e}", str(out_dir)) from None
         if self.path.is_file():
             for line in self.path.read_text(encoding="utf-8", errors="replace").splitlines():
                 record = _parse(line)

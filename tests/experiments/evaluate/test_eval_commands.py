@@ -17,6 +17,7 @@ from experiments.families.parser.proposals import with_tags
 from experiments.train import train
 from lightning_modules.data.transforms import right_branching
 from lightning_modules.data.tree import clean, drop_pos_tags, read_bracketed, to_bracketed
+from lightning_modules.errors import InputError
 from tests.experiments.families.parser.test_proposals import TINY as PARSER_TINY
 from tests.experiments.test_train import config
 
@@ -362,6 +363,9 @@ def test_item_cache_never_reuses_the_items_of_another_evaluation_in_its_folder(t
     (tmp_path / IDENTITY_FILE).unlink()  # an older folder: only results.json says whose items these are
     (tmp_path / "results.json").write_text(json.dumps({"config_hash": task_hash(new), "metrics": {}}))
     assert ItemCache(tmp_path, lambda r: True, new).records == {"0": {"id": "0", "x": 2}}
-    (tmp_path / IDENTITY_FILE).unlink()
     (tmp_path / "results.json").unlink()  # nothing says: not trusted
     assert ItemCache(tmp_path, lambda r: True, new).records == {}
+    (tmp_path / "a-file").write_text("x")
+    with pytest.raises(InputError, match="cannot use as a results folder") as error:  # --out names a file
+        ItemCache(tmp_path / "a-file", lambda r: True, new)
+    assert error.value.location == str(tmp_path / "a-file")
