@@ -45,8 +45,8 @@ from experiments.families.dtg.beam import DTGBeamScorer
 from experiments.families.dtg.reference_beam import ReencodingDTGBeamScorer
 from experiments.families.dtg.scorers import DTGModel
 from lightning_modules.data.corpora import load_corpus
-from lightning_modules.data.encodings import dtg
-from lightning_modules.models.dtg import build
+from lightning_modules.families.dtg import encoding as dtg
+from lightning_modules.families.dtg.model import build
 
 PRESETS = configs_dir() / "model" / "dtg.yaml"
 

@@ -61,14 +61,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from lightning_modules.data import dtg_data
 from lightning_modules.data.corpora import load_corpus
 from lightning_modules.data.dependency import DepTree
-from lightning_modules.data.encodings import dtg
 from lightning_modules.data.encodings.choe_charniak import ActionVocab
-from lightning_modules.data.encodings.dtg import DTGType as T
 from lightning_modules.data.encodings.segmentation import segment
 from lightning_modules.data.vocab import WordVocab
+from lightning_modules.families.dtg import data as dtg_data
+from lightning_modules.families.dtg import encoding as dtg
+from lightning_modules.families.dtg.encoding import DTGType as T
 
 OFFICIAL_LENGTH = 512  # the official forward_prepare's sequence_length = memory_length
 UNITS = (T.W, T.LA, T.RA, T.SOS)  # the official walk's word units (SOW, LEFTARC, RIGHTARC, SOS)

@@ -25,12 +25,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from lightning_modules.data.encodings import tg
 from lightning_modules.data.encodings.batch import collate_chunk
 from lightning_modules.data.encodings.choe_charniak import ActionVocab, choe_charniak
 from lightning_modules.data.encodings.segmentation import segment
-from lightning_modules.data.encodings.tg import TGState
 from lightning_modules.data.tree import clean, drop_pos_tags, read_bracketed
+from lightning_modules.families.tg import encoding as tg
+from lightning_modules.families.tg.encoding import TGState
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "ptb_nltk_sample" / "combined"
 BATCH = 16

@@ -30,12 +30,13 @@ import yaml
 from experiments.evaluate.scorers.tree_marginal import TreeScorer
 from experiments.families.tg.beam import BeamScorer
 from experiments.families.tg.scorers import TGModel
-from lightning_modules.data import tg_data
+from lightning_modules.data import treebank_sequences
 from lightning_modules.data.corpora import load_corpus
-from lightning_modules.data.encodings.cc_constraints import ActionMasks, CCState, build_tree
 from lightning_modules.data.encodings.choe_charniak import TokenType
 from lightning_modules.data.tree import Tree, clean, drop_pos_tags
-from lightning_modules.models.tg import build
+from lightning_modules.families.tg import data as tg_data
+from lightning_modules.families.tg.cc_constraints import ActionMasks, CCState, build_tree
+from lightning_modules.models.txl_lm import build
 
 PRESETS = Path(__file__).resolve().parents[1] / "experiments" / "configs" / "model" / "tg.yaml"
 
@@ -44,10 +45,10 @@ def cpu_small_model(preset: str = "cpu-small", device: str = "cpu") -> tuple[TGM
     """A random TG of the preset (default cpu-small) on ``device`` and the cleaned, POS-free validation trees
     of the PTB sample."""
     corpus = load_corpus("ptb-sample")
-    train = tg_data.sequences(corpus.splits["train"], "sentence", "none")
+    train = treebank_sequences.sequences(corpus.splits["train"], "sentence", "none")
     words = [w for seq in train for t in seq for w in t.leaves()]
     data_cfg = {"terminals": "words", "min_count": 2}
-    mapping, payload, tokens = tg_data.terminal_mapping(data_cfg, words, train)
+    mapping, payload, tokens = treebank_sequences.terminal_mapping(data_cfg, words, train)
     vocab = tg_data.build_action_vocab(tokens, [tg_data.actions_function("tg", "sentence", mapping)(s)
                                                 for s in train])
     model_cfg = yaml.safe_load(PRESETS.read_text())[preset]

@@ -68,7 +68,7 @@ def per_position(layer, h):
     """The official formulation: a loop over end positions (module docstring)."""
     import torch
 
-    from lightning_modules.layers.rational_rnn import run
+    from lightning_modules.families.palm.rational_rnn import run
 
     m, (batch, length, _) = layer.max_span, h.shape
     log_f, u = layer.forward_rrnn.gates(h)
@@ -125,7 +125,7 @@ def direct(layer, h):
 def setup(length: int, args: argparse.Namespace):
     import torch
 
-    from lightning_modules.layers.span_attention import SpanAttention
+    from lightning_modules.families.palm.span_attention import SpanAttention
 
     torch.set_num_threads(1)
     torch.manual_seed(0)

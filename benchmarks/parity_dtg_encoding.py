@@ -38,7 +38,7 @@ from typing import Any
 from benchmarks.parity_common import Report, fail, first_difference, parser, synbench_stdout
 from benchmarks.parity_tg_masking import build_library
 from lightning_modules.data.dependency import DepTree
-from lightning_modules.data.encodings import dtg
+from lightning_modules.families.dtg import encoding as dtg
 
 ORACLE = Path("data_scripts/conll_to_dep.py")
 MASKING = Path("masking_bllip")

@@ -12,7 +12,7 @@ function tags stripped, root unwrapped). Compared per tree: ``tokens`` (``<s>``,
 attachment labels and the depth stack tape. A second check ("word pieces") covers what ``inspect`` does not
 print, the encoding of words split into several pieces (Appendix C; synbench's SentencePiece training data):
 both sides split every word into pieces of at most 3 characters (``Ġ`` marking the official tokenizer's
-prefix space) and ``lightning_modules.data.encodings.pushdown.encode(tree, split)`` is compared with the
+prefix space) and ``lightning_modules.families.pushdown.encoding.encode(tree, split)`` is compared with the
 official pipeline.
 
 Run: ``python -m benchmarks.parity_pushdown_encoding --official DIR [--data-dir DIR]`` (needs ``nltk``).
@@ -31,8 +31,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from benchmarks.parity_common import Report, fail, first_difference, parser, ptb_sample_trees, synbench_stdout
-from lightning_modules.data.encodings.pushdown import encode
 from lightning_modules.data.tree import clean, parse_tree, to_bracketed
+from lightning_modules.families.pushdown.encoding import encode
 
 
 class WholeWordTokenizer:

@@ -64,7 +64,7 @@ def measure(core: str, length: int, batch: int, heads: int, head_dim: int, repea
     import torch
     import torch.nn.functional as F
 
-    from lightning_modules.layers.pushdown_attention import (
+    from lightning_modules.families.pushdown.attention import (
         block_causal_attention,
         causal_mask,
         materialised_depth_attention,

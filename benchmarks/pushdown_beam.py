@@ -25,7 +25,7 @@ import torch
 
 from experiments.config import resolve_train_config
 from experiments.families.pushdown.scorers import BeamScorer, PushdownModel
-from lightning_modules.models.pushdown import build
+from lightning_modules.families.pushdown.model import build
 
 VOCAB = 2000
 

@@ -27,8 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
-from lightning_modules.data.encodings.pushdown import StackStates, encode, pushdown_tree
 from lightning_modules.data.tree import Tree, clean, read_bracketed
+from lightning_modules.families.pushdown.encoding import StackStates, encode, pushdown_tree
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "ptb_nltk_sample" / "combined"
 

@@ -2,7 +2,7 @@
 vs the slot-by-slot formulation (``som.slot_by_slot``: the equations as written and as OM's official code
 loops, one slot at a time, the prediction RNN re-read from the top slot every step), in the same run.
 
-Both compute the same numbers (``tests/lightning_modules/models/test_som_module.py`` checks equality). Inputs:
+Both compute the same numbers (``tests/lightning_modules/families/som/test_som_module.py`` checks equality). Inputs:
 real UD EWT dev sentences (their Γ's gold slots), batches of ``--batch`` sentences of similar length, a
 dSOM of the chosen preset. Two settings, interleaved repeat by repeat (fast, reference, fast, ...), medians:
   * ``eval``: greedy decisions (argmax), forward only, no gradient (scoring);
@@ -43,9 +43,9 @@ from pathlib import Path
 import torch
 
 from lightning_modules.data.dependency import read_conllu
-from lightning_modules.data.encodings import som as enc
-from lightning_modules.data.som_data import collate
-from lightning_modules.models import som
+from lightning_modules.families.som import encoding as enc
+from lightning_modules.families.som import model as som
+from lightning_modules.families.som.data import collate
 
 EWT_DEV = Path(__file__).resolve().parents[2] / "shared" / "data" / "ud" / "UD_English-EWT" / "en_ewt-ud-dev.conllu.gz"
 

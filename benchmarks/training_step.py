@@ -20,7 +20,7 @@ Ratios TG / TXL are printed from the same run. Targets (issue 17): TG step time 
 parameter gradient, fp32, rtol 1e-4) on the benchmark's own batches.
 
 ``--compare layout``: our collate (each chunk trimmed to its longest sequence) vs full L-token segments as the
-official data pipeline feeds them (tests/lightning_modules/data/test_tg_data.py checks both give the same loss).
+official data pipeline feeds them (tests/lightning_modules/families/tg/test_tg_data.py checks both give the same loss).
 
     python benchmarks/training_step.py --device cuda --preset ptb --precision bf16 --steps 20 --check
     python benchmarks/training_step.py --device cuda --preset bllip --vocab-size 32768 --batch-size 32

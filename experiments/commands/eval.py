@@ -311,7 +311,7 @@ def run_uas(args: argparse.Namespace) -> int:
 
 
 def add_dyck(tasks: argparse._SubParsersAction) -> None:
-    from lightning_modules.data.dyck import TEST_SETS  # not dyck_data: the CLI must not import torch
+    from lightning_modules.families.pushdown.dyck import TEST_SETS  # not dyck_data: the CLI must not import torch
 
     p = tasks.add_parser(
         "dyck", help="closing-bracket accuracy of a Dyck run on the long-range and deeper test sets (§4.1)",

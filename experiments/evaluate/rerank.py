@@ -26,10 +26,10 @@ from typing import Any
 from experiments.evaluate.cache import ItemCache, Record, default_out_dir
 from experiments.evaluate.evalb import COLLINS, evaluate_lines, parse_line, score_sentence
 from experiments.evaluate.ppl import Sentences
+from experiments.evaluate.proposal_files import PLACEHOLDER_TAG, with_tags
 from experiments.evaluate.results import write_results
 from experiments.evaluate.scorer_choice import ChosenScorer
 from experiments.evaluate.scorers.tree_files import ProposalFile
-from experiments.families.parser.proposals import PLACEHOLDER_TAG, with_tags
 from lightning_modules.data.atomic import atomic_write_text
 from lightning_modules.data.checksums import file_sha256
 from lightning_modules.data.tree import Tree, clean, drop_pos_tags, parse_tree, to_bracketed

@@ -184,7 +184,7 @@ def _subset(size_key: str, names_key: str) -> Callable[[Mapping[str, Any]], str]
 
 
 def _check_dyck(options: Mapping[str, Any]) -> str | None:
-    from lightning_modules.data.dyck import TEST_SETS
+    from lightning_modules.families.pushdown.dyck import TEST_SETS
 
     sets = options.get("sets", list(TEST_SETS))
     if not isinstance(sets, list) or not sets or any(s not in TEST_SETS for s in sets):

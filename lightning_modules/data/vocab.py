@@ -15,8 +15,10 @@ from __future__ import annotations
 import base64
 import json
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from lightning_modules.data.json_input import json_document
 from lightning_modules.errors import InputError
@@ -217,3 +219,32 @@ def _is_token_count(pair: object) -> bool:
         isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str)
         and isinstance(pair[1], int) and not isinstance(pair[1], bool) and pair[1] >= 0
     )
+
+
+# -- token vocabularies of sentence models (<pad>, <s>, <eos>, then the terminals) -------------------------
+PAD, SOS, EOS = "<pad>", "<s>", "<eos>"
+SPECIALS = (PAD, SOS, EOS)
+
+
+class TokenVocab:
+    """Token strings <-> ids: the three specials, then the terminal tokens."""
+
+    def __init__(self, terminals: Sequence[str]):
+        clash = set(SPECIALS) & set(terminals)
+        if clash:
+            raise InputError(f"terminal tokens clash with special tokens: {sorted(clash)}")
+        self.tokens = (*SPECIALS, *terminals)
+        self._ids = {t: i for i, t in enumerate(self.tokens)}
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def id(self, token: str) -> int:
+        return self._ids[token]
+
+    def __contains__(self, token: object) -> bool:
+        return token in self._ids
+
+    def sentence_ids(self, tokens: Sequence[str]) -> np.ndarray:
+        """The ids of ``<s> tokens <eos>``, a training sequence."""
+        return np.array([self.id(SOS), *(self.id(t) for t in tokens), self.id(EOS)], dtype=np.int64)

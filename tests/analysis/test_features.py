@@ -8,11 +8,12 @@ import torch
 
 from analysis.features import extract_features, node_positions, trees_sha256
 from experiments.families.tg.inspect import inspect_tree
-from lightning_modules.data import tg_data
+from lightning_modules.data import treebank_sequences
 from lightning_modules.data.corpora import Document
 from lightning_modules.data.tree import parse_tree, read_bracketed
 from lightning_modules.errors import InputError
-from lightning_modules.models.tg import build
+from lightning_modules.families.tg import data as tg_data
+from lightning_modules.models.txl_lm import build
 
 # TG Fig. 2: (S (NP the blue bird NP) (VP sings VP) S), with POS tags
 FIG2 = "(S (NP (DT the) (JJ blue) (NN bird)) (VP (VBZ sings)))"
@@ -22,11 +23,11 @@ TREES = [FIG2, "(S (NP (PRP it)) (VP (VBD sang) (PP (IN in) (NP (DT the) (JJ old
 
 def write_checkpoint(path, family, trees, terminals="words", segment_length=8, level="sentence", seed=0):
     """A randomly initialised synbench checkpoint with the vocabularies training builds from ``trees``."""
-    seqs = tg_data.sequences([Document("test", tuple(("<test>", t) for t in trees))], level, "none")
+    seqs = treebank_sequences.sequences([Document("test", tuple(("<test>", t) for t in trees))], level, "none")
     words = [w for seq in seqs for t in seq for w in t.leaves()]
     data_cfg = {"terminals": terminals, "min_count": 1, "sp_vocab_size": 30, "memory": "smart",
                 "tree_transform": "none", "level": level}
-    mapping, payload, tokens = tg_data.terminal_mapping(data_cfg, words, seqs)
+    mapping, payload, tokens = treebank_sequences.terminal_mapping(data_cfg, words, seqs)
     linearise = tg_data.actions_function(family, level, mapping)
     vocab = tg_data.build_action_vocab(tokens, [linearise(s) for s in seqs])
     model_cfg = {"d_model": 16, "n_layers": 2, "n_heads": 2, "d_ff": 32, "segment_length": segment_length,

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from benchmarks import dtg_encoding as bench
-from lightning_modules.data.encodings.dtg import DTGType as T
+from lightning_modules.families.dtg.encoding import DTGType as T
 
 # "The cat sat ." heads [1, 2, -1, 2] (0-based): per doubled input, the official C++ library's
 # (composed position, {key: relpos})

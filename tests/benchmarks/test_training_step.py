@@ -10,7 +10,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from benchmarks.training_step import step_flops
-from lightning_modules.models import tg
+from lightning_modules.models import txl_lm as tg
 
 B, L, V, D = 3, 8, 50, 16
 

@@ -68,7 +68,7 @@ def test_same_seed_same_metrics(tmp_path: Path) -> None:
 
 def test_bad_system_names_its_key() -> None:
     with pytest.raises(InputError) as info:
-        from lightning_modules.models.dtg import config_from_dict
+        from lightning_modules.families.dtg.model import config_from_dict
 
         config_from_dict(resolve_train_config("dtg", "cpu-small", ["model.system=hybrid"])["model"])
     assert info.value.location == "model.system"

@@ -67,12 +67,12 @@ class DTGFamily(Family):
         return dependency_presets(super().train_presets())
 
     def build_data(self, cfg: dict[str, Any]) -> Any:
-        from lightning_modules.data import dtg_data
+        from lightning_modules.families.dtg import data as dtg_data
 
         return dtg_data.build(self.name, cfg)
 
     def build_module(self, cfg: dict[str, Any], data: Any) -> Any:
-        from lightning_modules.models.dtg import build
+        from lightning_modules.families.dtg.model import build
 
         return build({**cfg["model"], "vocab_size": data.vocab_size})
 
@@ -147,7 +147,8 @@ class DTGFamily(Family):
 
         import torch
 
-        from lightning_modules.models import dtg, tg
+        from lightning_modules.families.dtg import model as dtg
+        from lightning_modules.models import txl_lm as tg
 
         cfg = dtg.config_from_dict(config, prefix=prefix)
         with torch.device("meta"):
@@ -159,7 +160,7 @@ class DTGFamily(Family):
 @register
 class DepParserFamily(Family):
     """The dependency proposal parser q(y | x): the seq2seq parser network writing canonical arc-standard
-    actions (``encodings/dep_parser.py``); a tool that draws DTG's proposal trees (``proposals.py``)."""
+    actions (``families/parser/dep_encoding.py``); a tool that draws DTG's proposal trees (``proposals.py``)."""
 
     names = ("dep-parser",)
 
@@ -173,12 +174,12 @@ class DepParserFamily(Family):
         return dependency_presets(super().train_presets())
 
     def build_data(self, cfg: dict[str, Any]) -> Any:
-        from lightning_modules.data import dep_parser_data
+        from lightning_modules.families.parser import dep_data as dep_parser_data
 
         return dep_parser_data.build(cfg)
 
     def build_module(self, cfg: dict[str, Any], data: Any) -> Any:
-        from lightning_modules.models.parser import build
+        from lightning_modules.families.parser.model import build
 
         return build({**cfg["model"], "source_vocab_size": data.stats["source_vocab_size"],
                       "action_vocab_size": data.vocab_size})
@@ -187,8 +188,8 @@ class DepParserFamily(Family):
         """Validation action NLL and accuracy (teacher forcing) and the UAS of greedy parses (gold PUNCT
         words not scored, ``experiments.evaluate.uas``)."""
         from experiments.evaluate.uas import attachment_counts
-        from experiments.families.dtg.proposals import propose
         from experiments.families.parser import action_metrics
+        from experiments.families.parser.dep_proposals import propose
 
         out = action_metrics(module, data, best_path)
         parses = propose(module, data.vocab, [list(t.forms) for t in data.valid_trees], n=1, method="beam",
@@ -201,17 +202,17 @@ class DepParserFamily(Family):
 
     def load(self, checkpoint: str | Path, device: str = "cpu") -> Any:
         """(parser network in eval mode, vocabulary payload)."""
-        from experiments.families.dtg.proposals import load_parser
+        from experiments.families.parser.dep_proposals import load_parser
 
         return load_parser(checkpoint)
 
     def proposer(self, checkpoint: str | Path) -> Any:
-        from experiments.families.dtg.proposals import propose
+        from experiments.families.parser.dep_proposals import propose
 
         model, payload = self.load(checkpoint)
         return lambda sentences, n, seed: [p.trees() for p in propose(model, payload, sentences, n, "sample", seed)]
 
     def write_proposals(self, args: argparse.Namespace) -> str:
-        from experiments.families.dtg.proposals import write_from_args
+        from experiments.families.parser.dep_proposals import write_from_args
 
         return write_from_args(args)

@@ -31,9 +31,9 @@ import torch
 from experiments.evaluate.scorer import Convention, SentenceScore, check_sentences
 from experiments.families.tg.beam import check_beam_settings
 from lightning_modules.data.dependency import DepTree, to_conllu
-from lightning_modules.data.dtg_data import word_token
-from lightning_modules.data.encodings import dtg
 from lightning_modules.errors import InputError
+from lightning_modules.families.dtg import encoding as dtg
+from lightning_modules.families.dtg.data import word_token
 from lightning_modules.numeric import logsumexp
 
 

@@ -30,7 +30,7 @@ def read_sources(args: argparse.Namespace) -> list[tuple[str, DepTree]]:
 
 def inspect_sentence(tree: DepTree, system: str = "standard") -> dict:
     """The inspect JSON record of one CoNLL-U sentence under ``system`` (module docstring)."""
-    from lightning_modules.data.encodings.dtg import TYPE_NAMES, encode
+    from lightning_modules.families.dtg.encoding import TYPE_NAMES, encode
 
     seq = encode(tree, system)
     keys, rels = seq.attend_key.tolist(), seq.attend_rel.tolist()

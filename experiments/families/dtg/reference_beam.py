@@ -15,8 +15,8 @@ from __future__ import annotations
 import numpy as np
 
 from experiments.families.dtg.beam import DTGBeamScorer, _Hypothesis
-from lightning_modules.data.dtg_data import DTGExample
-from lightning_modules.data.encodings.dtg import DTGType
+from lightning_modules.families.dtg.data import DTGExample
+from lightning_modules.families.dtg.encoding import DTGType
 
 
 class ReencodingDTGBeamScorer(DTGBeamScorer):

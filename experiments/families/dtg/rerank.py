@@ -34,7 +34,7 @@ def evaluate(model: Any, args: argparse.Namespace) -> tuple[dict[str, Any], int,
     ``reranked.conllu`` (the model's choice per sentence) beside ``results.json``."""
     from experiments.evaluate.ppl import read_sentences
     from experiments.evaluate.scorer_choice import SentenceSeededProposals
-    from experiments.families.dtg.proposals import load_parser, propose
+    from experiments.families.parser.dep_proposals import load_parser, propose
 
     for flag, value in (("-n", args.n), ("--batch-size", args.batch_size)):
         if value < 1:

@@ -18,13 +18,13 @@ from typing import Any
 import torch
 
 from experiments.families.tg.scorers import TGModel
-from lightning_modules.data import dtg_data
 from lightning_modules.data.dependency import DepTree, projectivize, to_conllu
-from lightning_modules.data.encodings import dtg
 from lightning_modules.data.encodings.choe_charniak import ActionVocab
 from lightning_modules.data.encodings.segmentation import segment
 from lightning_modules.data.vocab import WordVocab
 from lightning_modules.errors import InputError
+from lightning_modules.families.dtg import data as dtg_data
+from lightning_modules.families.dtg import encoding as dtg
 
 
 class DTGModel(TGModel):
@@ -44,7 +44,7 @@ class DTGModel(TGModel):
 
     @staticmethod
     def network() -> tuple[tuple[str, ...], Any]:
-        from lightning_modules.models.dtg import FAMILIES, build
+        from lightning_modules.families.dtg.model import FAMILIES, build
 
         return FAMILIES, build
 

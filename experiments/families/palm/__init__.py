@@ -4,7 +4,7 @@ All four are string models on Mikolov-style text, scored exactly: ``awd-lstm`` (
 (span attention, unsupervised), ``palm-s`` (the attention supervised with gold spans, Eq. 5) and ``palm-rb``
 (fixed right-branching scores). PaLM models also parse (§2.2): their scorer gives the greedy tree of the span
 attention scores. Training reads the corpus as one stream in truncated-BPTT windows
-(``lightning_modules.data.palm_data``); the run's final metrics are the papers' stream-level perplexity.
+(``lightning_modules.families.palm.data``); the run's final metrics are the papers' stream-level perplexity.
 
 Presets: ``configs/model/palm.yaml`` holds the PaLM presets (the three variants share "exactly the same
 architecture and hyperparameters", Appendix A) and ``configs/model/awd-lstm.yaml`` the baseline's.
@@ -68,12 +68,12 @@ class PalmFamily(Family):
         return presets
 
     def build_data(self, cfg: dict[str, Any]) -> Any:
-        from lightning_modules.data import palm_data
+        from lightning_modules.families.palm import data as palm_data
 
         return palm_data.build(self.name, cfg)
 
     def build_module(self, cfg: dict[str, Any], data: Any) -> Any:
-        from lightning_modules.models.palm import build
+        from lightning_modules.families.palm.model import build
 
         return build({**cfg["model"], "vocab_size": data.vocab_size}, family=self.name)
 
@@ -119,7 +119,7 @@ class PalmFamily(Family):
     def model_info(self, config: dict[str, Any], prefix: str) -> dict[str, Any]:
         import torch
 
-        from lightning_modules.models import palm
+        from lightning_modules.families.palm import model as palm
 
         cfg = palm.config_from_dict(config, prefix=prefix, family=self.name)
         with torch.device("meta"):

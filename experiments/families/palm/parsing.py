@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from experiments.evaluate.proposal_files import with_tags
 from experiments.families.adapter import ParseView
-from experiments.families.parser.proposals import with_tags
-from lightning_modules.data.encodings.palm import UNLABELLED
 from lightning_modules.data.tree import Tree, parse_tree, to_bracketed
+from lightning_modules.families.palm.encoding import UNLABELLED
 
 CONVENTION = ("model parse = greedy top-down splits maximising the right part's span attention score (PaLM "
               "§2.2, Eq. 4), punctuation re-attached; EVALB unlabeled (COLLINS.prm with LABELED 0) against the "

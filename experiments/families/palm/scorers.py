@@ -25,10 +25,10 @@ import numpy as np
 import torch
 
 from experiments.evaluate.scorer import Convention, SentenceScore, check_sentences
-from lightning_modules.data.encodings.palm import greedy_parse
 from lightning_modules.data.mikolov import EOS, UNK, normalise
 from lightning_modules.data.tree import Tree, to_bracketed
-from lightning_modules.models.palm import FAMILIES
+from lightning_modules.families.palm.encoding import greedy_parse
+from lightning_modules.families.palm.model import FAMILIES
 
 # tokens that are punctuation whatever their tag (an apostrophe may be the possessive POS, a word in the text)
 PUNCTUATION_WORDS = frozenset({",", ".", ":", ";", "?", "!", "--", "-", "...", "``", "''", '"', "-LRB-", "-RRB-",
@@ -57,7 +57,7 @@ class PalmModel:
     def load(cls, checkpoint: str, device: str = "cpu") -> PalmModel:
         """The checkpoint's model: its ``state_dict`` (after the switch to averaged SGD, the averaged weights)."""
         from experiments.checkpoints import read_checkpoint
-        from lightning_modules.models.palm import build
+        from lightning_modules.families.palm.model import build
 
         ckpt = read_checkpoint(checkpoint, FAMILIES)
         meta = ckpt["synbench"]

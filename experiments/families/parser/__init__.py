@@ -27,12 +27,12 @@ class ParserFamily(Family):
         return frozenset({"propose"})
 
     def build_data(self, cfg: dict[str, Any]) -> Any:
-        from lightning_modules.data import parser_data
+        from lightning_modules.families.parser import data as parser_data
 
         return parser_data.build(cfg)
 
     def build_module(self, cfg: dict[str, Any], data: Any) -> Any:
-        from lightning_modules.models.parser import build
+        from lightning_modules.families.parser.model import build
 
         return build({**cfg["model"], "source_vocab_size": data.stats["source_vocab_size"],
                       "action_vocab_size": data.vocab_size})
@@ -44,7 +44,8 @@ class ParserFamily(Family):
         EVALB (COLLINS.prm), which needs preterminals to delete punctuation.
         """
         from experiments.evaluate.evalb import COLLINS, evaluate_lines
-        from experiments.families.parser.proposals import propose, with_tags
+        from experiments.evaluate.proposal_files import with_tags
+        from experiments.families.parser.proposals import propose
 
         out = action_metrics(module, data, best_path)
         sentences = [t.leaves() for t in data.valid_trees]

@@ -17,18 +17,8 @@ decoder's key/value cache) is reordered by parent at each step. A finished seque
 own single child (with probability 1), so sequences of different lengths compete fairly. Sampling noise is
 drawn per sentence from a generator seeded with (seed, sentence index), so results do not depend on batching.
 
-The proposals file is the JSON-lines format that ``experiments/evaluate/scorers/tree_files.py`` reads, one
-line per sentence in input order::
-
-    {"sentence": k, "trees": ["(S (NP (DT the) (NN cat)) (VP (VBZ meows)))", ...]}
-
-``sentence`` is the 0-based index of the sentence in the input, ``trees`` are distinct trees over exactly
-its words (as given, not mapped to unknown-word classes), sorted by log q(y | x) from the most probable
-down: N of them, or fewer when the sentence has fewer trees in the parser's space (or the beam found fewer).
-The parser predicts no POS tags, but the trees are written PTB-style with a preterminal over every word, so
-they read like any proposal file (the scorers drop POS tags): the gold tag when the sentences come from a
-treebank (so EVALB can score reranked proposals directly, as it needs tags to delete punctuation), ``XX``
-otherwise. Optionally a second file gives ``{"sentence": k, "logq": [...]}`` (nats, in the same order).
+The trees are written as a proposals file (``experiments/evaluate/proposal_files.py``), PTB-style with the
+gold POS tags when the sentences come from a treebank (the parser predicts none), ``XX`` otherwise.
 In memory, ``ParserProposals`` is a tree source ``sentences -> POS-free trees`` for the scorers.
 """
 
@@ -45,8 +35,17 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from experiments.evaluate.proposal_files import (
+    Proposals,
+    read_corpus_sentences,
+    read_sentences,
+    with_tags,
+    write_proposals,
+)
 from lightning_modules.data.atomic import atomic_write_text
-from lightning_modules.data.encodings.parser import (
+from lightning_modules.data.tree import Tree
+from lightning_modules.errors import InputError
+from lightning_modules.families.parser.encoding import (
     BOS,
     PAD,
     ParserVocab,
@@ -54,8 +53,6 @@ from lightning_modules.data.encodings.parser import (
     actions_to_tree,
     allowed_mask,
 )
-from lightning_modules.data.tree import Tree
-from lightning_modules.errors import InputError
 
 METHODS = ("sample", "beam")
 
@@ -172,7 +169,7 @@ class ActionDecoder:
 
     ``state`` is the constraint state of the rows (``shifted``, ``finished``, ``select``, ``advance``) and
     ``allowed(state)`` its [rows, V] mask of allowed actions: the constituency actions (``ParserDecoder``) or
-    a dependency parser's (``experiments.families.dtg.proposals``).
+    a dependency parser's (``experiments.families.parser.dep_proposals``).
     """
 
     def __init__(self, model: Any, batch: dict[str, Tensor], k: int, state: Any,
@@ -212,21 +209,12 @@ class ParserDecoder(ActionDecoder):
         super().__init__(model, batch, k, state, lambda s: allowed_mask(*s.fields(), vocab))
 
 
-@dataclass
-class Proposals:
-    """Distinct trees of one sentence with their log q, most probable first."""
-
-    words: list[str]
-    trees: list[Tree]
-    logq: list[float]
-
-
 def search_sentences(model: Any, payload: dict[str, Any], sentences: Sequence[Sequence[str]], n: int,
                      method: str, seed: int, max_rows: int,
                      decoder: Callable[[dict[str, Tensor], int], Decoder]) -> list[list[Hypothesis]]:
     """The n hypotheses of each sentence, most probable first, from ``decoder(batch, n)`` over batches of
     sentences of similar lengths; sentence i's noise comes from a generator seeded with (seed, i)."""
-    from lightning_modules.data.parser_data import collate_source, source_mapping
+    from lightning_modules.families.parser.data import collate_source, source_mapping
 
     if method not in METHODS:
         raise InputError(f"must be one of {', '.join(METHODS)}", "--method")
@@ -262,32 +250,6 @@ def propose(model: Any, payload: dict[str, Any], sentences: Sequence[Sequence[st
                       [h.logprob for h in hyps]) for words, hyps in zip(sentences, found, strict=True)]
 
 
-PLACEHOLDER_TAG = "XX"
-
-
-def proposals_jsonl(proposals: Sequence[Proposals], tags: Sequence[Sequence[str]] | None = None) -> str:
-    """The proposals file text (see the module doc); ``tags[k]`` are sentence k's POS tags if known."""
-    lines = []
-    for k, p in enumerate(proposals):
-        sentence_tags = tags[k] if tags is not None else [PLACEHOLDER_TAG] * len(p.words)
-        trees = [str(with_tags(t, sentence_tags)) for t in p.trees]
-        lines.append(json.dumps({"sentence": k, "trees": trees}, ensure_ascii=False))
-    return "".join(line + "\n" for line in lines)
-
-
-def logq_jsonl(proposals: Sequence[Proposals]) -> str:
-    """The companion file: ``{"sentence": k, "logq": [...]}`` per sentence, in the trees' order."""
-    return "".join(json.dumps({"sentence": k, "logq": p.logq}) + "\n" for k, p in enumerate(proposals))
-
-
-def write_proposals(path: str | Path, proposals: Sequence[Proposals], tags: Sequence[Sequence[str]] | None = None,
-                    logq_path: str | Path | None = None) -> None:
-    """Write the proposals file (and the log q file) atomically."""
-    atomic_write_text(Path(path), proposals_jsonl(proposals, tags))
-    if logq_path is not None:
-        atomic_write_text(Path(logq_path), logq_jsonl(proposals))
-
-
 class ParserProposals:
     """A tree source for the scorers: ``sentences -> N distinct POS-free trees each`` from a parser checkpoint."""
 
@@ -302,53 +264,11 @@ class ParserProposals:
         return [p.trees for p in found]
 
 
-def read_corpus_sentences(corpus: str, split: str, data_dir: str | None = None
-                          ) -> tuple[list[list[str]], list[list[str]], list[Tree]]:
-    """Words, POS tags and trees of every sentence of a corpus split, cleaned as for training (no ``-NONE-``)."""
-    from lightning_modules.data.corpora import read_split
-
-    _, read = read_split(corpus, split, data_dir=data_dir)
-    return [s.words for s in read], [s.tags for s in read], [s.tree for s in read]
-
-
-def read_sentences(path: str | Path) -> list[list[str]]:
-    """One tokenized sentence per line (words separated by spaces); an empty line is an error."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(f"cannot read sentences: {e}", str(path)) from None
-    out = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        words = line.split()
-        if not words:
-            raise InputError("empty sentence", f"{path}:{number}")
-        out.append(words)
-    return out
-
-
-def with_tags(tree: Tree, tags: Sequence[str]) -> Tree:
-    """A POS-free tree with each word put back under its tag (``tags`` in word order), for EVALB.
-
-    EVALB needs preterminals: it deletes punctuation by tag and counts tagging accuracy. Scoring a parser
-    that predicts no tags with the gold (or a tagger's) tags is the usual practice.
-    """
-    if len(tree.leaves()) != len(tags):
-        raise ValueError(f"{len(tags)} tags for {len(tree.leaves())} words")
-    remaining = iter(tags)
-
-    def walk(node: Tree) -> Tree:
-        return Tree(node.label, tuple(walk(c) if isinstance(c, Tree) else Tree(next(remaining), (c,))
-                                      for c in node.children))
-
-    return walk(tree)
-
-
 def load_parser(checkpoint: str | Path) -> tuple[Any, dict[str, Any]]:
     """The parser module (eval mode) and the vocabulary payload of a ``proposal-parser`` checkpoint."""
     from experiments.checkpoints import read_checkpoint
-    from lightning_modules.data.parser_data import source_vocab_size
-    from lightning_modules.models.parser import build
+    from lightning_modules.families.parser.data import source_vocab_size
+    from lightning_modules.families.parser.model import build
 
     ckpt = read_checkpoint(checkpoint, "proposal-parser")
     meta = ckpt["synbench"]

@@ -43,12 +43,12 @@ class PushdownFamily(Family):
 
     # -- training ------------------------------------------------------------------------------------------
     def build_data(self, cfg: dict[str, Any]) -> Any:
-        from lightning_modules.data import pushdown_data
+        from lightning_modules.families.pushdown import data as pushdown_data
 
         return pushdown_data.build(self.name, cfg)
 
     def build_module(self, cfg: dict[str, Any], data: Any) -> Any:
-        from lightning_modules.models.pushdown import build
+        from lightning_modules.families.pushdown.model import build
 
         return build({**cfg["model"], "vocab_size": data.vocab_size}, family=self.name)
 
@@ -123,8 +123,8 @@ class PushdownFamily(Family):
     # -- inspect, model-info, dyck -------------------------------------------------------------------------
     def inspect(self, name: str, item: Any, args: argparse.Namespace) -> dict[str, Any]:
         """``{"tokens", "attachment", "stack_tape"}`` as the official code computes them (DESIGN.md)."""
-        from lightning_modules.data.encodings import pushdown
         from lightning_modules.data.tree import clean
+        from lightning_modules.families.pushdown import encoding as pushdown
 
         example = pushdown.encode(clean(item))
         return {"tokens": example.tokens, "attachment": example.attachment.tolist(),
@@ -133,7 +133,7 @@ class PushdownFamily(Family):
     def model_info(self, config: dict[str, Any], prefix: str) -> dict[str, Any]:
         import torch
 
-        from lightning_modules.models import pushdown
+        from lightning_modules.families.pushdown import model as pushdown
 
         cfg = pushdown.config_from_dict(config, prefix=prefix, family=self.name)
         with torch.device("meta"):

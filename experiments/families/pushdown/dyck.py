@@ -18,9 +18,9 @@ from typing import Any
 
 from experiments.evaluate.cache import ItemCache, Record, default_out_dir
 from experiments.evaluate.results import write_results
-from lightning_modules.data import dyck, dyck_data
 from lightning_modules.data.checksums import file_sha256
 from lightning_modules.errors import InputError
+from lightning_modules.families.pushdown import dyck, dyck_data
 from lightning_modules.numeric import is_number
 
 EXACT = "base-lm: exact log p(w | prefix), one pass"
@@ -163,8 +163,9 @@ class SilverTape:
         import numpy as np
         import torch
 
-        from lightning_modules.data.encodings.pushdown import StackStates
-        from lightning_modules.data.pushdown_batch import EOS, PushdownSentence, collate
+        from lightning_modules.data.vocab import EOS
+        from lightning_modules.families.pushdown.batch import PushdownSentence, collate
+        from lightning_modules.families.pushdown.encoding import StackStates
 
         module, device = self.model.module, self.model.device
         out = []

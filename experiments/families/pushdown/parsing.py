@@ -18,11 +18,17 @@ from collections.abc import Sequence
 from typing import Any
 
 from experiments.evaluate.parse import UNKNOWN
+from experiments.evaluate.proposal_files import with_tags
 from experiments.families.adapter import ParseView
-from experiments.families.parser.proposals import with_tags
-from lightning_modules.data.encodings.pushdown import UNLABELLED, Node, attachments_to_tree, pushdown_tree, unlabelled
 from lightning_modules.data.tree import Tree, parse_tree, to_bracketed
 from lightning_modules.errors import InputError
+from lightning_modules.families.pushdown.encoding import (
+    UNLABELLED,
+    Node,
+    attachments_to_tree,
+    pushdown_tree,
+    unlabelled,
+)
 
 CONVENTION = ("model parse = the highest log p(x, y) tree of the final beam over attachment decisions, subword "
               "pieces merged (Appendix C); EVALB unlabeled (COLLINS.prm with LABELED 0: punctuation and TOP "

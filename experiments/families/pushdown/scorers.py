@@ -45,11 +45,10 @@ import numpy as np
 import torch
 
 from experiments.evaluate.scorer import Convention, SentenceScore
-from lightning_modules.data.encodings.pushdown import StackStates, attachments_to_tree, merge_pieces
-from lightning_modules.data.pushdown_batch import EOS, PAD, SOS
 from lightning_modules.data.tree import to_bracketed
-from lightning_modules.data.vocab import WordVocab, terminal_vocab
+from lightning_modules.data.vocab import EOS, PAD, SOS, WordVocab, terminal_vocab
 from lightning_modules.errors import InputError
+from lightning_modules.families.pushdown.encoding import StackStates, attachments_to_tree, merge_pieces
 from lightning_modules.numeric import logsumexp
 
 FAMILIES = ("pushdown", "base-lm")
@@ -98,7 +97,7 @@ class PushdownModel:
     @classmethod
     def load(cls, checkpoint: str, device: str = "cpu") -> PushdownModel:
         from experiments.checkpoints import read_checkpoint
-        from lightning_modules.models.pushdown import build
+        from lightning_modules.families.pushdown.model import build
 
         ckpt = read_checkpoint(checkpoint, FAMILIES)
         meta = ckpt["synbench"]

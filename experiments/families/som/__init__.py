@@ -4,7 +4,7 @@ SOM is a string model: its parser is part of how it computes p(x_{t+1} | x_<=t),
 probability is exact given the decisions it takes, greedy in evaluation (``scorers.py``: the convention);
 SyntaxGym and BLiMP read it like any string model. Its parses are the trees of those decisions
 (``parsing.py``). Variants are config values: ``model.disentangled`` (dSOM / eSOM) and Table 2's ablations
-(``lightning_modules.models.som``). Training data: UD CoNLL-U corpora (Γ of Fig. 4) by default
+(``lightning_modules.families.som.model``). Training data: UD CoNLL-U corpora (Γ of Fig. 4) by default
 (``cpu-small``: UD EWT train/dev), or a constituency treebank (Appendix B.1). ``synbench inspect som`` prints
 Γ, its grid labels, the grid view and Algorithm 1's labels (``inspect.py``).
 """
@@ -64,12 +64,12 @@ class SOMFamily(Family):
         return out
 
     def build_data(self, cfg: dict[str, Any]) -> Any:
-        from lightning_modules.data import som_data
+        from lightning_modules.families.som import data as som_data
 
         return som_data.build(cfg)
 
     def build_module(self, cfg: dict[str, Any], data: Any) -> Any:
-        from lightning_modules.models.som import build
+        from lightning_modules.families.som.model import build
 
         return build({**cfg["model"], "vocab_size": data.vocab_size})
 
@@ -81,7 +81,7 @@ class SOMFamily(Family):
         import torch
 
         from experiments.families.som import parsing
-        from lightning_modules.data.encodings import som
+        from lightning_modules.families.som import encoding as som
 
         if best_path:
             module.load_state_dict(torch.load(best_path, map_location="cpu", weights_only=True)["state_dict"])
@@ -143,7 +143,7 @@ class SOMFamily(Family):
 
         import torch
 
-        from lightning_modules.models import som
+        from lightning_modules.families.som import model as som
 
         cfg = som.config_from_dict(config, prefix=prefix)
         with torch.device("meta"):

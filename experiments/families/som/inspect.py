@@ -21,7 +21,7 @@ n-ary nodes binarized left). One JSON object per sentence:
   ξ_{t+1} is also the target of p'_t) and ``parse`` (the tree the decisions build, unlabelled).
 
 This is the paper's view of the sentence alone; the model reads ``<s> w_1 … w_T`` under ``((<s> Γ) <eos>)``,
-i.e. every slot one lower (``lightning_modules.data.encodings.som``).
+i.e. every slot one lower (``lightning_modules.families.som.encoding``).
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from lightning_modules.data.dependency import DepTree, parse_conllu, read_conllu
-from lightning_modules.data.encodings import som
 from lightning_modules.data.tree import Tree, clean, parse_tree, read_bracketed, to_bracketed
 from lightning_modules.errors import InputError
+from lightning_modules.families.som import encoding as som
 
 DEFAULT_SLOTS = 15
 

@@ -25,12 +25,12 @@ import numpy as np
 
 from experiments.evaluate.evalb import UNLABELED, evaluate_lines
 from experiments.evaluate.parse import UNKNOWN
+from experiments.evaluate.proposal_files import with_tags
 from experiments.families.adapter import ParseView
-from experiments.families.parser.proposals import with_tags
 from lightning_modules.data.dependency import DepTree
-from lightning_modules.data.encodings import som
 from lightning_modules.data.tree import Tree, drop_pos_tags, to_bracketed
 from lightning_modules.errors import InputError
+from lightning_modules.families.som import encoding as som
 
 CONVENTION = ("model parse = the tree of the greedy decisions argmax p_t (incremental, one-step look-ahead); "
               "EVALB unlabeled after removing punctuation (tags , : `` '' . and UPOS PUNCT) and trivial spans "

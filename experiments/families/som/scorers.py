@@ -20,11 +20,10 @@ import torch
 
 from experiments.evaluate.scorer import Convention, SentenceScore, check_sentences
 from experiments.families.som.parsing import bracket_safe
-from lightning_modules.data.encodings import som
-from lightning_modules.data.pushdown_batch import TokenVocab
 from lightning_modules.data.tree import to_bracketed
-from lightning_modules.data.vocab import WordVocab
-from lightning_modules.models.som import SOM, build
+from lightning_modules.data.vocab import TokenVocab, WordVocab
+from lightning_modules.families.som import encoding as som
+from lightning_modules.families.som.model import SOM, build
 
 INCREMENTAL = "exact given greedy decisions: theta_t = argmax p_t, prediction slot = argmax p'_t (Eq. 13)"
 

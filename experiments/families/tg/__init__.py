@@ -66,12 +66,12 @@ class TGFamily(Family):
 
     # -- training ------------------------------------------------------------------------------------------
     def build_data(self, cfg: dict[str, Any]) -> Any:
-        from lightning_modules.data import tg_data
+        from lightning_modules.families.tg import data as tg_data
 
         return tg_data.build(self.name, cfg)
 
     def build_module(self, cfg: dict[str, Any], data: Any) -> Any:
-        from lightning_modules.models.tg import build
+        from lightning_modules.models.txl_lm import build
 
         return build({**cfg["model"], "vocab_size": data.vocab_size})
 
@@ -157,7 +157,7 @@ class TGFamily(Family):
     def model_info(self, config: dict[str, Any], prefix: str) -> dict[str, Any]:
         import torch
 
-        from lightning_modules.models import tg
+        from lightning_modules.models import txl_lm as tg
 
         cfg = tg.config_from_dict(config, prefix=prefix)
         with torch.device("meta"):

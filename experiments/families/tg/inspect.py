@@ -51,10 +51,11 @@ def inspect_tree(tree, family: str, length: int | None = None, memory: str = "sm
     """The inspect JSON record of one PTB-style tree for ``tg`` or ``txl`` (module docstring)."""
     import numpy as np
 
-    from lightning_modules.data.encodings import tg, txl
     from lightning_modules.data.encodings.choe_charniak import ActionVocab, choe_charniak, transform_tree
     from lightning_modules.data.encodings.segmentation import chunk_attention, segment
     from lightning_modules.data.tree import clean, drop_pos_tags
+    from lightning_modules.families.tg import encoding as tg
+    from lightning_modules.families.tg import txl_encoding as txl
 
     actions = choe_charniak(transform_tree(drop_pos_tags(clean(tree)), tree_transform))
     vocab = ActionVocab.build([actions])

@@ -44,7 +44,7 @@ class TGProber:
         concatenation of the two words' vectors (``first+last``).
         """
         from lightning_modules.data.encodings.choe_charniak import TokenType
-        from lightning_modules.data.tg_data import actions_function
+        from lightning_modules.families.tg.data import actions_function
 
         model = self.model
         if self.family != "txl-terminals" and model.tree_transform != "none":

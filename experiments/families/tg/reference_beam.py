@@ -15,10 +15,10 @@ import torch
 
 from experiments.evaluate.scorer import Convention, SentenceScore, check_sentences
 from experiments.families.tg.scorers import TGModel, action_tree
-from lightning_modules.data.encodings.cc_constraints import ActionMasks, CCState
 from lightning_modules.data.encodings.choe_charniak import BOS, Actions, ActionVocab, TokenType
 from lightning_modules.data.tree import Tree, to_bracketed
 from lightning_modules.errors import InputError
+from lightning_modules.families.tg.cc_constraints import ActionMasks, CCState
 from lightning_modules.numeric import logsumexp
 
 

@@ -16,10 +16,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from lightning_modules.data.encodings.cc_constraints import ActionMasks, CCState, build_tree
 from lightning_modules.data.encodings.choe_charniak import Actions, ActionVocab, TokenType
 from lightning_modules.data.tree import Tree
 from lightning_modules.errors import InputError
+from lightning_modules.families.tg.cc_constraints import ActionMasks, CCState, build_tree
 
 
 @dataclass
@@ -83,7 +83,7 @@ def sample(checkpoint: str, n: int, seed: int = 0, temperature: float = 1.0, max
 
 
 def _encoder(family: str, relpos: str) -> Any:
-    from lightning_modules.data.tg_data import encoder
+    from lightning_modules.families.tg.data import encoder
 
     return encoder(family, relpos)
 

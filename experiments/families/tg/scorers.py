@@ -36,7 +36,6 @@ import torch
 
 from experiments.evaluate.scorer import Convention, SentenceScore, batches, check_sentences
 from lightning_modules.data.encodings.batch import collate_chunk
-from lightning_modules.data.encodings.cc_constraints import build_tree
 from lightning_modules.data.encodings.choe_charniak import (
     BOS,
     EOS,
@@ -51,6 +50,7 @@ from lightning_modules.data.encodings.segmentation import segment
 from lightning_modules.data.tree import Tree, clean, drop_pos_tags, to_bracketed
 from lightning_modules.data.vocab import WordVocab, terminal_vocab
 from lightning_modules.errors import InputError
+from lightning_modules.families.tg.cc_constraints import build_tree
 
 JOINT_FAMILIES = ("tg", "txl-trees")
 
@@ -60,7 +60,7 @@ class TGModel:
     """A TG-family network with its vocabularies: words -> terminals -> encoded sequences -> log-probs."""
 
     def __init__(self, module: Any, meta: dict[str, Any], vocab: ActionVocab, device: str = "cpu"):
-        from lightning_modules.data.tg_data import encoder
+        from lightning_modules.families.tg.data import encoder
 
         self.module = module.to(device).eval()
         self.device = torch.device(device)
@@ -87,7 +87,7 @@ class TGModel:
     @staticmethod
     def network() -> tuple[tuple[str, ...], Any]:
         """The families this class loads and the builder of their network (a subclass names its own)."""
-        from lightning_modules.models.tg import FAMILIES, build
+        from lightning_modules.models.txl_lm import FAMILIES, build
 
         return FAMILIES, build
 

@@ -49,7 +49,7 @@ def groups_of(sentences: Sentences, level: str) -> list[list[int]]:
 def item_terminals(model: Any, trees: Sequence[Tree], level: str) -> tuple[list[dict[str, Any]], Any]:
     """(one dict per terminal token without its log-prob, the encoded example) of one item."""
     from lightning_modules.data.encodings.choe_charniak import transform_tree
-    from lightning_modules.data.tg_data import actions_function
+    from lightning_modules.families.tg.data import actions_function
 
     pos_free = [transform_tree(drop_pos_tags(t), model.tree_transform) for t in trees]
     actions = actions_function(model.family, level, model.terminals)(pos_free)

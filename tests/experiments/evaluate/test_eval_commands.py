@@ -10,10 +10,10 @@ import pytest
 from experiments.cli import main
 from experiments.config import resolve_train_config
 from experiments.evaluate.cache import IDENTITY_FILE, ItemCache, task_hash
+from experiments.evaluate.proposal_files import with_tags
 from experiments.evaluate.scorers import load_scorer
 from experiments.evaluate.sg import condition_text, load_suites, region_sums
 from experiments.evaluate.tokenize import tokenize
-from experiments.families.parser.proposals import with_tags
 from experiments.train import train
 from lightning_modules.data.transforms import right_branching
 from lightning_modules.data.tree import clean, drop_pos_tags, read_bracketed, to_bracketed

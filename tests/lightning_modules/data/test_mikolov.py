@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 
 from lightning_modules.data.mikolov import EOS, UNK, mikolov_tree, normalise, stream_ids, vocabulary
-from lightning_modules.data.palm_data import aligned_targets, stream_sentence
 from lightning_modules.data.tree import clean, read_bracketed
+from lightning_modules.families.palm.data import aligned_targets, stream_sentence
 
 # the official PaLM repository's data/penn/train.txt, lines 2-3 (Mikolov's ptb.train.txt): WSJ_0001's trees
 OFFICIAL = ["pierre <unk> N years old will join the board as a nonexecutive director nov. N",

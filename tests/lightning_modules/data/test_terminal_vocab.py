@@ -6,10 +6,10 @@ import base64
 
 import pytest
 
-from lightning_modules.data import parser_data
 from lightning_modules.data.sentencepiece import SentencePieceModel
 from lightning_modules.data.vocab import WordVocab, terminal_vocab
 from lightning_modules.errors import InputError
+from lightning_modules.families.parser import data as parser_data
 
 SENTENCES = [["the", "cat", "sat", "on", "the", "mat"], ["a", "dog", "barked", "at", "the", "cats"],
              ["cats", "and", "dogs", "sat", "together"]] * 20

@@ -10,13 +10,13 @@ import pytest
 import torch
 from torch.nn.attention.flex_attention import create_block_mask
 
-from lightning_modules.data.encodings import tg as tg_encoding
 from lightning_modules.data.encodings.batch import collate_chunk
 from lightning_modules.data.encodings.choe_charniak import ActionVocab, choe_charniak
 from lightning_modules.data.encodings.segmentation import segment
 from lightning_modules.data.tree import Tree
+from lightning_modules.families.tg import encoding as tg_encoding
 from lightning_modules.layers.relative_attention import block_mask_of
-from lightning_modules.models import tg
+from lightning_modules.models import txl_lm as tg
 
 pytestmark = pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
 

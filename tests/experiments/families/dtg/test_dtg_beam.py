@@ -15,7 +15,7 @@ from experiments.families import get_family
 from experiments.families.dtg.beam import DTGBeamScorer, _ends, _transition
 from experiments.train import train
 from lightning_modules.data.dependency import DepTree
-from lightning_modules.data.encodings import dtg
+from lightning_modules.families.dtg import encoding as dtg
 
 TINY = ["model.d_model=32", "model.n_layers=2", "model.n_heads=2", "model.d_ff=64", "model.warmup_steps=4",
         "model.total_steps=40", "model.peak_lr=3e-3", "train.batch_size=4", "train.max_steps=8",

@@ -15,9 +15,9 @@ from experiments.config import resolve_train_config
 from experiments.families import get_family
 from experiments.families.palm.scorers import ExactScorer, PalmModel, mikolov_form, with_words
 from experiments.train import train
-from lightning_modules.data.encodings.palm import greedy_parse
 from lightning_modules.data.tree import parse_tree, to_bracketed
-from lightning_modules.models.palm import build
+from lightning_modules.families.palm.encoding import greedy_parse
+from lightning_modules.families.palm.model import build
 
 TINY = ["model.d_embedding=16", "model.d_hidden=24", "model.d_rrnn=4", "model.d_span_mlp=8", "model.max_span=5",
         "model.bptt=12", "train.batch_size=4", "train.eval_batch_size=2", "train.log_every=1",
@@ -54,7 +54,7 @@ def test_every_variant_trains_switches_to_averaging_and_checkpoints_the_averages
 
 @pytest.mark.parametrize("family", ["awd-lstm", "palm-u"])
 def test_stream_level_test_perplexity_reads_each_of_ten_rows_as_one_stream(runs, family):
-    from lightning_modules.data.bptt import batchify
+    from lightning_modules.families.palm.bptt import batchify
 
     metrics, best, cfg = runs[family]
     assert metrics["ppl_convention"].startswith("stream-level") and metrics["nt_asgd_stage"] == "averaged"

@@ -13,9 +13,9 @@ from experiments.cli import main
 from experiments.config import resolve_train_config
 from experiments.families.pushdown.scorers import BeamScorer, ExactScorer, PushdownModel
 from experiments.train import train
-from lightning_modules.data import dyck_data
-from lightning_modules.data.pushdown_batch import PushdownSentence, collate
-from lightning_modules.models.pushdown import build
+from lightning_modules.families.pushdown import dyck_data
+from lightning_modules.families.pushdown.batch import PushdownSentence, collate
+from lightning_modules.families.pushdown.model import build
 
 TINY = ["model.d_model=32", "model.n_layers=2", "model.n_heads=2", "model.d_ff=64", "model.attachment_depth_dim=8",
         "model.warmup_steps=2", "model.total_steps=20", "model.peak_lr=3e-3", "train.batch_size=4",
@@ -149,7 +149,7 @@ def test_the_silver_tape_is_the_training_path_of_the_gold_attachments():
     """``--tape silver``: the distribution a Pushdown-LM gives after a prefix read with its gold tape equals the
     training-path forward of that prefix (collated with its silver attachments)."""
     from experiments.families.pushdown.dyck import SilverTape
-    from lightning_modules.data import dyck
+    from lightning_modules.families.pushdown import dyck
 
     model = _dyck_model("pushdown")
     prefix = ["(a", "(b", "b)", "(c"]
@@ -175,7 +175,7 @@ class _FixedLogits(torch.nn.Module):
 
 def test_silver_tape_counts_the_heads_wrong_legal_attachments():
     from experiments.families.pushdown.dyck import SilverTape, attachment_diagnostics
-    from lightning_modules.data import dyck
+    from lightning_modules.families.pushdown import dyck
 
     model = _dyck_model("pushdown")
     prefix = ["(a", "(b", "b)", "(c", "c)"]

@@ -15,14 +15,14 @@ import pytest
 import torch
 
 from experiments.families.pushdown.scorers import BeamScorer, ExactScorer, PushdownModel
-from lightning_modules.data.encodings.pushdown import unlabelled
-from lightning_modules.data.pushdown_batch import TokenVocab, collate
-from lightning_modules.data.pushdown_data import encode_sentence, with_unknown
 from lightning_modules.data.sentencepiece import SentencePieceModel
 from lightning_modules.data.tree import Tree, to_bracketed
-from lightning_modules.data.vocab import WordVocab
+from lightning_modules.data.vocab import TokenVocab, WordVocab
 from lightning_modules.errors import InputError
-from lightning_modules.models.pushdown import build
+from lightning_modules.families.pushdown.batch import collate
+from lightning_modules.families.pushdown.data import encode_sentence, with_unknown
+from lightning_modules.families.pushdown.encoding import unlabelled
+from lightning_modules.families.pushdown.model import build
 
 WORDS = ["the", "dog", "is", "happy", "barks"]
 TINY = dict(d_model=16, n_layers=2, n_heads=2, d_ff=32, attachment_depth_dim=8, dropout=0.0,

@@ -18,7 +18,7 @@ from experiments.families.adapter import ScoringRequest
 from experiments.families.som import parsing
 from experiments.train import train
 from lightning_modules.data.dependency import read_conllu
-from lightning_modules.data.encodings import som
+from lightning_modules.families.som import encoding as som
 
 TINY = ["model.d_sem=16", "model.d_syn=8", "model.n_slots=12", "model.warmup_steps=2", "model.total_steps=20",
         "train.batch_size=8", "train.eval_batch_size=16", "train.log_every=1", "runtime.wandb=disabled",

@@ -23,11 +23,12 @@ from experiments.evaluate.scorers.tree_marginal import TreeScorer, UnionScorer
 from experiments.families.tg.beam import BeamScorer, Decoder, _Hypothesis
 from experiments.families.tg.reference_beam import ReencodingBeamScorer
 from experiments.families.tg.scorers import TGModel
-from lightning_modules.data import tg_data
+from lightning_modules.data import treebank_sequences
 from lightning_modules.data.corpora import Document
-from lightning_modules.data.encodings.cc_constraints import CCState
 from lightning_modules.data.tree import Tree, clean, drop_pos_tags, read_bracketed
-from lightning_modules.models.tg import build
+from lightning_modules.families.tg import data as tg_data
+from lightning_modules.families.tg.cc_constraints import CCState
+from lightning_modules.models.txl_lm import build
 from lightning_modules.numeric import logsumexp
 
 LABELS = st.sampled_from(["S", "NP", "VP", "PP"])
@@ -47,10 +48,10 @@ def make_model(family: str, trees: list[Tree], level: str = "sentence", memory: 
                **model: object) -> TGModel:
     """A randomly initialised model (sharpened embeddings) with the vocabularies training would build."""
     docs = [Document("d", tuple(("<test>", t) for t in trees))]
-    seqs = tg_data.sequences(docs, level, "none")
+    seqs = treebank_sequences.sequences(docs, level, "none")
     words = [w for seq in seqs for t in seq for w in t.leaves()]
     data_cfg = {"terminals": terminals, "min_count": 1, "sp_vocab_size": 120}
-    mapping, payload, tokens = tg_data.terminal_mapping(data_cfg, words, seqs)
+    mapping, payload, tokens = treebank_sequences.terminal_mapping(data_cfg, words, seqs)
     linearise = tg_data.actions_function(family, level, mapping)
     vocab = tg_data.build_action_vocab(tokens, [linearise(s) for s in seqs])
     model_cfg = {"d_model": 32, "n_layers": 2, "n_heads": 2, "d_ff": 64, "segment_length": segment_length,

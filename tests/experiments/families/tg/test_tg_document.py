@@ -15,14 +15,15 @@ from experiments.cli import main
 from experiments.evaluate.scorers.tree_marginal import TreeScorer
 from experiments.families.tg.document import INCREMENTAL, DocumentScorer
 from experiments.families.tg.scorers import ExactScorer, TGModel
-from lightning_modules.data import tg_data
+from lightning_modules.data import treebank_sequences
 from lightning_modules.data.corpora import Document
 from lightning_modules.data.encodings.choe_charniak import Actions, document_choe_charniak, terminal_actions
 from lightning_modules.data.encodings.segmentation import segment
 from lightning_modules.data.transforms import left_branching, right_branching
 from lightning_modules.data.tree import read_bracketed, to_bracketed
 from lightning_modules.errors import InputError
-from lightning_modules.models.tg import build
+from lightning_modules.families.tg import data as tg_data
+from lightning_modules.models.txl_lm import build
 
 FILES = ("wsj_0001.mrg", "wsj_0002.mrg", "wsj_0003.mrg")
 
@@ -31,14 +32,15 @@ FILES = ("wsj_0001.mrg", "wsj_0002.mrg", "wsj_0003.mrg")
 def documents(shared_data):
     """Cleaned, POS-free trees of three PTB sample documents (the last cut to 3 sentences: fast)."""
     docs = [Document(f, tuple(read_bracketed(shared_data / "ptb_nltk_sample" / "combined" / f))) for f in FILES]
-    seqs = tg_data.sequences(docs, "document", "none")
+    seqs = treebank_sequences.sequences(docs, "document", "none")
     return [seqs[0], seqs[1], seqs[2][:3]]
 
 
 def make_model(family, documents, segment_length=16):
     """A random document-level model with the vocabularies document-level training would build."""
     words = [w for doc in documents for t in doc for w in t.leaves()]
-    mapping, payload, tokens = tg_data.terminal_mapping({"terminals": "words", "min_count": 1}, words, documents)
+    data_cfg = {"terminals": "words", "min_count": 1}
+    mapping, payload, tokens = treebank_sequences.terminal_mapping(data_cfg, words, documents)
     linearise = tg_data.actions_function(family, "document", mapping)
     vocab = tg_data.build_action_vocab(tokens, [linearise(d) for d in documents])
     model_cfg = {"d_model": 32, "n_layers": 2, "n_heads": 2, "d_ff": 64, "segment_length": segment_length,

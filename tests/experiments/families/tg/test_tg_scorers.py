@@ -20,14 +20,15 @@ from experiments.evaluate.scorers.tree_files import GoldTrees, ProposalFile
 from experiments.evaluate.scorers.tree_marginal import TreeScorer
 from experiments.families.tg.beam import BeamScorer
 from experiments.families.tg.scorers import ExactScorer, TGModel
-from lightning_modules.data import tg_data
+from lightning_modules.data import treebank_sequences
 from lightning_modules.data.corpora import Document
-from lightning_modules.data.encodings.cc_constraints import build_tree
 from lightning_modules.data.encodings.choe_charniak import TokenType
 from lightning_modules.data.encodings.segmentation import segment
 from lightning_modules.data.tree import clean, parse_tree, read_bracketed, to_bracketed
 from lightning_modules.errors import InputError
-from lightning_modules.models.tg import build
+from lightning_modules.families.tg import data as tg_data
+from lightning_modules.families.tg.cc_constraints import build_tree
+from lightning_modules.models.txl_lm import build
 
 GRAMMAR = ["(S (X (W a) (W b)) (W c))", "(S (W a) (X (W b) (W c)))", "(X (S (W a)) (W b))", "(S (W c) (W a))"]
 LABELS = ("S", "X")
@@ -58,10 +59,10 @@ def enumerate_trees(words, labels, max_actions):
 
 def make_model(family, trees, terminals="words", segment_length=8, seed=0, sp_vocab_size=200):
     """A randomly initialised model with the vocabularies training would build from ``trees``."""
-    seqs = tg_data.sequences([Document("grammar", tuple(("<test>", t) for t in trees))], "sentence", "none")
+    seqs = treebank_sequences.sequences([Document("grammar", tuple(("<test>", t) for t in trees))], "sentence", "none")
     words = [w for seq in seqs for t in seq for w in t.leaves()]
     data_cfg = {"terminals": terminals, "min_count": 1, "sp_vocab_size": sp_vocab_size}
-    mapping, payload, tokens = tg_data.terminal_mapping(data_cfg, words, seqs)
+    mapping, payload, tokens = treebank_sequences.terminal_mapping(data_cfg, words, seqs)
     linearise = tg_data.actions_function(family, "sentence", mapping)
     vocab = tg_data.build_action_vocab(tokens, [linearise(s) for s in seqs])
     model_cfg = {"d_model": 32, "n_layers": 2, "n_heads": 2, "d_ff": 64, "segment_length": segment_length,

@@ -1,0 +1,178 @@
+"""Corpus -> encoded training data for the DTG family (``dtg``, ``txl-trans``).
+
+A dependency corpus (CoNLL-U, or a constituency corpus as ``NAME-dep``) is read sentence by sentence; words
+map to the training vocabulary with unknown-word classes (``vocab.WordVocab``, ``data.min_count``). The oracle
+of ``model.system`` turns each tree into transitions; non-projective trees have none and are left out, as the
+official preprocessing drops them, and so are sentences whose sequence exceeds one segment (DTG is sentence
+level, as the official code, which keeps the first 512-token chunk); both are counted in the run's stats.
+
+``dtg`` sequences are the doubled DTG encoding; ``txl-trans`` sequences are the undoubled transitions with
+causal attention and linear relative positions. Each example carries ``added``, the ids whose embeddings are
+added to the inputs (the head word's token at arc positions under ``arc_input: w+arc``; with ``w`` the arc
+input *is* the head word's token).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
+from typing import Any
+
+import numpy as np
+import torch
+
+from lightning_modules.data.corpora import load_corpus
+from lightning_modules.data.dependency import DepTree
+from lightning_modules.data.encodings.batch import Batch, collate_chunk
+from lightning_modules.data.encodings.choe_charniak import ActionVocab
+from lightning_modules.data.encodings.example import Example
+from lightning_modules.data.encodings.segmentation import Segmentation, segment
+from lightning_modules.data.train_data import TrainData
+from lightning_modules.data.vocab import WordVocab
+from lightning_modules.errors import InputError
+from lightning_modules.families.dtg import encoding as dtg
+
+# the spelling of every non-GEN transition token and of the sequence ends: a word spelled so is escaped
+_NOT_A_WORD = re.compile(r"(?:left_arc|right_arc)(?:\[\d+\])?|pop|pop_root|<s>|</s>|\\.*")
+
+
+def word_token(words: WordVocab, word: str) -> str:
+    """The vocabulary token of ``word``: its known form or unknown class (``escaped``)."""
+    return escaped(words.unkify(word))
+
+
+def escaped(token: str) -> str:
+    """A word's token with a leading backslash where it is spelled like a transition token (UD EWT's train split
+    has the word "pop", arc-eager's POP token) or starts with a backslash, so that words and transitions never
+    share an id."""
+    return "\\" + token if _NOT_A_WORD.fullmatch(token) else token
+
+
+@dataclass(frozen=True, eq=False)
+class DTGExample(Example):
+    """An ``Example`` with the ids added to its inputs' embeddings (0: nothing)."""
+
+    added: np.ndarray | None = None  # int64[N]
+
+
+@dataclass
+class DTGBatch(Batch):
+    """A ``Batch`` with ``added`` [B, L] long."""
+
+    added: torch.Tensor | None = None
+
+    def to(self, device: torch.device | str, non_blocking: bool = False) -> DTGBatch:
+        moved = super().to(device, non_blocking)
+        assert self.added is not None
+        return DTGBatch(**{f.name: getattr(moved, f.name) for f in fields(Batch)},
+                        added=self.added.to(device, non_blocking=non_blocking))
+
+
+def build(family: str, cfg: dict[str, Any]) -> TrainData:
+    """Vocabularies from the training split, encoded training and validation sentences, drop counts."""
+    data, model = cfg["data"], cfg["model"]
+    corpus = load_corpus(data["corpus"], cfg["runtime"].get("data_dir"))
+    if corpus.kind != "dependency":
+        raise InputError(f"corpus {corpus.name!r} has constituency trees; {family} needs dependency trees "
+                         f"(use {corpus.name}-dep for its head-rule conversion)", "data.corpus")
+    system = str(model["system"])
+    length = int(model["segment_length"])
+    stats: dict[str, Any] = {}
+    parsed = {}
+    for key in ("train_split", "valid_split"):
+        trees = [tree for _, tree in corpus.sentences(data[key], f"data.{key}")]
+        kept = [(t, dtg.oracle(t.heads, system)) for t in trees if t.is_projective()]
+        stats[f"{key.split('_')[0]}_nonprojective"] = len(trees) - len(kept)
+        parsed[key] = kept
+    words = WordVocab.build([w for t, _ in parsed["train_split"] for w in t.forms], int(data["min_count"]))
+    transitions = sorted({t.token() for split in parsed.values() for _, ts in split for t in ts if t.action != "gen"})
+    vocab = ActionVocab(tuple(escaped(w) for w in words.tokens), (), tuple(transitions))
+    encode = example_encoder(family, system, str(model["arc_input"]), vocab, words)
+
+    prepared: dict[str, list[tuple[DTGExample, Segmentation]]] = {}
+    for key, kept in parsed.items():
+        rows = [encode(tree, ts) for tree, ts in kept]
+        fitting = [(e, segment(e, length, length, "plain")) for e in rows if len(e) <= length]
+        stats[f"{key.split('_')[0]}_too_long"] = len(rows) - len(fitting)
+        prepared[key] = fitting
+    train, valid = prepared["train_split"], prepared["valid_split"]
+    if not train or not valid:
+        raise InputError("no sentence is left to train or validate on (all non-projective or too long)",
+                         "data.corpus")
+    valid_words = sum(int((e.word_index >= 0).sum()) for e, _ in valid)
+    stats.update(train_sequences=len(train), valid_sequences=len(valid),
+                 train_tokens=int(sum(len(e) for e, _ in train)), vocab_size=len(vocab))
+    payload = {"terminals": "words", "words": words.to_dict(), "actions": vocab.to_json(), "system": system}
+    return TrainData(train=train, valid=valid, collate=collate_sentences, vocab=payload, vocab_size=len(vocab),
+                     valid_words=valid_words, stats=stats)
+
+
+def example_encoder(family: str, system: str, arc_input: str, vocab: ActionVocab, words: WordVocab):
+    """``(tree, transitions) -> DTGExample`` for ``family`` ("dtg" or "txl-trans")."""
+
+    def encode(tree: DepTree, transitions: Sequence[dtg.Transition]) -> DTGExample:
+        forms = [word_token(words, w) for w in tree.forms]
+        if family == "txl-trans":
+            return causal_example(forms, transitions, vocab)
+        return dtg_example(dtg.encode_transitions(forms, transitions, system), vocab, arc_input)
+
+    return encode
+
+
+def dtg_example(seq: dtg.DTGSequence, vocab: ActionVocab, arc_input: str) -> DTGExample:
+    """The DTG sequence as ids, with its arc representation (``w+arc``, ``arc`` or ``w``)."""
+    tokens = vocab.ids(seq.tokens)
+    arcs = seq.arc_heads >= 0
+    heads = tokens[np.where(arcs, seq.arc_heads, 0)]
+    added = np.where(arcs, heads, 0) if arc_input == "w+arc" else np.zeros_like(tokens)
+    if arc_input == "w":
+        tokens = np.where(arcs, heads, tokens)
+    n = len(tokens)
+    return DTGExample(
+        tokens=tokens,
+        labels=np.asarray([0 if lab is None else vocab.id(lab) for lab in seq.labels], dtype=np.int64),
+        types=seq.types,
+        depth=np.zeros(n, dtype=np.int32),  # relpos are stored per attended pair; depth is not read
+        compose=np.isin(seq.types, [int(t) for t in dtg.COMPOSE_TYPES]),
+        word_index=seq.word_index,
+        attend_ptr=seq.attend_ptr,
+        attend_key=seq.attend_key,
+        attend_rel=seq.attend_rel,
+        relpos="depth",
+        added=added,
+    )
+
+
+def causal_example(forms: Sequence[str], transitions: Sequence[dtg.Transition], vocab: ActionVocab) -> DTGExample:
+    """TXL (trans): ``<s>`` and the undoubled transitions, each predicting the next, ``</s>`` last."""
+    tokens = vocab.ids([dtg.BOS, *dtg.items(forms, transitions)])
+    kinds = {"gen": dtg.DTGType.W, "left_arc": dtg.DTGType.LA, "right_arc": dtg.DTGType.RA,
+             "pop": dtg.DTGType.POPSTACK, "pop_root": dtg.DTGType.POP}
+    gen = np.cumsum([t.action == "gen" for t in transitions]) - 1
+    n = len(tokens)
+    return DTGExample(
+        tokens=tokens,
+        labels=np.append(tokens[1:], vocab.id(dtg.EOS)),
+        types=np.asarray([dtg.DTGType.SOS, *(kinds[t.action] for t in transitions)], dtype=np.int8),
+        depth=np.zeros(n, dtype=np.int32),
+        compose=np.zeros(n, dtype=bool),
+        word_index=np.asarray([-1, *(g if t.action == "gen" else -1 for g, t in zip(gen, transitions))],
+                              dtype=np.int32),
+        attend_ptr=np.zeros(n + 1, dtype=np.int64),
+        attend_key=np.zeros(0, dtype=np.int32),
+        attend_rel=np.zeros(0, dtype=np.int32),
+        relpos="linear",
+        causal=True,
+        added=np.zeros(n, dtype=np.int64),
+    )
+
+
+def collate_sentences(rows: list[tuple[DTGExample, Segmentation]]) -> list[DTGBatch]:
+    """A batch of sentences (one chunk each) as a one-chunk list, with ``added`` padded like the inputs."""
+    examples = [e for e, _ in rows]
+    batch = collate_chunk(examples, [s for _, s in rows], 0, trim=True)
+    added = np.zeros(tuple(batch.inputs.shape), dtype=np.int64)
+    for r, e in enumerate(examples):
+        added[r, : len(e)] = e.added
+    return [DTGBatch(**{f.name: getattr(batch, f.name) for f in fields(Batch)}, added=torch.from_numpy(added))]
