@@ -22,7 +22,6 @@ Written to ``RUNS/EXPERIMENT/aggregate/`` (or ``--out``), each file atomically:
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +33,7 @@ from experiments.experiment_runs import experiment_dir, experiment_runs, folder_
 from experiments.experiment_spec import ExperimentSpec
 from experiments.runs import run_status
 from lightning_modules.data.atomic import atomic_write_text, atomic_write_with
+from lightning_modules.numeric import is_number
 
 ID_COLUMNS = ("experiment", "run_id", "model", "family", "data", "seed", "config_hash")
 IDENTITY_METRICS = ("family", "seed")  # repeated in DONE for convenience; already identity columns
@@ -48,10 +48,6 @@ class Aggregate:
     summary: dict[str, Any]
     items: Any
     out_dir: Path
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def collect(
@@ -94,7 +90,7 @@ def collect(
         if status.state == "DONE":
             for name in sorted(metrics):
                 value = metrics[name]
-                if _is_number(value) and math.isfinite(value):
+                if is_number(value, finite=True):
                     long_rows.append({**ident, "metric": name, "value": float(value)})
         elif status.state == "FAILED":
             failed.append({"run_id": run.run_id, "seed": run.seed, "error": status.error})

@@ -20,6 +20,7 @@ from typing import Any
 from experiments.papers import metric_title, model_order, percent_scale, published_regression
 from lightning_modules.data.atomic import atomic_write_text, atomic_write_with
 from lightning_modules.errors import InputError
+from lightning_modules.numeric import is_number
 
 FORMATS = ("png", "pdf")
 DPI = 150
@@ -244,7 +245,7 @@ def code_lengths(mdl: Any, out_dir: Path) -> Figures:
 
 def _number(value: Any) -> float:
     """A JSON number as float; None (a non-finite value in ``to_dict``) as NaN, which matplotlib skips."""
-    return float(value) if isinstance(value, int | float) else math.nan
+    return float(value) if is_number(value) else math.nan
 
 
 def regression_coefficients(regressions: dict[str, Any], out_dir: Path) -> Figures:

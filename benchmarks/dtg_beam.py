@@ -33,14 +33,15 @@ per new token).
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 import torch
-import yaml
 
 from benchmarks.dtg_encoding import vocabularies
 from benchmarks.tg_beam import compare_speed
-from experiments.config import configs_dir
+from experiments.config import load_presets
+from experiments.families import dtg as dtg_family
 from experiments.families.dtg.beam import DTGBeamScorer
 from experiments.families.dtg.reference_beam import ReencodingDTGBeamScorer
 from experiments.families.dtg.scorers import DTGModel
@@ -48,7 +49,7 @@ from lightning_modules.data.corpora import load_corpus
 from lightning_modules.families.dtg import encoding as dtg
 from lightning_modules.families.dtg.model import build
 
-PRESETS = configs_dir() / "model" / "dtg.yaml"
+PRESETS = Path(dtg_family.__file__).parent / "presets" / "dtg.yaml"
 
 
 def random_dtg(system: str, preset: str = "cpu-small", data_dir: str | None = None, split: str = "train",
@@ -56,7 +57,7 @@ def random_dtg(system: str, preset: str = "cpu-small", data_dir: str | None = No
     """A randomly initialised DTG of ``preset`` with the vocabulary of UD EWT ``split`` (seed 0)."""
     trees = [tree for _, tree in load_corpus("ud-ewt", data_dir).sentences(split)]
     vocab, words = vocabularies(trees, system)
-    cfg = {**yaml.safe_load(PRESETS.read_text())[preset], "system": system, **(overrides or {})}
+    cfg = {**load_presets(PRESETS)[preset], "system": system, **(overrides or {})}
     torch.manual_seed(0)
     module = build({**cfg, "vocab_size": len(vocab)})
     meta = {"family": "dtg", "config": {"model": cfg}, "vocab": {"words": words.to_dict()}}

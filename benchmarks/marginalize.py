@@ -25,8 +25,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
-import yaml
 
+from experiments.config import load_presets
 from experiments.evaluate.scorers.tree_marginal import TreeScorer
 from experiments.families.tg.beam import BeamScorer
 from experiments.families.tg.scorers import TGModel
@@ -38,7 +38,7 @@ from lightning_modules.families.tg import data as tg_data
 from lightning_modules.families.tg.cc_constraints import ActionMasks, CCState, build_tree
 from lightning_modules.models.txl_lm import build
 
-PRESETS = Path(__file__).resolve().parents[1] / "experiments" / "configs" / "model" / "tg.yaml"
+PRESETS = Path(__file__).resolve().parents[1] / "experiments" / "families" / "tg" / "presets" / "tg.yaml"
 
 
 def cpu_small_model(preset: str = "cpu-small", device: str = "cpu") -> tuple[TGModel, list[Tree]]:
@@ -51,7 +51,7 @@ def cpu_small_model(preset: str = "cpu-small", device: str = "cpu") -> tuple[TGM
     mapping, payload, tokens = treebank_sequences.terminal_mapping(data_cfg, words, train)
     vocab = tg_data.build_action_vocab(tokens, [tg_data.actions_function("tg", "sentence", mapping)(s)
                                                 for s in train])
-    model_cfg = yaml.safe_load(PRESETS.read_text())[preset]
+    model_cfg = load_presets(PRESETS)[preset]
     torch.manual_seed(0)
     module = build({**model_cfg, "vocab_size": len(vocab)})
     meta = {"family": "tg", "vocab": payload,

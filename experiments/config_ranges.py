@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lightning_modules.errors import InputError
+from lightning_modules.numeric import is_number
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,7 @@ def check_ranges(cfg: Mapping[str, Any], extra: Mapping[str, Range] | None = Non
         slot = reference.get(key)
         if isinstance(value, Mapping):
             check_ranges(value, extra, slot if isinstance(slot, Mapping) else None, f"{path}.")
-        elif isinstance(value, int | float) and not isinstance(value, bool):
+        elif is_number(value):
             if not math.isfinite(value):
                 raise InputError(f"expected a finite number, got {value!r}", path)
             typed = float(value) if isinstance(slot, float) else value

@@ -22,7 +22,8 @@ union of the beam's trees and the proposals, for families whose beam pools them,
 three), ``proposals`` (the label of a
 model of the spec whose family has the ``propose`` capability: its first seed's best checkpoint draws the
 trees once per sentence
-set, shared by every evaluated run), ``n``, ``beam``, ``word_beam`` (passed when the method reads them),
+set, shared by every evaluated run), ``n``, ``beam``, ``word_beam``, ``max_actions``, ``fast_track`` (passed
+when the method reads them; unset, the method's own default applies, ``adapter.Method``),
 ``items_per_suite``, ``suites``, ``pairs_per_paradigm``, ``paradigms``; for ``dyck``: ``sets`` (default all),
 ``size``, ``seed`` (of the test sets) and ``beam`` (families with a beam). ``label`` tells apart several entries
 of one task (e.g. ``{name: ppl, corpus: ud-gum, split: test, label: gum}``): they write ``RUN/eval/NAME@LABEL/``
@@ -125,7 +126,7 @@ def scoring_method(entry: Evaluation, run: Run) -> str | None:
         return "proposals"
     if not task.scored:
         return None
-    methods = family_of(run).methods(run.config)
+    methods = [m.name for m in family_of(run).methods(run.config)]
     wanted = entry.options.get("method")
     if wanted in methods:
         return wanted
@@ -140,7 +141,16 @@ def reads_proposals(entry: Evaluation, run: Run) -> bool:
     if entry.options.get("proposals") is None:
         return False
     method = scoring_method(entry, run)
-    return method == "proposals" or (method is not None and "n" in family_of(run).method_options(method))
+    return method == "proposals" or (method is not None and family_of(run).method(method, run.config).reads_proposals)
+
+
+def method_options(entry: Evaluation, run: Run) -> dict[str, Any]:
+    """The options of the method an eval of ``entry`` uses for ``run``: the entry's, else the method's defaults
+    (none for a task the family evaluates itself)."""
+    method = scoring_method(entry, run)
+    if method is None:
+        return {}
+    return family_of(run).method(method, run.config).resolve(entry.options)
 
 
 def evaluations(spec: ExperimentSpec) -> list[Evaluation]:
@@ -239,7 +249,7 @@ class Planner:
     def proposal_file(self, entry: Evaluation, run: Run) -> Path:
         parser_run, _ = parser_checkpoint(self.spec, self.runs, self.root, entry.options["proposals"])
         name, _, _ = self._proposal_key(entry, run)
-        return self.exp / "proposals" / parser_run.run_id / f"{name}-n{entry.options.get('n', 300)}.jsonl"
+        return self.exp / "proposals" / parser_run.run_id / f"{name}-n{method_options(entry, run)['n']}.jsonl"
 
     def proposal_tasks(self) -> list[StageTask]:
         """One ``synbench propose`` per (parser, sentence set, N) that some evaluation needs."""
@@ -255,7 +265,7 @@ class Planner:
                     continue
                 _, checkpoint = parser_checkpoint(self.spec, self.runs, self.root, entry.options["proposals"])
                 name, corpus, split = self._proposal_key(entry, run)
-                n = str(entry.options.get("n", 300))
+                n = str(method_options(entry, run)["n"])
                 if corpus:
                     source = ("--corpus", corpus, "--split", split)
                     logq = ("--logq", str(out.with_suffix(".logq.jsonl")))
@@ -303,7 +313,8 @@ class Planner:
         method = scoring_method(entry, run)
         proposals = self.proposal_file(entry, run) if reads_proposals(entry, run) else None
         plan = PlanInput(o, str(o.get("corpus") or run.config["data"]["corpus"]),
-                         str(o.get("split", task.default_split or "")), proposals, family.methods(run.config))
+                         str(o.get("split", task.default_split or "")), proposals,
+                         tuple(m.name for m in family.methods(run.config)))
         assert task.arguments is not None  # evaluations() refuses unplanned tasks
         args: list[str] = ["eval", entry.name, str(checkpoint), "--out", str(out), *task.arguments(plan)]
         if self.device != "cpu":
@@ -311,10 +322,11 @@ class Planner:
         if method is not None:
             if task.takes_method:
                 args += ["--method", method]
+            options = family.method(method, run.config).options
             if proposals is not None:
                 needs.append(proposals)
-                args += ["--proposals", str(proposals), "-n", str(o.get("n", 300))]
-            for key in family.method_options(method):
+                args += ["--proposals", str(proposals), "-n", str(method_options(entry, run)["n"])]
+            for key in options:
                 if key in o and key != "n":
                     args += [f"--{key.replace('_', '-')}", str(o[key])]
         return StageTask(f"{run.run_id}-{name}", out, self._cli(*args), out / "results.json",

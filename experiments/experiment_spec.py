@@ -57,7 +57,6 @@ PARAM_KEYS = {"float": ("type", "low", "high", "log", "step"), "int": ("type", "
               "categorical": ("type", "choices")}
 MODEL_KEYS = ("family", "preset", "name", "overrides", "seeds")
 SOURCE_KEYS = ("source", "name")
-SOURCE_PREFIX = "hf:"
 DATA_KEYS = ("name", "overrides")
 MAX_SEEDS = 100_000
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
@@ -296,17 +295,23 @@ def _name(value: Any, loc: _Locator, keys: tuple) -> str:
 
 
 def _source_model(entry: dict, models: list[ModelEntry], loc: _Locator, keys: tuple) -> ModelEntry:
-    """A ``{source: hf:DIR, name}`` entry: one run (seed 0) of family ``hf``; the path is kept as written,
-    relative paths resolve against the directory synbench runs in."""
+    """A ``{source: hf:DIR, name}`` entry: one run (seed 0) of the family whose models are named by the
+    source's prefix (``hf``); the path is kept as written, relative paths resolve against the directory
+    synbench runs in."""
+    from experiments.evaluate.scorers import HF_PREFIX
+    from experiments.families import source_family
+
     _check_keys(entry, SOURCE_KEYS, loc, keys)
     source = entry["source"]
-    if not isinstance(source, str) or not source.startswith(SOURCE_PREFIX) or len(source) == len(SOURCE_PREFIX):
-        raise loc.error(f"expected {SOURCE_PREFIX}DIR (a local transformers causal LM), got {source!r}",
+    family = source_family(source) if isinstance(source, str) else None
+    prefix = family.source_prefix if family else ""
+    if family is None or len(source) == len(prefix):
+        raise loc.error(f"expected {HF_PREFIX}DIR (a local transformers causal LM), got {source!r}",
                         *keys, "source")
-    label = _name(entry.get("name", "hf-" + Path(source[len(SOURCE_PREFIX):]).name), loc, (*keys, "name"))
+    label = _name(entry.get("name", f"{family.name}-" + Path(source[len(prefix):]).name), loc, (*keys, "name"))
     if any(m.name == label for m in models):
         raise loc.error(f"two models are named {label!r}; give each a distinct 'name'", *keys)
-    return ModelEntry(label, "hf", None, {}, loc.where(*keys), (0,), source)
+    return ModelEntry(label, family.name, None, {}, loc.where(*keys), (0,), source)
 
 
 def parse_spec(data: dict[str, Any], path: Path, lines: dict[tuple, int] | None = None) -> ExperimentSpec:

@@ -8,15 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from experiments.config import VOLATILE_SECTIONS
 from experiments.evaluate import tasks
 from experiments.experiment_runs import experiment_runs
 from experiments.experiment_spec import ExperimentSpec, Run, load_spec, parse_seeds
 
-# the resolved-config settings of a model whose difference from the full protocol is stated
-MODEL_KEYS = ("data.corpus", "data.level", "train.max_steps", "train.batch_size", "model.d_model",
-              "model.d_embedding", "model.d_hidden", "model.max_span", "model.d_rrnn",
-              "model.n_layers", "model.n_heads", "model.d_ff", "model.n_encoder_layers", "model.n_decoder_layers",
-              "model.d_sem", "model.d_syn", "model.n_slots")
+SECTION_ORDER = ("data", "train", "model")  # how a model's differing settings are listed (then any other)
 
 
 def reduced_settings(spec: ExperimentSpec, seeds: str | None = None) -> list[str]:
@@ -34,8 +31,9 @@ def reduced_settings(spec: ExperimentSpec, seeds: str | None = None) -> list[str
         ref = full_runs.get(label)
         if ref is None:
             continue
-        diffs = [f"{key} {_get(run.config, key)} (full protocol: {_get(ref.config, key)})"
-                 for key in dict.fromkeys(MODEL_KEYS) if _get(run.config, key) != _get(ref.config, key)]
+        ours, theirs = _settings(run.config), _settings(ref.config)
+        diffs = [f"{key} {ours.get(key)} (full protocol: {theirs.get(key)})"
+                 for key in _ordered([*ours, *theirs]) if ours.get(key) != theirs.get(key)]
         if diffs:
             lines.append(f"{label}: " + ", ".join(diffs))
     ours_evals = {_key(e): e for e in spec.evaluations}
@@ -53,8 +51,8 @@ def reduced_settings(spec: ExperimentSpec, seeds: str | None = None) -> list[str
             continue
         ours_v = {k: entry.get(k, defaults.get(k)) for k in keys}
         full_v = {k: ref.get(k, defaults.get(k)) for k in keys}
-        diffs = [f"{k} {_unset(k, ours_v[k], entry)} (full protocol: {_unset(k, full_v[k], ref)})" for k in keys
-                 if ours_v[k] != full_v[k]]
+        diffs = [f"{k} {_unset(k, ours_v[k], entry, spec)} (full protocol: {_unset(k, full_v[k], ref, full)})"
+                 for k in keys if ours_v[k] != full_v[k]]
         if diffs:
             lines.append(f"evaluation {_key(entry)}{which}: " + ", ".join(diffs))
     ours_p, full_p = spec.analysis.get("probing") or {}, full.analysis.get("probing") or {}
@@ -90,17 +88,34 @@ def _all(value: Any) -> Any:
     return "all" if value is None else value
 
 
-def _unset(key: str, value: Any, entry: dict[str, Any]) -> Any:
+def _unset(key: str, value: Any, entry: dict[str, Any], spec: ExperimentSpec) -> Any:
     """An evaluation setting as the entry has it; absent, what the evaluation then does: the scoring method
-    is proposals when the entry names a parser (else the family's default), a beam width is not used, N is
-    the CLI's 300, and a subset size means everything."""
+    is proposals when the entry names a parser (else the family's default), a method option is the default
+    its method declares (``not used`` where the method does not read it), a subset size means everything."""
     if value is not None:
         return value
     if key == "method":
         return "proposals" if entry.get("proposals") else "the family's default"
-    if key in ("beam", "word_beam", "max_actions", "fast_track"):
-        return "no beam"
-    return 300 if key == "n" else "all"
+    if key in tasks.SCORING_OPTIONS:
+        return _method_default(key, entry, spec)
+    return "all"
+
+
+def _method_default(key: str, entry: dict[str, Any], spec: ExperimentSpec) -> Any:
+    """The default of method option ``key`` for the runs of ``spec`` an ``entry`` evaluates (their families'
+    methods say it; ``not used`` where none reads it, ``the family's default`` where they differ)."""
+    from experiments.evaluation_plan import Evaluation, family_of, scoring_method
+
+    evaluation = Evaluation(entry["name"], dict(entry), "")
+    defaults = set()
+    for run in _first_runs(spec).values():
+        method = scoring_method(evaluation, run) if evaluation.applies_to(run) else None
+        options = family_of(run).method(method, run.config).options if method else {}
+        if key in options:
+            defaults.add(options[key])
+    if not defaults:
+        return "not used"
+    return defaults.pop() if len(defaults) == 1 else "the family's default"
 
 
 def _first_runs(spec: ExperimentSpec) -> dict[str, Run]:
@@ -110,10 +125,21 @@ def _first_runs(spec: ExperimentSpec) -> dict[str, Run]:
     return runs
 
 
-def _get(config: dict[str, Any], dotted: str) -> Any:
-    node: Any = config
-    for part in dotted.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return None
-        node = node[part]
-    return node
+def _settings(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Every setting of a resolved config that can change a result, by dotted key (where a run runs, its
+    ``runtime``, and the preset name, whose settings are listed themselves, left out)."""
+    out: dict[str, Any] = {}
+    for key, value in config.items():
+        if not prefix and key in (*VOLATILE_SECTIONS, "family", "preset"):
+            continue
+        if isinstance(value, dict):
+            out.update(_settings(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def _ordered(keys: list[str]) -> list[str]:
+    """Dotted keys deduplicated, by section (``SECTION_ORDER``, then the others), in their order within one."""
+    rank = {section: i for i, section in enumerate(SECTION_ORDER)}
+    return sorted(dict.fromkeys(keys), key=lambda k: rank.get(k.split(".")[0], len(rank)))

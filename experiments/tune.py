@@ -38,7 +38,7 @@ from typing import Any
 
 import yaml
 
-from experiments.commands.arguments import natural, positive_int
+from experiments.cli_options import natural, positive_int
 from experiments.config import run_id
 from experiments.experiment_runs import experiment_dir, resolve
 from experiments.experiment_spec import ExperimentSpec, TuneSpec, format_override, load_spec

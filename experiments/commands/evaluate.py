@@ -11,8 +11,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from experiments.cli_options import add_device_argument, checked_device
 from experiments.commands import add_experiment_arguments
-from experiments.commands.arguments import add_device_argument, checked_device
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -34,7 +34,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--jsonl", action="store_true", help="one JSON object per line (per input)")
     seen: set[str] = set()
     for adapter in encodings.values():
-        for option in adapter.inspect_options:
+        for option in adapter.inspection().options:
             if option.flag not in seen:
                 seen.add(option.flag)
                 p.add_argument(option.flag, **option.kwargs)
@@ -45,24 +45,24 @@ def run(args: argparse.Namespace) -> int:
     from experiments.families import inspect_encodings
     from lightning_modules.errors import InputError
 
-    encodings = inspect_encodings()
-    adapter = encodings[args.family]
-    own = {o.flag for o in adapter.inspect_options}
+    encodings = {name: adapter.inspection() for name, adapter in inspect_encodings().items()}
+    inspection = encodings[args.family]
+    own = {o.flag for o in inspection.options}
     for other in encodings.values():
-        for option in other.inspect_options:
-            value = getattr(args, option.flag.lstrip("-").replace("-", "_"), None)
-            if option.flag not in own and value is not None:
-                owners = "/".join(n for n, a in encodings.items() if option in a.inspect_options)
+        for option in other.options:
+            if option.flag not in own and getattr(args, option.dest, None) is not None:
+                owners = "/".join(n for n, i in encodings.items() if option in i.options)
                 raise InputError(f"is a {owners} option; {args.family} does not read it", option.flag)
-    sources = adapter.inspect_sources(args)
-    one_object = args.tree is not None or (adapter.inspect_one_input_per_file and not args.jsonl)
+    options = {o.dest: getattr(args, o.dest, None) for o in inspection.options}
+    sources = inspection.sources(args.tree, args.trees_file)
+    one_object = args.tree is not None or (inspection.one_input_per_file and not args.jsonl)
     if one_object and len(sources) != 1:
         raise InputError(f"holds {len(sources)} inputs; without --jsonl it must hold one (--jsonl prints one "
                          "object per line)", args.trees_file)
     records = []
     for location, item in sources:
         try:
-            records.append(adapter.inspect(args.family, item, args))
+            records.append(inspection.record(args.family, item, options))
         except InputError as e:
             raise InputError(e.message, e.location or location) from None
     if args.jsonl or one_object:

@@ -1,7 +1,7 @@
 """``synbench model-info FAMILY --preset P [--vocab-size V] [--json]``: parameter counts of a model preset.
 
 The family's adapter builds the model on the meta device (no memory, no initialisation cost), so the 252M
-configs are instant. Presets live in the family's presets file (``experiments/configs/model/<family>.yaml``
+configs are instant. Presets live in the family's presets file (``experiments/families/F/presets/<family>.yaml``
 for the built-in families).
 """
 
@@ -11,7 +11,7 @@ import argparse
 import json
 from typing import Any
 
-from experiments.commands.arguments import positive_int
+from experiments.cli_options import positive_int
 from lightning_modules.errors import InputError
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from experiments.commands.arguments import natural, positive_int
+from experiments.cli_options import natural, positive_int
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -48,8 +48,12 @@ def run(args: argparse.Namespace) -> int:
             raise InputError("must be at least 1", flag)
     if args.corpus is not None and args.split is None:
         raise InputError("--corpus needs --split", "--split")
+    from experiments.families.adapter import ProposeRequest
+
     adapter, meta = checkpoint_family(args.checkpoint)
-    if "propose" not in adapter.capabilities(meta["config"]):
+    proposing = adapter.proposing(meta["config"])
+    if proposing is None:
         raise InputError(f"a {adapter.name} checkpoint does not propose trees", str(args.checkpoint))
-    print(adapter.write_proposals(args))
+    print(proposing.write(ProposeRequest(args.checkpoint, args.out, args.n, args.method, args.seed, args.max_rows,
+                                         args.corpus, args.split, args.sentences, args.data_dir, args.logq)))
     return 0

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from experiments.commands.arguments import add_device_argument, checked_device, positive_float, positive_int
+from experiments.cli_options import add_device_argument, checked_device, positive_float, positive_int
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -1,15 +1,16 @@
-"""``synbench sample CHECKPOINT -n N``: draw trees (or sentences) from a TG-family checkpoint."""
+"""``synbench sample CHECKPOINT -n N``: draw trees (or sentences) from a checkpoint whose family samples
+(the adapter's ``sampling`` part, capability ``sample``)."""
 
 from __future__ import annotations
 
 import argparse
 import json
 
-from experiments.commands.arguments import natural, positive_float, positive_int
+from experiments.cli_options import natural, positive_float, positive_int
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("sample", help="sample well-formed trees from a TG / TXL checkpoint",
+    p = sub.add_parser("sample", help="sample well-formed trees (or sentences) from a checkpoint",
                        description="Ancestral sampling with well-formedness constraints (no closing before an "
                                    "opening, no terminal-free constituent). Prints one bracketed tree per line, "
                                    "or JSON lines with --json.")
@@ -23,8 +24,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from experiments.families.tg.sample import sample
+    from experiments.families import checkpoint_family
+    from lightning_modules.errors import InputError
 
+    adapter, meta = checkpoint_family(args.checkpoint)
+    sample = adapter.sampling(meta["config"])
+    if sample is None:
+        raise InputError(f"a {adapter.name} checkpoint of this config does not sample", str(args.checkpoint))
     for s in sample(args.checkpoint, args.n, args.seed, args.temperature, args.max_length):
         text = str(s.tree) if s.tree is not None else " ".join(s.words)
         if args.json:

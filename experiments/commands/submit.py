@@ -12,7 +12,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from experiments.commands.arguments import positive_int
+from experiments.cli_options import positive_int
 from lightning_modules.errors import InputError
 
 

@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from experiments.commands.arguments import natural
+from experiments.cli_options import natural
 
 
 def register(sub: argparse._SubParsersAction) -> None:

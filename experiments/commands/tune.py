@@ -17,7 +17,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from experiments.commands.arguments import natural, positive_int
+from experiments.cli_options import natural, positive_int
 
 
 def register(sub: argparse._SubParsersAction) -> None:

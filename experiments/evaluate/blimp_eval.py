@@ -9,17 +9,20 @@ paradigm file).
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 from pathlib import Path
 from typing import Any
 
+from experiments.cli_options import positive_int
 from experiments.evaluate.blimp import Pair
 from experiments.evaluate.blimp import evaluate as aggregate_pairs
 from experiments.evaluate.cache import ItemCache, Record, default_out_dir
 from experiments.evaluate.results import write_results
 from experiments.evaluate.scorer import Text, score_texts
-from experiments.evaluate.scorer_choice import ChosenScorer
+from experiments.evaluate.scorer_choice import ChosenScorer, add_arguments, choose
+from experiments.evaluate.subcommands import print_result
 from experiments.evaluate.tokenize import tokenize
 from lightning_modules.errors import InputError
 from lightning_modules.numeric import is_number
@@ -112,3 +115,36 @@ def evaluate(chosen: ChosenScorer, model_path: str | Path, paradigms: dict[str, 
     result = {"metrics": metrics, "settings": settings, "convention": convention, "headline": headline,
               "out": str(out_dir)}
     return result, cache.computed
+
+
+# -- synbench eval blimp -------------------------------------------------------------------------------------
+def add_command(tasks: argparse._SubParsersAction) -> None:
+    p = tasks.add_parser(
+        "blimp", help="BLiMP accuracy per paradigm, per phenomenon and overall",
+        description="BLiMP (Warstadt et al. 2020): a pair is correct when log p(good) > log p(bad) (sentences "
+                    "tokenized PTB-style; joint models compare marginal lower bounds). Accuracy per paradigm, "
+                    "per phenomenon and overall (mean over paradigms).")
+    add_arguments(p)
+    p.add_argument("--blimp-dir", metavar="DIR", help="BLiMP data folder (default: staged in $SYNBENCH_DATA)")
+    p.add_argument("--paradigms", help="comma-separated paradigm UIDs (default: all 67)")
+    p.add_argument("--pairs-per-paradigm", type=positive_int, metavar="K", help="the first K pairs of each paradigm")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from experiments.evaluate.blimp import load_paradigms
+
+    blimp_dir = Path(args.blimp_dir) if args.blimp_dir else default_data_dir(args.data_dir)
+    paradigms = load_paradigms(blimp_dir, args.pairs_per_paradigm)
+    names = [s.strip() for s in args.paradigms.split(",") if s.strip()] if args.paradigms else None
+    selected = select(paradigms, names)
+    result, computed = evaluate(choose(args), args.checkpoint, selected, blimp_dir, args.pairs_per_paradigm, args.out)
+    return print_result(args.json, result, computed, result["settings"]["pairs"], format_report)
+
+
+def format_report(result: dict) -> str:
+    """Accuracy per paradigm, per phenomenon and overall, then the headline."""
+    m = result["metrics"]
+    rows = [f"{uid:48} {acc:.4f}" for uid, acc in m["paradigms"].items()]
+    rows += [""] + [f"{name:48} {acc:.4f}" for name, acc in m["phenomena"].items()]
+    return "\n".join(rows + ["", f"{'overall':48} {m['accuracy']:.4f}", result["headline"]]) + "\n"

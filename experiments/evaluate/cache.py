@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from experiments.evaluate.results import config_hash
+from experiments.evaluate.results import canonical_hash
 from lightning_modules.data.atomic import atomic_write_text
 from lightning_modules.errors import InputError
 
@@ -42,8 +42,8 @@ def run_dir_of(model_path: str | Path) -> Path:
 
 
 def task_hash(identity: Mapping[str, Any]) -> str:
-    """16 hex digits of the sha256 of the canonical JSON of the task identity (also ``config_hash``)."""
-    return config_hash(identity)
+    """16 hex digits of the sha256 of the canonical JSON of the task identity (``results.canonical_hash``)."""
+    return canonical_hash(identity)
 
 
 def default_out_dir(model_path: str | Path, task: str, identity: Mapping[str, Any]) -> Path:

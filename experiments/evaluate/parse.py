@@ -16,6 +16,7 @@ ready for ``synbench evalb``.
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,8 @@ from experiments.evaluate.cache import ItemCache, Record, default_out_dir
 from experiments.evaluate.evalb import PARAMS, evaluate_lines
 from experiments.evaluate.ppl import Sentences
 from experiments.evaluate.results import write_results
-from experiments.evaluate.scorer_choice import ChosenScorer
+from experiments.evaluate.scorer_choice import ChosenScorer, add_arguments, choose
+from experiments.evaluate.subcommands import add_limit_argument, bracket_report, print_result
 from lightning_modules.data.atomic import atomic_write_text
 from lightning_modules.errors import InputError
 from lightning_modules.numeric import is_number
@@ -114,3 +116,33 @@ def decision_accuracies(rows: list[dict[str, list[int]]]) -> dict[str, dict[str,
     for total in out.values():
         total["accuracy"] = total["correct"] / total["scored"] if total["scored"] else None
     return out
+
+
+# -- synbench eval parse -------------------------------------------------------------------------------------
+def add_command(tasks: argparse._SubParsersAction) -> None:
+    p = tasks.add_parser(
+        "parse", help="the model's own parses scored with EVALB against the gold trees (F1)",
+        description="Each sentence's parse is the model's best tree (for a Pushdown-LM, Pushdown Layers §5 / Table "
+                    "4: the best tree of the final beam over attachment decisions, subword pieces merged), scored "
+                    "with EVALB against the gold trees shaped as the model's family parses (a Pushdown-LM: "
+                    "binarized as in training, unlabeled), with the family's trivial baseline (right-branching) "
+                    "scored beside. Sentences with unknown words are left out as in "
+                    "the paper (by default for SentencePiece vocabularies; --unknown exclude|keep).")
+    add_arguments(p, methods=("beam",))
+    p.add_argument("--gold", required=True, help="gold treebank file or CORPUS/SPLIT (e.g. ptb-sample/test)")
+    p.add_argument("--unknown", choices=["default", "exclude", "keep"], default="default",
+                   help="sentences with unknown words: exclude (the paper), keep, or default (exclude for "
+                        "SentencePiece vocabularies, keep for word vocabularies with unknown-word classes)")
+    add_limit_argument(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from experiments.evaluate.rerank import read_gold
+
+    chosen = choose(args)
+    kind = chosen.adapter.parse_view().gold_kind if "parse" in chosen.capabilities else "constituency"
+    gold = read_gold(args.gold, args.limit, args.data_dir, kind)
+    result, computed = evaluate(chosen, args.checkpoint, gold, args.unknown, args.limit, args.out)
+    return print_result(args.json, result, computed, result["settings"]["sentences"],
+                        lambda r: bracket_report(r, ("parsed", "right_branching")))

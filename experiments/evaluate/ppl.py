@@ -21,6 +21,7 @@ sentence's end term is the closing after its last word). ``N_w`` still counts wo
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import math
 from collections.abc import Sequence
@@ -30,7 +31,8 @@ from typing import Any
 
 from experiments.evaluate.cache import ItemCache, Record, default_out_dir
 from experiments.evaluate.results import write_results
-from experiments.evaluate.scorer_choice import ChosenScorer
+from experiments.evaluate.scorer_choice import ChosenScorer, add_arguments, choose
+from experiments.evaluate.subcommands import add_limit_argument, print_result
 from lightning_modules.data.dependency import DepTree
 from lightning_modules.data.tree import Tree
 from lightning_modules.numeric import is_number
@@ -166,3 +168,28 @@ def format_report(result: dict[str, Any]) -> str:
              f"convention: {result['convention']}",
              result["headline"]]
     return "\n".join(lines) + "\n"
+
+
+# -- synbench eval ppl ---------------------------------------------------------------------------------------
+def add_command(tasks: argparse._SubParsersAction) -> None:
+    p = tasks.add_parser(
+        "ppl", help="word perplexity of a treebank split (exact or a bound)",
+        description="Word perplexity exp(-Σ log p(x) / words) of a corpus split, sentence-level (TG §3.1). "
+                    "log p(x) includes the end of the sentence; the denominator counts words only. Exact for "
+                    "string models (TXL (terminals), n-gram JSON models), an upper bound for joint models "
+                    "(--method gold|proposals|beam; beam by default). Document-level checkpoints (data.level=document) "
+                    "are scored document by document: exact for TXL (terminals); --method gold|proposals with TG "
+                    "§3.1's greedy single-path prefix for joint models.")
+    add_arguments(p)
+    p.add_argument("--corpus", default="ptb-sample", help="corpus name or treebank file (default ptb-sample)")
+    p.add_argument("--split", default="valid", help="split (default valid; 'file' for a treebank file)")
+    add_limit_argument(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    sentences = read_sentences(args.corpus, args.split, args.limit, args.data_dir)
+    chosen = choose(args, gold=sentences.gold_source(), documents=True)
+    result, computed = evaluate(chosen, args.checkpoint, sentences, args.limit, args.out)
+    items = len(set(sentences.documents)) if chosen.level == "document" else result["metrics"]["sentences"]
+    return print_result(args.json, result, computed, items, format_report)  # items: sentences, or documents

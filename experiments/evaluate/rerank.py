@@ -18,6 +18,7 @@ also written one per line to ``reranked.txt``, ready for ``synbench evalb``.
 
 from __future__ import annotations
 
+import argparse
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -28,8 +29,9 @@ from experiments.evaluate.evalb import COLLINS, evaluate_lines, parse_line, scor
 from experiments.evaluate.ppl import Sentences
 from experiments.evaluate.proposal_files import PLACEHOLDER_TAG, with_tags
 from experiments.evaluate.results import write_results
-from experiments.evaluate.scorer_choice import ChosenScorer
+from experiments.evaluate.scorer_choice import ChosenScorer, add_arguments, choose
 from experiments.evaluate.scorers.tree_files import ProposalFile
+from experiments.evaluate.subcommands import add_limit_argument, bracket_report, print_result
 from lightning_modules.data.atomic import atomic_write_text
 from lightning_modules.data.checksums import file_sha256
 from lightning_modules.data.tree import Tree, clean, drop_pos_tags, parse_tree, to_bracketed
@@ -137,7 +139,7 @@ def parser_one_best(proposals: Path, logq: Path) -> dict[tuple[str, ...], Tree]:
             raise InputError(f"sentence {k} has {len(values)} trees but the log q file does not match",
                              f"{logq}:{logqs[k][0] if k in logqs else 1}")
         scores = logqs[k][1]
-        if not all(isinstance(x, int | float) for x in scores):
+        if not all(is_number(x) for x in scores):
             raise InputError("log q values must be numbers", f"{logq}:{logqs[k][0]}")
         top = parse_tree(values[max(range(len(values)), key=lambda j: scores[j])], f"{proposals}:{number}")
         best.setdefault(tuple(clean(top).leaves()), top)
@@ -198,3 +200,28 @@ def evaluate(chosen: ChosenScorer, model_path: str | Path, gold: Sentences, prop
     result = {"metrics": metrics, "settings": settings, "convention": CONVENTION, "headline": headline,
               "out": str(out_dir)}
     return result, cache.computed
+
+
+# -- synbench eval rerank ------------------------------------------------------------------------------------
+def add_command(tasks: argparse._SubParsersAction) -> None:
+    p = tasks.add_parser(
+        "rerank", help="parse reranking of proposal trees by the joint model (EVALB F1)",
+        description="Parse reranking (TG §3.2): for each gold sentence, the proposal with the highest "
+                    "log p(x, y) under the joint model, scored with EVALB (COLLINS.prm) against the gold trees; "
+                    "also the oracle F1 of the proposals and, with --logq, the proposal parser's own 1-best.")
+    add_arguments(p, methods=("proposals",), proposals_required=True)
+    p.add_argument("--gold", required=True, help="gold treebank file or CORPUS/SPLIT (e.g. ptb-sample/test)")
+    p.add_argument("--logq", type=Path, metavar="FILE", help="log q(y|x) of the proposals (synbench propose --logq)")
+    add_limit_argument(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    args.method = "proposals"
+    gold = read_gold(args.gold, args.limit, args.data_dir)
+    chosen = choose(args)
+    if not chosen.joint:
+        raise InputError(f"{chosen.family} is a string model: reranking needs a joint model p(x, y)", args.checkpoint)
+    result, computed = evaluate(chosen, args.checkpoint, gold, args.proposals, args.n, args.logq, args.limit, args.out)
+    return print_result(args.json, result, computed, result["settings"]["sentences"],
+                        lambda r: bracket_report(r, ("reranked", "oracle", "parser_1best")))

@@ -25,8 +25,10 @@ PACKAGES = ("synbench", "torch", "pytorch-lightning", "numpy", "pyparsing", "sen
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-def config_hash(config: Mapping) -> str:
-    """A short stable hash of a JSON-able mapping (key order does not matter)."""
+def canonical_hash(config: Mapping) -> str:
+    """16 hex digits of the sha256 of the canonical JSON of a mapping (key order does not matter): the hash of an
+    evaluation's config (``results.json``'s ``config_hash``) and of a task identity (``cache.task_hash``). Not
+    a run's identity (``experiments.config.config_hash``)."""
     canonical = json.dumps(config, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
 
@@ -81,7 +83,7 @@ def write_results(
         "convention": convention,
         "settings": dict(settings),
         "n_items": len(lines),
-        "config_hash": config_hash(config) if config is not None else None,
+        "config_hash": canonical_hash(config) if config is not None else None,
         "config": dict(config) if config is not None else None,
         "data": {name: {"path": str(p), "sha256": file_sha256(p)} for name, p in (data or {}).items()},
         "versions": package_versions(),

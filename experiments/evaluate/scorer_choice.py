@@ -4,7 +4,8 @@ A model source is a checkpoint (``synbench train``; its family adapter builds th
 (the JSON file of ``scorers/ngram.py``'s ``save``) or ``hf:DIR``, a causal LM saved locally with
 ``transformers`` (``scorers/hf.py``: exact, on raw text through its own tokenizer). The method defaults to
 the family's first (``exact`` for string models, ``beam`` for joint sentence-level models); ``proposals``
-takes a proposal file (``--proposals``) or the built-in parser (``--parser``).
+takes a proposal file (``--proposals``) or the built-in parser (``--parser``). A method option left unset
+(``-n``, ``--beam``, ...) takes the default the family's method declares (``adapter.Method``).
 Everything that changes a number (method, N, beam widths, the proposal source's sha256) goes into the
 evaluation's ``settings`` and task identity, and a one-line description goes into its headline.
 
@@ -25,14 +26,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from experiments.commands.arguments import add_device_argument, checked_device, natural, positive_int
+from experiments.cli_options import add_device_argument, checked_device, natural, positive_int
 from experiments.evaluate.scorer import Scorer
 from experiments.families.adapter import ScoringRequest
 from lightning_modules.data.checksums import file_sha256
 from lightning_modules.data.tree import Tree
 from lightning_modules.errors import InputError
 
-HF_PREFIX = "hf:"
+METHOD_OPTIONS = ("n", "beam", "word_beam", "max_actions", "fast_track")  # read by the family's methods
 TreeSource = Callable[[Sequence[Sequence[str]]], list[list[Tree]]]
 
 
@@ -53,13 +54,15 @@ def add_arguments(p: argparse.ArgumentParser, methods: Sequence[str] = ("exact",
                         help="proposal trees (synbench propose output, or SENTENCE<TAB>TREE lines)")
     if not proposals_required:
         source.add_argument("--parser", type=Path, metavar="CKPT", help="proposal parser checkpoint (draws N trees)")
-    p.add_argument("-n", type=positive_int, default=300, help="proposal trees per sentence (default 300, as TG §3.1)")
+    # method options: unset (None), each takes the default of the family's method
+    p.add_argument("-n", type=positive_int, help="proposal trees per sentence (default: the family's, 300 as TG §3.1)")
     p.add_argument("--parser-seed", type=natural, default=0, help="seed of the parser's sampling without replacement")
-    p.add_argument("--beam", type=positive_int, default=20,
-                   help="action beam of --method beam (default 20; paper-style 300)")
-    p.add_argument("--word-beam", type=positive_int, default=5, help="hypotheses kept after each word (default 5)")
-    p.add_argument("--max-actions", type=positive_int, default=8,
-                   help="most nonterminal actions between two words in the beam (default 8)")
+    p.add_argument("--beam", type=positive_int,
+                   help="action beam of --method beam (default: the family's, 20; paper-style 300)")
+    p.add_argument("--word-beam", type=positive_int,
+                   help="hypotheses kept after each word (default: the family's, 5)")
+    p.add_argument("--max-actions", type=positive_int,
+                   help="most nonterminal actions between two words in the beam (default: the family's, 8)")
     p.add_argument("--fast-track", type=natural, default=None, metavar="K",
                    help="word-synchronous beams over nonterminal actions: words compete for the action beam and "
                         "the best K are kept regardless (Stern et al. 2017; DTG: 0); default: every word kept")
@@ -112,7 +115,7 @@ def choose(args: argparse.Namespace, gold: TreeSource | None = None, documents: 
     """
     for flag, value in (("-n", args.n), ("--beam", args.beam), ("--word-beam", args.word_beam),
                         ("--max-actions", args.max_actions), ("--batch-size", args.batch_size)):
-        if value < 1:
+        if value is not None and value < 1:
             raise InputError("must be at least 1", flag)
     checked_device(getattr(args, "device", "cpu"))
     fast_track = getattr(args, "fast_track", None)
@@ -120,10 +123,14 @@ def choose(args: argparse.Namespace, gold: TreeSource | None = None, documents: 
         raise InputError("must be at least 0", "--fast-track")
     method = getattr(args, "method", None)
     given_trees = args.proposals is not None or getattr(args, "parser", None) is not None
-    if str(args.checkpoint).startswith(HF_PREFIX):
+    from experiments.families import checkpoint_family, source_family
+
+    source = source_family(str(args.checkpoint))
+    if source is not None:
         if given_trees:
-            raise InputError("an hf: model is a string model: --proposals/--parser do not apply", args.checkpoint)
-        return _hf(args, method)
+            raise InputError(f"an {source.source_prefix} model is a string model: --proposals/--parser do not apply",
+                             args.checkpoint)
+        return _source(source, args, method)
     path = Path(args.checkpoint)
     if not path.is_file():
         raise InputError("model file not found", str(path))
@@ -132,10 +139,8 @@ def choose(args: argparse.Namespace, gold: TreeSource | None = None, documents: 
         if given_trees:
             raise InputError("an n-gram model is a string model: --proposals/--parser do not apply", str(path))
         return _ngram(path, sha, method)
-    from experiments.families import checkpoint_family
-
     adapter, meta = checkpoint_family(path)
-    methods = adapter.methods(meta["config"])
+    methods = [m.name for m in adapter.methods(meta["config"])]
     if not methods:
         raise InputError(f"a {adapter.name} checkpoint is a {adapter.kind(meta['config'])} and is not scored as a "
                          "language model", str(path))
@@ -149,22 +154,26 @@ def choose(args: argparse.Namespace, gold: TreeSource | None = None, documents: 
     if method not in ("proposals", "beam") and given_trees:
         raise InputError(f"--proposals/--parser need --method proposals or beam (the union of the beam's trees "
                          f"and the proposals), not {method}", "--method")
-    request = ScoringRequest(method=method, batch_size=args.batch_size, beam=args.beam, word_beam=args.word_beam,
-                             max_actions=args.max_actions, fast_track=fast_track, n=args.n, gold=gold,
-                             documents=documents,
-                             device=getattr(args, "device", "cpu"))
+    declared = adapter.method(method, meta["config"])
+    options = declared.resolve({key: getattr(args, key, None) for key in METHOD_OPTIONS})
+    for key, value in options.items():  # TRANSITIONAL: for callers that still read args.n (eval rerank)
+        if getattr(args, key, None) is None:
+            setattr(args, key, value)
+    request = ScoringRequest(method=method, options=options, batch_size=args.batch_size, gold=gold,
+                             documents=documents, device=getattr(args, "device", "cpu"))
     extra: dict[str, Any] = {}
     data: dict[str, Path] = {}
     if given_trees:
-        source, name, pos_tags, extra = _proposal_source(args)
+        if not declared.reads_proposals:  # e.g. a beam that does not pool its trees with proposals
+            raise InputError(f"{adapter.name} does not pool its beam with proposals: use --method proposals, or the "
+                             "beam without --proposals/--parser", "--method")
+        trees, name, pos_tags, extra = _proposal_source(args, options["n"])
         # a source gives at most its own N (a file: its largest group): the results name the N pooled
-        request = replace(request, proposals=source, source_name=name, pos_tags=pos_tags, n=min(args.n, source.most))
+        request = replace(request, proposals=trees, source_name=name, pos_tags=pos_tags,
+                          options={**options, "n": min(options["n"], trees.most)})
         if args.proposals is not None:
             data["proposals"] = args.proposals
     scoring = adapter.scoring(path, meta, request)
-    if given_trees and scoring.scorer.convention.proposal_source is None:  # the family's beam ignored them
-        raise InputError(f"{adapter.name} does not pool its beam with proposals: use --method proposals, or the "
-                         "beam without --proposals/--parser", "--method")
     identity: dict[str, Any] = {"model_sha256": sha, "family": adapter.name, "method": method, **scoring.identity,
                                 **(extra if given_trees else {})}
     settings = {"method": method, "family": adapter.name, "description": scoring.description,
@@ -175,18 +184,22 @@ def choose(args: argparse.Namespace, gold: TreeSource | None = None, documents: 
                         adapter.capabilities(meta["config"]))
 
 
-def _hf(args: argparse.Namespace, method: str | None) -> ChosenScorer:
-    """A local ``transformers`` causal LM, scored exactly on raw text through its own tokenizer."""
-    from experiments.evaluate.scorers import hf
-
-    if method not in (None, "exact"):
-        raise InputError(f"an hf: model is a string model: --method {method} does not apply", "--method")
-    scorer = hf.load(args.checkpoint, getattr(args, "device", "cpu"), getattr(args, "precision", "float32"),
-                     args.batch_size)
-    identity = {"model": args.checkpoint, "family": "hf", "method": "exact", **scorer.identity()}
-    settings = {"method": "exact", "family": "hf", "description": scorer.description(), "source": args.checkpoint,
-                "scorer_convention": scorer.convention.to_dict()}
-    return ChosenScorer(scorer, "hf", False, identity, settings, scorer.description(), {}, args.batch_size)
+def _source(adapter: Any, args: argparse.Namespace, method: str | None) -> ChosenScorer:
+    """A model named by its family's prefix (``hf:DIR``, a local ``transformers`` causal LM), scored by the
+    family's only method (exact) as it is."""
+    (only,) = adapter.methods()
+    if method not in (None, only.name):
+        raise InputError(f"an {adapter.source_prefix} model is a string model: --method {method} does not apply",
+                         "--method")
+    request = ScoringRequest(only.name, only.resolve(), args.batch_size, device=getattr(args, "device", "cpu"),
+                             precision=getattr(args, "precision", "float32"))
+    scoring = adapter.scoring(args.checkpoint, {"family": adapter.name, "config": {}}, request)
+    scorer = scoring.scorer
+    identity = {"model": args.checkpoint, "family": adapter.name, "method": only.name, **scoring.identity}
+    settings = {"method": only.name, "family": adapter.name, "description": scoring.description,
+                "source": args.checkpoint, "scorer_convention": scorer.convention.to_dict()}
+    return ChosenScorer(scorer, adapter.name, False, identity, settings, scoring.description, {}, scoring.chunk,
+                        capabilities=adapter.capabilities())
 
 
 def _ngram(path: Path, sha: str, method: str | None) -> ChosenScorer:
@@ -201,8 +214,8 @@ def _ngram(path: Path, sha: str, method: str | None) -> ChosenScorer:
     return ChosenScorer(model, model.name, False, identity, settings, "exact")
 
 
-def _proposal_source(args: argparse.Namespace) -> tuple[Any, str, bool, dict[str, Any]]:
-    """(tree source, its name, whether its trees carry POS tags, identity fields)."""
+def _proposal_source(args: argparse.Namespace, n: int) -> tuple[Any, str, bool, dict[str, Any]]:
+    """(tree source, its name, whether its trees carry POS tags, identity fields); ``n``: trees per sentence."""
     if args.proposals is not None:
         if not args.proposals.is_file():
             raise InputError("proposal file not found", str(args.proposals))
@@ -212,19 +225,22 @@ def _proposal_source(args: argparse.Namespace) -> tuple[Any, str, bool, dict[str
         return source, source.name, True, {"proposals_sha256": file_sha256(args.proposals)}
     if getattr(args, "parser", None) is None:
         raise InputError("--method proposals needs --proposals FILE or --parser CKPT", "--method")
-    source = SentenceSeededProposals(args.parser, args.n, args.parser_seed)
+    source = SentenceSeededProposals(args.parser, n, args.parser_seed)
     return source, source.name, False, {"parser_sha256": file_sha256(args.parser), "parser_seed": args.parser_seed}
 
 
 class SentenceSeededProposals:
-    """N distinct trees per sentence from a parser checkpoint (its family's ``proposer``), seeded by (seed, the
-    sentence's words)."""
+    """N distinct trees per sentence from a parser checkpoint (its family's proposing part, sampling without
+    replacement), seeded by (seed, the sentence's words)."""
 
     def __init__(self, checkpoint: str | Path, n: int, seed: int = 0):
         from experiments.families import checkpoint_family
 
-        adapter, _ = checkpoint_family(checkpoint)
-        self.draw = adapter.proposer(checkpoint)
+        adapter, meta = checkpoint_family(checkpoint)
+        proposing = adapter.proposing(meta["config"])
+        if proposing is None:
+            raise InputError(f"a {adapter.name} checkpoint does not propose trees", str(checkpoint))
+        self.draw = proposing.proposer(checkpoint, "sample")
         self.n, self.seed = n, seed
         self.name = f"parser:{checkpoint} (sample, seed {seed})"
 

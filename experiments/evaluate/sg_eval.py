@@ -17,18 +17,22 @@ scores can be recomputed from the file.
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import math
+import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from experiments.cli_options import positive_int
 from experiments.evaluate.cache import ItemCache, Record, default_out_dir
 from experiments.evaluate.results import write_results
 from experiments.evaluate.scorer import Text, score_texts
-from experiments.evaluate.scorer_choice import ChosenScorer
+from experiments.evaluate.scorer_choice import ChosenScorer, add_arguments, choose
 from experiments.evaluate.sg import Suite, SurprisalTable, condition_text, load_circuits, region_sums, score
+from experiments.evaluate.subcommands import print_result
 from experiments.evaluate.tokenize import tokenize
 from lightning_modules.data.atomic import atomic_write_text
 from lightning_modules.errors import InputError
@@ -136,3 +140,61 @@ def evaluate(chosen: ChosenScorer, model_path: str | Path, suites: dict[str, Sui
     result = {**scores, "oov_rate": oov, "settings": settings, "convention": CONVENTION, "headline": headline,
               "out": str(out_dir)}
     return result, cache.computed
+
+
+# -- synbench eval sg ----------------------------------------------------------------------------------------
+def add_command(tasks: argparse._SubParsersAction) -> None:
+    p = tasks.add_parser(
+        "sg",
+        help="SyntaxGym accuracy per suite, per circuit and overall (from a model or region surprisals)",
+        description=(
+            "Score the SyntaxGym suites of Hu et al. (2020), from a model (CHECKPOINT) or from region "
+            "surprisals (--surprisals FILE: one JSON object per line, "
+            '{"suite", "item", "condition", "region", "surprisal"} with region surprisals in bits, sums over '
+            "the region's words; empty regions may be omitted). From a model, each condition's regions are "
+            "joined with spaces (no period appended), tokenized PTB-style, and word surprisals are summed "
+            "into regions by character offsets. An item passes when the suite's first prediction holds; "
+            "the overall score is the mean over the paper's 31 suites."
+        ),
+    )
+    add_arguments(p, model_optional=True)
+    p.add_argument("--surprisals", metavar="FILE", help="region surprisals, JSON lines (instead of a model)")
+    p.add_argument("--suites-dir", metavar="DIR", help="suite JSON files (default: staged in $SYNBENCH_DATA)")
+    p.add_argument("--suites", help="comma-separated suite names (default: all)")
+    p.add_argument("--items-per-suite", type=positive_int, metavar="K", help="the first K items of each suite")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from experiments.evaluate.sg import default_suites_dir, load_suites, read_surprisals
+
+    if (args.checkpoint is None) == (args.surprisals is None):
+        raise InputError("give either a CHECKPOINT or --surprisals FILE", "eval sg")
+    suites_dir = Path(args.suites_dir) if args.suites_dir else default_suites_dir(args.data_dir)
+    suites = load_suites(suites_dir)
+    if args.surprisals is not None:
+        result = score(suites, read_surprisals(args.surprisals, suites))
+        if args.json:
+            json.dump(result, sys.stdout)
+            sys.stdout.write("\n")
+        else:
+            sys.stdout.write(format_report(result))
+        return 0
+    names = [s.strip() for s in args.suites.split(",") if s.strip()] if args.suites else None
+    selected = select(suites, names, args.items_per_suite)
+    result, computed = evaluate(choose(args), args.checkpoint, selected, suites_dir, args.items_per_suite, args.out)
+    return print_result(args.json, result, computed, result["settings"]["items"],
+                        lambda r: format_report(r) + f"OOV rate {r['oov_rate']:.4f}\n{r['headline']}\n")
+
+
+def format_report(result: dict) -> str:
+    """Accuracy per suite (and over all predictions), per circuit, and the overall score."""
+    lines = [f"{'suite':28} {'accuracy':>8} {'all preds':>9}"]
+    for name, r in result["suites"].items():
+        lines.append(f"{name:28} {r['accuracy']:8.4f} {r['accuracy_all_predictions']:9.4f}")
+    lines.append("")
+    for name, acc in result["circuits"].items():
+        lines.append(f"{name:28} {'-' if acc is None else format(acc, '8.4f'):>8}")
+    overall = result["score"]
+    lines.append(f"{'SyntaxGym score (31 suites)':28} {'-' if overall is None else format(overall, '8.4f'):>8}")
+    return "\n".join(lines) + "\n"

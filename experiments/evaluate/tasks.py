@@ -5,8 +5,10 @@ a task applies to a model when its needs are covered), the module function that 
 to the CLI, its options in an experiment spec's ``evaluations:`` and the ``eval`` arguments the evaluation
 plan builds from them, how the metrics of its ``results.json`` flatten into the aggregate, and which of them
 are headline metrics (the report's table, the summary and the Welch tests), tested, or only summarized.
-Built-in tasks register here; plug-ins (``experiments.plugins``) may ``register`` more. Nothing here imports
-torch: the CLI, the plan and the analysis all read it.
+The evaluators' tasks register here, each naming the ``add_command`` of its own module (``ppl.py``, ``sg_eval.py``
+...: the sub-command's parser and its ``run``); a task a family owns registers from the family's folder, in a
+module named after it (``_load_family_tasks``); plug-ins (``experiments.plugins``) may ``register`` more.
+Nothing here imports torch: the CLI, the plan and the analysis all read it.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ class Task:
     # results.json "metrics" -> aggregate metrics; None: the results feed an analysis, not the aggregate
     flatten: Callable[[Mapping[str, Any]], dict[str, float]] | None
     headline: tuple[str, ...] = ()  # metrics of the report's headline table (summarized and tested)
-    tested: tuple[str, ...] = ()  # patterns of more metrics summarized and Welch-tested (e.g. "dyck.*")
+    tested: tuple[str, ...] = ()  # patterns of more metrics summarized and Welch-tested (e.g. "decision_accuracy.*")
     secondary: tuple[str, ...] = ()  # patterns of metrics only summarized (per circuit, oracle F1, ...)
     options: tuple[str, ...] = COMMON_OPTIONS  # its `evaluations:` options
     default_split: str | None = None
@@ -85,11 +87,43 @@ def register(task: Task) -> Task:
 
 
 def tasks() -> list[Task]:
-    """Every registered task, built-ins first, in the order of registration."""
+    """Every registered task in the order of registration: the built-ins, then the tasks the families own and
+    the plug-ins' (loading the families registers theirs, ``_load_family_tasks``)."""
     from experiments.plugins import load_plugins
 
+    _load_family_tasks()
     load_plugins()
     return list(_TASKS.values())
+
+
+_families_searched: set[str] = set()
+
+
+def _load_family_tasks() -> None:
+    """Register the tasks the families own. A family owns a task by an evaluation it runs itself (its adapter's
+    ``evaluations`` part, by the capability the task needs) and a module of its package named after that
+    capability, which registers the task when imported (a ``terminals.py`` registering ``terminals``); this
+    imports it for each registered family (once per family). An own evaluation that a registered task already
+    needs (``dependency_parse``: ``uas-rerank``) has no module of its own."""
+    import importlib
+    import importlib.util
+    import sys
+
+    from experiments import families
+
+    for name in families.names():  # loads the built-in families and the plug-ins
+        if name in _families_searched:
+            continue
+        _families_searched.add(name)
+        adapter = families.get_family(name)
+        package = type(adapter).__module__
+        if not hasattr(sys.modules.get(package), "__path__"):  # a family module, not a package: nothing to own
+            continue
+        needed = {t.needs for t in _TASKS.values()}
+        for capability in sorted(set(adapter.evaluations()) - needed):
+            module = f"{package}.{capability}"
+            if module not in sys.modules and importlib.util.find_spec(module) is not None:
+                importlib.import_module(module)
 
 
 def names() -> tuple[str, ...]:
@@ -137,8 +171,8 @@ def _matches(metric: str, patterns: Sequence[str]) -> bool:
     return any(fnmatchcase(metric, p) for p in patterns)
 
 
-# -- the built-in tasks ----------------------------------------------------------------------------------------
-def _flag(options: Mapping[str, Any], key: str) -> list[str]:
+# -- the evaluators' tasks (plan arguments shared with the families' own tasks: flag, corpus_split) ----------
+def flag(options: Mapping[str, Any], key: str) -> list[str]:
     """``--key value`` when the entry sets ``key`` (lists joined by commas)."""
     if key not in options or options[key] in (None, []):
         return []
@@ -146,12 +180,13 @@ def _flag(options: Mapping[str, Any], key: str) -> list[str]:
     return [f"--{key.replace('_', '-')}", ",".join(value) if isinstance(value, list) else str(value)]
 
 
-def _corpus_split(p: PlanInput) -> list[str]:
-    return ["--corpus", p.corpus, "--split", p.split, *_flag(p.options, "limit")]
+def corpus_split(p: PlanInput) -> list[str]:
+    """``--corpus C --split S [--limit K]``: the plan's arguments of a task over a corpus split."""
+    return ["--corpus", p.corpus, "--split", p.split, *flag(p.options, "limit")]
 
 
 def _gold(p: PlanInput) -> list[str]:
-    return ["--gold", p.corpus if p.split == "file" else f"{p.corpus}/{p.split}", *_flag(p.options, "limit")]
+    return ["--gold", p.corpus if p.split == "file" else f"{p.corpus}/{p.split}", *flag(p.options, "limit")]
 
 
 def _rerank_arguments(p: PlanInput) -> list[str]:
@@ -181,21 +216,6 @@ def _subset(size_key: str, names_key: str) -> Callable[[Mapping[str, Any]], str]
         return f"{options.get(size_key) or 'all'}-{','.join(options.get(names_key) or []) or 'all'}"
 
     return name
-
-
-def _check_dyck(options: Mapping[str, Any]) -> str | None:
-    from lightning_modules.families.pushdown.dyck import TEST_SETS
-
-    sets = options.get("sets", list(TEST_SETS))
-    if not isinstance(sets, list) or not sets or any(s not in TEST_SETS for s in sets):
-        return f"sets: expected a list of {', '.join(TEST_SETS)}, got {sets!r}"
-    return None
-
-
-def _dyck_arguments(p: PlanInput) -> list[str]:
-    o = p.options
-    return [*(a for s in o.get("sets") or [] for a in ("--set", s)), *_flag(o, "size"), *_flag(o, "seed"),
-            *(_flag(o, "beam") if "beam" in p.methods else [])]
 
 
 def _ppl(m: Mapping[str, Any]) -> dict[str, float]:
@@ -248,48 +268,40 @@ def _uas_rerank(m: Mapping[str, Any]) -> dict[str, float]:
             if m.get(f"uas{suffix}") is not None}
 
 
-def _dyck(m: Mapping[str, Any]) -> dict[str, float]:
-    return {f"dyck.{name}": value for name, value in m["accuracy"].items()}
-
-
-_EVAL = "experiments.commands.eval"
+_EVALUATE = "experiments.evaluate"
 
 for _task in (
-    Task("ppl", "perplexity", f"{_EVAL}:add_ppl", _ppl, headline=("ppl",),
+    Task("ppl", "perplexity", f"{_EVALUATE}.ppl:add_command", _ppl, headline=("ppl",),
          options=COMMON_OPTIONS + CORPUS_OPTIONS + SCORING_OPTIONS, default_split="test",
-         arguments=_corpus_split, methods=("proposals", "beam", "gold")),
-    Task("sg", "surprisal", f"{_EVAL}:add_sg", _sg, headline=("sg",), secondary=("sg.*",),
+         arguments=corpus_split, methods=("proposals", "beam", "gold")),
+    Task("sg", "surprisal", f"{_EVALUATE}.sg_eval:add_command", _sg, headline=("sg",), secondary=("sg.*",),
          options=COMMON_OPTIONS + SCORING_OPTIONS + ("items_per_suite", "suites"),
-         arguments=lambda p: [*_flag(p.options, "items_per_suite"), *_flag(p.options, "suites")],
+         arguments=lambda p: [*flag(p.options, "items_per_suite"), *flag(p.options, "suites")],
          sentence_set=_subset("items_per_suite", "suites"), sentences=_sg_sentences),
-    Task("blimp", "score", f"{_EVAL}:add_blimp", _blimp, headline=("blimp",), secondary=("blimp.*",),
+    Task("blimp", "score", f"{_EVALUATE}.blimp_eval:add_command", _blimp, headline=("blimp",),
+         secondary=("blimp.*",),
          options=COMMON_OPTIONS + SCORING_OPTIONS + ("pairs_per_paradigm", "paradigms"),
-         arguments=lambda p: [*_flag(p.options, "pairs_per_paradigm"), *_flag(p.options, "paradigms")],
+         arguments=lambda p: [*flag(p.options, "pairs_per_paradigm"), *flag(p.options, "paradigms")],
          sentence_set=_subset("pairs_per_paradigm", "paradigms"), sentences=_blimp_sentences),
-    Task("rerank", "rerank", f"{_EVAL}:add_rerank", _rerank, headline=("f1",), secondary=("f1_oracle", "f1_parser"),
+    Task("rerank", "rerank", f"{_EVALUATE}.rerank:add_command", _rerank, headline=("f1",),
+         secondary=("f1_oracle", "f1_parser"),
          options=COMMON_OPTIONS + CORPUS_OPTIONS + ("proposals", "n"), default_split="test",
          arguments=_rerank_arguments, takes_method=False, requires_proposals=True, methods=("proposals",)),
-    Task("parse", "parse", f"{_EVAL}:add_parse", _parse,
+    Task("parse", "parse", f"{_EVALUATE}.parse:add_command", _parse,
          headline=("parse_f1", "decision_accuracy.p", "decision_accuracy.p_prime"), tested=("decision_accuracy.*",),
          secondary=("parse_f1_right_branching", "parse_f1_oracle"), options=COMMON_OPTIONS + CORPUS_OPTIONS + ("beam",),
          default_split="test", arguments=_gold, takes_method=False, methods=()),
-    Task("unsupervised-f1", "parse", f"{_EVAL}:add_unsupervised_f1", _unsupervised_f1,
+    Task("unsupervised-f1", "parse", f"{_EVALUATE}.unsupervised_parse:add_command", _unsupervised_f1,
          headline=("unsupervised_f1", "unsupervised_f1_right_branching", "splits.left", "splits.right"),
          tested=("unsupervised_f1_corpus",), secondary=("gold_splits.*", "gold_splits_nary.*"),
          options=COMMON_OPTIONS + CORPUS_OPTIONS + ("max_length",), default_split="test",
-         arguments=lambda p: [*_gold(p), *_flag(p.options, "max_length")], takes_method=False, methods=()),
-    Task("uas", "dependency_parse", f"{_EVAL}:add_uas", _uas, headline=("uas",), secondary=("las",),
+         arguments=lambda p: [*_gold(p), *flag(p.options, "max_length")], takes_method=False, methods=()),
+    Task("uas", "dependency_parse", f"{_EVALUATE}.uas:add_command", _uas, headline=("uas",), secondary=("las",),
          unplanned="it compares two CoNLL-U files (synbench eval uas GOLD TEST), not a model", scored=False),
-    Task("uas-rerank", "dependency_parse", f"{_EVAL}:add_uas_rerank", _uas_rerank, headline=("uas_rerank",),
-         secondary=("uas_rerank_parser", "uas_rerank_oracle"),
+    Task("uas-rerank", "dependency_parse", f"{_EVALUATE}.uas:add_rerank_command", _uas_rerank,
+         headline=("uas_rerank",), secondary=("uas_rerank_parser", "uas_rerank_oracle"),
          options=COMMON_OPTIONS + CORPUS_OPTIONS + ("proposals", "n"), default_split="test",
-         arguments=_corpus_split, scored=False, takes_method=False, requires_proposals=True,
+         arguments=corpus_split, scored=False, takes_method=False, requires_proposals=True,
          methods=("proposals",)),
-    Task("terminals", "terminals", f"{_EVAL}:add_terminals", None,
-         options=COMMON_OPTIONS + CORPUS_OPTIONS, default_split="valid", arguments=_corpus_split, scored=False,
-         methods=()),
-    Task("dyck", "dyck", f"{_EVAL}:add_dyck", _dyck, tested=("dyck.*",),
-         options=COMMON_OPTIONS + ("sets", "size", "seed", "beam"), arguments=_dyck_arguments, scored=False,
-         methods=(), check=_check_dyck),
 ):
     register(_task)

@@ -11,6 +11,9 @@ is reported too. Sentences are paired in file order; a different number of sente
 
 from __future__ import annotations
 
+import argparse
+import json
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -87,3 +90,72 @@ def _check_pair(gold: DepTree, test: DepTree, test_lines: list[str], line: int, 
         if a != b:
             raise InputError(f"word {i} is {b!r} but the gold word is {a!r}",
                              f"{test_path}:{_word_line(test_lines, line, i)}")
+
+
+# -- synbench eval uas, synbench eval uas-rerank ----------------------------------------------------------------
+def add_command(tasks: argparse._SubParsersAction) -> None:
+    p = tasks.add_parser(
+        "uas", help="unlabeled/labeled attachment scores of CoNLL-U dependency trees",
+        description="UAS and LAS of TEST against GOLD (CoNLL-U, sentences paired in order). Punctuation "
+                    "(gold UPOS PUNCT) is excluded unless --punct; LAS compares the universal part of DEPREL. "
+                    "A sentence or word mismatch is an error at TEST:LINE.")
+    p.add_argument("gold", help="gold CoNLL-U file")
+    p.add_argument("test", help="predicted CoNLL-U file")
+    p.add_argument("--punct", action="store_true", help="score punctuation too")
+    p.add_argument("--out", type=Path, metavar="DIR", help="also write results.json here")
+    p.add_argument("--json", action="store_true", help="print the scores as JSON")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from experiments.evaluate.results import write_results
+
+    scores = attachment_scores(args.gold, args.test, args.punct)
+    if args.out is not None:
+        write_results(args.out, "uas", scores, scores["convention"], {"punct": args.punct},
+                      config={"task": "uas", "punct": args.punct}, data={"gold": args.gold, "test": args.test})
+    if args.json:
+        json.dump(scores, sys.stdout, sort_keys=True)
+        sys.stdout.write("\n")
+    else:
+        uas, las = (f"{x:.2f}" if x is not None else "-" for x in (scores["uas"], scores["las"]))
+        print(f"UAS {uas}  LAS {las}  ({scores['words']} words, {scores['sentences']} sentences; "
+              f"punctuation {scores['punctuation']})")
+    return 0
+
+
+def add_rerank_command(tasks: argparse._SubParsersAction) -> None:
+    from experiments.cli_options import natural, positive_int
+    from experiments.evaluate.subcommands import add_limit_argument
+
+    p = tasks.add_parser(
+        "uas-rerank", help="UAS of reranking N dependency proposals with a joint model (DTG Table 3)",
+        description="For each sentence of a dependency corpus split, draw N distinct projective trees without "
+                    "replacement from a dependency parser, score each with the joint model, log p(x, y), and "
+                    "take its best: UAS against the gold trees (gold PUNCT words not scored), beside the parser's "
+                    "greedy UAS and the oracle UAS of the proposals. Writes results.json and reranked.conllu.")
+    p.add_argument("checkpoint", help="a joint dependency model's checkpoint (a family with dependency_parse)")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--parser", type=Path, metavar="CKPT", help="dependency parser checkpoint drawing the "
+                        "proposals (the parser's UAS: its greedy parse)")
+    source.add_argument("--proposals", type=Path, metavar="FILE", help="proposals file of a dependency parser "
+                        "(synbench propose; the parser's UAS: each sentence's first tree)")
+    p.add_argument("--corpus", default="ud-ewt", help="dependency corpus (default ud-ewt; NAME-dep converts)")
+    p.add_argument("--split", default="test", help="split (default test)")
+    add_limit_argument(p)
+    p.add_argument("-n", type=positive_int, default=300, help="proposal trees per sentence (default 300)")
+    p.add_argument("--parser-seed", type=natural, default=0, help="seed of the sampling without replacement")
+    p.add_argument("--batch-size", type=positive_int, default=32, help="trees per forward pass (same results)")
+    p.add_argument("--device", default="cpu", help="torch device of the model (default cpu)")
+    p.add_argument("--out", type=Path, metavar="DIR", help="results folder (default RUN_DIR/eval/uas-rerank-HASH)")
+    p.add_argument("--data-dir", help="data directory (default: $SYNBENCH_DATA or ~/.cache/synbench/data)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(func=run_rerank)
+
+
+def run_rerank(args: argparse.Namespace) -> int:
+    """The model's family evaluates it (its ``dependency_parse`` evaluation)."""
+    from experiments.evaluate.subcommands import family_evaluation, print_result
+
+    result, computed, total = family_evaluation("dependency_parse", vars(args))
+    return print_result(args.json, result, computed, total, lambda r: r["headline"] + "\n")

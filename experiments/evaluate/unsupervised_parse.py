@@ -25,6 +25,7 @@ Baselines scored beside: right- and left-branching trees.
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,8 @@ from typing import Any
 from experiments.evaluate.cache import ItemCache, Record, default_out_dir
 from experiments.evaluate.ppl import Sentences
 from experiments.evaluate.results import write_results
-from experiments.evaluate.scorer_choice import ChosenScorer
+from experiments.evaluate.scorer_choice import ChosenScorer, add_arguments, choose
+from experiments.evaluate.subcommands import add_limit_argument, print_result
 from lightning_modules.data.mikolov import strip_punctuation
 from lightning_modules.data.transforms import binarize
 from lightning_modules.data.tree import Tree, nontrivial_spans, parse_tree
@@ -183,3 +185,37 @@ def _over_words(bracketed: str, words: Sequence[str]) -> Tree:
     if tree.leaves() != list(words):
         raise InputError(f"the parse covers {tree.leaves()} instead of the sentence's words", "<parse>")
     return tree
+
+
+# -- synbench eval unsupervised-f1 ---------------------------------------------------------------------------
+def add_command(tasks: argparse._SubParsersAction) -> None:
+    p = tasks.add_parser(
+        "unsupervised-f1", help="unsupervised-parsing F1 of the model's own parses (sentence-level, WSJ-40 style)",
+        description="The grammar-induction protocol (PRPN, ON-LSTM, PaLM Table 3): the model parses the gold "
+                    "sentences without punctuation; brackets without trivial spans; F1 per sentence averaged "
+                    "(corpus F1 beside); sentences longer than --max-length words (after punctuation removal) "
+                    "left out; right- and left-branching baselines; % left/right splits of the model's and the "
+                    "(binarized) gold trees (PaLM Table 4).")
+    add_arguments(p, methods=("exact",))
+    p.add_argument("--gold", required=True, help="gold treebank file or CORPUS/SPLIT (e.g. ptb-sample/test)")
+    p.add_argument("--max-length", type=int, default=40,
+                   help="longest sentence kept, in words without punctuation (default 40: WSJ-40; 0: all)")
+    add_limit_argument(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from experiments.evaluate.rerank import read_gold
+
+    gold = read_gold(args.gold, args.limit, args.data_dir)
+    result, computed = evaluate(choose(args), args.checkpoint, gold, args.max_length or None, args.limit, args.out)
+    return print_result(args.json, result, computed, result["settings"]["sentences"], format_report)
+
+
+def format_report(result: dict) -> str:
+    """Sentence and corpus F1 of the parses and of the two branching baselines, then the headline."""
+    rows = []
+    for name in ("parsed", "right_branching", "left_branching"):
+        m = result["metrics"][name]
+        rows.append(f"{name:15} sentence F1 {m['sentence_f1']:.2f}  corpus F1 {m['corpus_f1']:.2f}")
+    return "\n".join(rows + [result["headline"]]) + "\n"

@@ -1,29 +1,27 @@
 """The family registry: every model family is a plug-in adapter (``adapter.Family``), found by name.
 
-Built-in families register when this package is first asked (``tg``, ``pushdown``, ``parser`` modules). Other
-families plug in without editing synbench: a module that calls ``register(MyFamily)``, named in
+Every sub-package of this package is a built-in family and registers itself when imported (``register``);
+they are imported when the registry is first asked, so adding a family is adding its folder. Other families
+plug in the same way without editing synbench: a module that calls ``register(MyFamily)``, named in
 ``$SYNBENCH_PLUGINS`` or declared as a ``synbench.plugins`` entry point (``experiments.plugins``).
 """
 
 from __future__ import annotations
 
 import importlib
+import pkgutil
 from pathlib import Path
 from typing import Any
 
-from experiments.families.adapter import CAPABILITIES, KINDS, Family, Scoring, ScoringRequest
+from experiments.families.adapter import CAPABILITIES, KINDS, Family, Method, Scoring, ScoringRequest
 from experiments.plugins import PLUGINS_ENV, load_plugins
 from lightning_modules.errors import InputError
-
-BUILTIN = ("experiments.families.tg", "experiments.families.pushdown", "experiments.families.parser",
-           "experiments.families.hf", "experiments.families.som", "experiments.families.dtg",
-           "experiments.families.palm")
 
 _REGISTRY: dict[str, type[Family]] = {}
 _loaded = False
 
-__all__ = ["CAPABILITIES", "KINDS", "Family", "Scoring", "ScoringRequest", "register", "get_family", "names",
-           "family_of_checkpoint", "checkpoint_family"]
+__all__ = ["CAPABILITIES", "KINDS", "Family", "Method", "Scoring", "ScoringRequest", "register", "get_family",
+           "names", "checkpoint_family", "model_family", "inspect_encodings"]
 
 
 def register(adapter: type[Family]) -> type[Family]:
@@ -39,13 +37,14 @@ def register(adapter: type[Family]) -> type[Family]:
 
 
 def _load() -> None:
-    """Import the built-in families and the plug-ins (once)."""
+    """Import the built-in families (the sub-packages of this package) and the plug-ins (once)."""
     global _loaded
     if _loaded:
         return
     _loaded = True
-    for module in BUILTIN:
-        importlib.import_module(module)
+    for module in sorted(pkgutil.iter_modules(__path__, f"{__name__}."), key=lambda m: m.name):
+        if module.ispkg:
+            importlib.import_module(module.name)
     load_plugins()
 
 
@@ -68,9 +67,19 @@ def inspect_encodings() -> dict[str, Family]:
     _load()
     out: dict[str, Family] = {}
     for family, adapter in _REGISTRY.items():
-        for name in adapter.inspect_names:
+        inspection = adapter(family).inspection()
+        for name in inspection.names if inspection else ():
             out.setdefault(name, adapter(family))
     return out
+
+
+def source_family(source: str) -> Family | None:
+    """The adapter of the family whose models are named ``PREFIX...`` (``hf:DIR``), or None."""
+    _load()
+    for name, adapter in _REGISTRY.items():
+        if adapter.source_prefix and str(source).startswith(adapter.source_prefix):
+            return adapter(name)
+    return None
 
 
 def checkpoint_family(path: str | Path) -> tuple[Family, dict[str, Any]]:
@@ -85,5 +94,10 @@ def checkpoint_family(path: str | Path) -> tuple[Family, dict[str, Any]]:
     return get_family(meta["family"]), meta
 
 
-def family_of_checkpoint(path: str | Path) -> str:
-    return checkpoint_family(path)[0].name
+def model_family(model: str | Path) -> tuple[Family, dict[str, Any]]:
+    """The adapter and metadata of a model: a source named by a family's prefix (``hf:DIR``: metadata
+    ``{"family", "source", "config": {}}``) or a checkpoint file."""
+    adapter = source_family(str(model))
+    if adapter is not None:
+        return adapter, {"family": adapter.name, "source": str(model), "config": {}}
+    return checkpoint_family(model)

@@ -1,10 +1,20 @@
 """What a model family plugs in: the adapter every part of synbench asks instead of naming a family.
 
-A family is its encoding, its model file, its config and this adapter. Training asks the adapter for data, a
-module and final metrics; evaluation for the loader of its checkpoints, its kind, its capabilities and the
-scorer of each method; ``inspect``, ``model-info``, parsing and probing for their family-specific parts.
-Evaluators, the evaluation plan, the analysis and the report ask the registry (``experiments.families``),
-never a family name.
+An adapter has a **core** every family provides: its ``names``, ``kind``, ``paper``, presets, ``build_data``,
+``build_module``, ``final_metrics`` and ``load`` (the one loader of its checkpoints). Everything else is an
+**optional part**, offered for what the family can do; each part returns None (or nothing) where the family
+does not offer it, and a capability exists exactly when its part does (``capabilities`` derives them):
+
+- ``methods`` and ``scoring``: the scoring methods, each declaring its options with their defaults
+  (``Method``), and the scorer of a method (``Scoring``) -> ``perplexity``; at sentence level also ``score``,
+  ``surprisal``, and ``rerank`` when a method scores given constituency trees;
+- ``proposing``: draws proposal trees (``Proposing``) -> ``propose``;
+- ``parse_view``: how its own parses are scored (``ParseView``) -> ``parse``;
+- ``probing``: where node representations are read -> ``probe``;
+- ``sampling``: draws samples from a checkpoint -> ``sample``;
+- ``evaluations``: evaluations it runs itself, by the capability they serve (``terminals``, ``dyck``,
+  ``dependency_parse``);
+- ``inspection`` (``synbench inspect``, ``Inspection``) and ``model_info`` (``synbench model-info``): commands.
 
 Kinds: ``string`` (an exact p(x)), ``joint`` (p(x, y): log p(x) is bounded by marginalising trees) and
 ``tool`` (a component of the protocol, such as the proposal parser: trained, never evaluated as a model).
@@ -15,11 +25,12 @@ split), ``score`` (log p of single sentences: BLiMP), ``surprisal`` (per-word in
 own dependency trees, scored by UAS), ``terminals``
 (teacher-forced log-probabilities of every terminal), ``dyck`` (closing-bracket accuracy), ``probe``
 (per-layer node representations), ``sample``, ``propose`` (draws proposal trees for joint models).
+
+No ``argparse`` object crosses this interface: parts take plain values and mappings of options.
 """
 
 from __future__ import annotations
 
-import argparse
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -34,6 +45,35 @@ KINDS = ("string", "joint", "tool")
 CAPABILITIES = ("perplexity", "score", "surprisal", "rerank", "parse", "dependency_parse", "terminals", "dyck",
                 "probe", "sample", "propose")
 TreeSource = Callable[[Sequence[Sequence[str]]], list[list[Any]]]
+# (sentences, n, seed) -> n distinct trees per sentence, most probable first
+Proposer = Callable[[Sequence[Sequence[str]], int, int], list[list[Any]]]
+# (options of a family-run evaluation, e.g. checkpoint, corpus, split, out, device) -> (result, computed, items)
+OwnEvaluation = Callable[[Mapping[str, Any]], tuple[dict[str, Any], int, int]]
+
+
+# -- scoring -------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Method:
+    """A scoring method, the options it reads with their defaults, and the trees it scores.
+
+    The defaults here are the only ones: the CLI, experiment specs and ``load_scorer`` leave an option unset
+    (None) and ``resolve`` fills it. ``n`` means the method reads proposal trees (``proposals``, or a beam that
+    pools its trees with them); ``trees`` is the kind of given trees it scores (``constituency`` or
+    ``dependency``; None: it finds its own structure).
+    """
+
+    name: str
+    options: Mapping[str, Any] = field(default_factory=dict)  # option -> default (None: off)
+    trees: str | None = None
+
+    def resolve(self, given: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The method's options: each given value that is not None over its default; other keys ignored."""
+        given = given or {}
+        return {key: default if given.get(key) is None else given[key] for key, default in self.options.items()}
+
+    @property
+    def reads_proposals(self) -> bool:
+        return "n" in self.options
 
 
 @dataclass(frozen=True)
@@ -41,12 +81,8 @@ class ScoringRequest:
     """Everything an evaluation asks of a scorer; a family reads what its method needs."""
 
     method: str
+    options: Mapping[str, Any] = field(default_factory=dict)  # the method's options, resolved (Method.resolve)
     batch_size: int = 32
-    beam: int = 20
-    word_beam: int = 5
-    max_actions: int = 8
-    fast_track: int | None = None  # word-synchronous beams: completions kept whatever their rank (None: all)
-    n: int = 300  # proposal trees per sentence
     proposals: TreeSource | None = None
     source_name: str | None = None  # of the proposals or gold trees
     pos_tags: bool = True  # whether the given trees carry POS tags (files do, the parser's not)
@@ -68,6 +104,39 @@ class Scoring:
     data: dict[str, Path] = field(default_factory=dict)  # files read besides the model
 
 
+# -- proposing -----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ProposeRequest:
+    """``synbench propose``: N trees per sentence of a corpus split or a file of sentences."""
+
+    checkpoint: str | Path
+    out: Path
+    n: int
+    method: str = "sample"  # sample (without replacement) or beam (top N)
+    seed: int = 0
+    max_rows: int = 2048
+    corpus: str | None = None
+    split: str | None = None
+    sentences: Path | None = None
+    data_dir: str | None = None
+    logq: Path | None = None
+
+
+@dataclass(frozen=True)
+class Proposing:
+    """Capability ``propose``: draws proposal trees from the family's checkpoints.
+
+    ``proposer(checkpoint, method)`` loads a checkpoint and returns ``(sentences, n, seed) -> n distinct trees
+    per sentence`` (``sample``: without replacement from q(y | x); ``beam``: the top N, the first the greedy
+    parse), most probable first; ``write(request)`` writes ``synbench propose``'s files and returns the line
+    it prints.
+    """
+
+    proposer: Callable[[str | Path, str], Proposer]
+    write: Callable[[ProposeRequest], str]
+
+
+# -- parsing and inspection ----------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class ParseView:
     """How a family's parses are scored (``eval parse``): the tree lines EVALB compares, and the baseline.
@@ -103,58 +172,76 @@ class InspectOption:
     flag: str
     kwargs: dict[str, Any]
 
+    @property
+    def dest(self) -> str:
+        """The key of its value in the options an ``Inspection.record`` gets (``--memory-length``: memory_length)."""
+        return self.flag.lstrip("-").replace("-", "_")
 
+
+def bracketed_sources(tree: str | None, trees_file: str | None) -> list[tuple[str, Any]]:
+    """(location, tree) pairs of ``--tree TEXT`` or ``--trees-file FILE``: bracketed trees."""
+    from lightning_modules.data.tree import parse_tree, read_bracketed
+
+    if tree is not None:
+        return [("--tree", parse_tree(tree, "--tree"))]
+    return [(f"{trees_file}:{line}", item) for line, item in read_bracketed(trees_file)]
+
+
+@dataclass(frozen=True)
+class Inspection:
+    """``synbench inspect NAME``: the encodings a family prints, as the contracts of DESIGN.md.
+
+    ``record(name, input, options)`` is the JSON record of one input, ``options`` the values of the family's
+    own ``options`` by ``InspectOption.dest`` (None where not given); ``sources(tree, trees_file)`` reads the
+    inputs of ``--tree``/``--trees-file`` as (location, input) pairs; ``one_input_per_file``: without
+    ``--jsonl``, ``--trees-file`` holds one input, printed as one object.
+    """
+
+    names: tuple[str, ...]
+    record: Callable[[str, Any, Mapping[str, Any]], dict[str, Any]]
+    options: tuple[InspectOption, ...] = ()
+    sources: Callable[[str | None, str | None], list[tuple[str, Any]]] = bracketed_sources
+    one_input_per_file: bool = False
+
+
+# -- the adapter ---------------------------------------------------------------------------------------------
 class Family(ABC):
-    """The adapter base: every family declares its kind; the rest defaults to a clear error for what a family
-    does not offer."""
+    """The adapter base: the core every family provides, and the optional parts (None or empty by default)."""
 
     names: tuple[str, ...] = ()  # the family names this adapter registers (e.g. tg, txl-trees, txl-terminals)
     paper: str | None = None  # the paper registry key of the paper that introduces it
-    inspect_names: tuple[str, ...] = ()  # ``synbench inspect NAME`` encodings it prints
-    inspect_options: tuple[InspectOption, ...] = ()
-    inspect_one_input_per_file = False  # True: without --jsonl, --trees-file holds one input, printed as one object
-    pretrained = False  # True: spec models name a ``source`` to evaluate, nothing is trained
     config_ranges: Mapping[str, Range] = MappingProxyType({})  # key name -> range, beyond the shared rules
+    source_prefix: str | None = None  # models named PREFIX... instead of a checkpoint file (``hf:DIR``)
 
     def __init__(self, name: str):
         self.name = name
 
-    # -- identity ------------------------------------------------------------------------------------------
+    # -- core ----------------------------------------------------------------------------------------------
     @abstractmethod
     def kind(self, config: dict[str, Any] | None = None) -> str:
         """``string``, ``joint`` or ``tool`` (``KINDS``) for a run with ``config`` (None: the family)."""
 
-    def capabilities(self, config: dict[str, Any] | None = None) -> frozenset[str]:
-        """What a run of this family with ``config`` (None: the family in general) can be evaluated on."""
-        return frozenset()
+    def level(self, config: dict[str, Any] | None) -> str:
+        """``sentence`` or ``document`` (``data.level``) of a run with ``config`` (None: sentence)."""
+        return (config or {}).get("data", {}).get("level", "sentence")
 
-    def methods(self, config: dict[str, Any] | None = None) -> tuple[str, ...]:
-        """Scoring methods, the default first (``exact`` for string models)."""
-        return ()
-
-    def method_options(self, method: str) -> tuple[str, ...]:
-        """The evaluation options (``beam``, ``word_beam``, ``n``) that ``method`` reads; ``n`` means it reads
-        proposal trees (``proposals``, or a beam that pools its trees with them)."""
-        return ()
-
-    def level(self, config: dict[str, Any]) -> str:
-        return config.get("data", {}).get("level", "sentence")
-
-    # -- training ------------------------------------------------------------------------------------------
     def model_presets(self) -> tuple[dict[str, Any], str]:
         """The model presets by name and where they come from (for messages): by default the YAML file
-        ``configs/model/FAMILY.yaml``; a plug-in may keep them in code."""
-        from experiments.config import configs_dir, load_yaml
+        ``presets/FAMILY.yaml`` beside the adapter's module, ``extends`` resolved
+        (``experiments.config.load_presets``); a plug-in may keep them in code."""
+        from experiments.config import load_presets, presets_file
 
-        path = configs_dir() / "model" / f"{self.name}.yaml"
-        return load_yaml(path), str(path)
+        path = presets_file(self)
+        return load_presets(path), str(path)
 
     def train_presets(self) -> dict[str, Any]:
-        """The data/train presets by name and the ``runtime`` defaults (``configs/train.yaml``, shared by the
-        built-in families)."""
-        from experiments.config import configs_dir, load_yaml
+        """The data/train preset of each model preset, by model preset name, and the ``runtime`` defaults: the
+        preset of ``configs/train.yaml`` (shared by the families) that the model preset's ``train_preset``
+        names, else the one of its own name (``experiments.config.train_presets_for``); with presets kept in
+        code, ``train.yaml`` as it is."""
+        from experiments.config import configs_dir, load_yaml, presets_file, train_presets_for
 
-        return load_yaml(configs_dir() / "train.yaml")
+        return train_presets_for(presets_file(self), load_yaml(configs_dir() / "train.yaml"))
 
     def build_data(self, cfg: dict[str, Any]) -> Any:
         raise InputError(f"{self.name} cannot be trained", "family")
@@ -165,48 +252,81 @@ class Family(ABC):
     def final_metrics(self, module: Any, data: Any, best_path: str) -> dict[str, Any]:
         return {}
 
-    # -- checkpoints and scoring ---------------------------------------------------------------------------
     def load(self, checkpoint: str | Path, device: str = "cpu") -> Any:
         """The one loader of this family's checkpoints."""
         raise InputError(f"{self.name} checkpoints cannot be loaded", str(checkpoint))
 
+    # -- optional parts ------------------------------------------------------------------------------------
+    def methods(self, config: dict[str, Any] | None = None) -> tuple[Method, ...]:
+        """Scoring methods of a run with ``config`` (None: the family), the default first; none: not scored."""
+        return ()
+
     def scoring(self, checkpoint: str | Path, meta: dict[str, Any], request: ScoringRequest) -> Scoring:
-        """The scorer of ``request.method`` for a checkpoint whose metadata is ``meta``."""
+        """The scorer of ``request.method`` (one of ``methods``) for a checkpoint whose metadata is ``meta``."""
         raise InputError(f"a {self.name} model does not score sentences", str(checkpoint))
 
-    def proposer(self, checkpoint: str | Path) -> Callable[[Sequence[Sequence[str]], int, int], list[list[Any]]]:
-        """Capability ``propose``: ``(sentences, n, seed) -> n distinct trees per sentence`` (sampled without
-        replacement from the checkpoint's q(y | x), most probable first)."""
-        raise InputError(f"a {self.name} checkpoint does not propose trees", str(checkpoint))
+    def proposing(self, config: dict[str, Any] | None = None) -> Proposing | None:
+        return None
 
-    def write_proposals(self, args: argparse.Namespace) -> str:
-        """Capability ``propose``: ``synbench propose`` (the proposals file, its log q and meta files); returns
-        the line it prints."""
-        raise InputError(f"a {self.name} checkpoint does not propose trees", str(args.checkpoint))
+    def parse_view(self, config: dict[str, Any] | None = None) -> ParseView | None:
+        return None
 
-    # -- parsing, inspection, model size, probing ------------------------------------------------------------
-    def parse_view(self) -> ParseView:
-        raise InputError(f"a {self.name} model does not parse", "family")
+    def probing(self, config: dict[str, Any] | None = None) -> Callable[[str | Path, str], Any] | None:
+        """``(checkpoint, device) -> analysis.features.Prober`` (capability ``probe``)."""
+        return None
 
-    def inspect_sources(self, args: argparse.Namespace) -> list[tuple[str, Any]]:
-        """(location, input) pairs of ``--tree``/``--trees-file``: bracketed trees by default."""
-        from lightning_modules.data.tree import parse_tree, read_bracketed
+    def sampling(self, config: dict[str, Any] | None = None) -> Callable[..., list[Any]] | None:
+        """``(checkpoint, n, seed, temperature, max_length) -> samples`` with ``tree`` (or None), ``words`` and
+        ``logprob`` (capability ``sample``)."""
+        return None
 
-        if args.tree is not None:
-            return [("--tree", parse_tree(args.tree, "--tree"))]
-        return [(f"{args.trees_file}:{line}", tree) for line, tree in read_bracketed(args.trees_file)]
+    def evaluations(self, config: dict[str, Any] | None = None) -> Mapping[str, OwnEvaluation]:
+        """Evaluations the family runs itself, by the capability (task need) they serve."""
+        return {}
 
-    def inspect(self, name: str, item: Any, args: argparse.Namespace) -> dict[str, Any]:
-        raise InputError(f"{self.name} has no inspect encoding", "family")
+    def inspection(self) -> Inspection | None:
+        return None
 
     def model_info(self, config: dict[str, Any], prefix: str) -> dict[str, Any]:
         """``{"parameters", "parts", "config"}`` of a preset's model config (built on the meta device)."""
         raise InputError(f"{self.name} has no model-info", "family")
 
-    def prober(self, checkpoint: str | Path, device: str = "cpu") -> Any:
-        """A ``analysis.features.Prober`` for this family's checkpoints (capability ``probe``)."""
-        raise InputError(f"{self.name} checkpoints cannot be probed", str(checkpoint))
+    # -- derived -------------------------------------------------------------------------------------------
+    def capabilities(self, config: dict[str, Any] | None = None) -> frozenset[str]:
+        """What a run of this family with ``config`` (None: the family in general) can be evaluated on: what
+        its parts offer (the list in the module docstring)."""
+        found: set[str] = set()
+        methods = self.methods(config)
+        if methods:
+            found.add("perplexity")
+            if self.level(config) == "sentence":
+                found |= {"score", "surprisal"}
+                if any(m.trees == "constituency" for m in methods):
+                    found.add("rerank")
+        parts = {"propose": self.proposing(config), "parse": self.parse_view(config),
+                 "probe": self.probing(config), "sample": self.sampling(config)}
+        found |= {name for name, part in parts.items() if part is not None}
+        return frozenset(found | set(self.evaluations(config)))
 
-    def evaluate(self, task: str, args: argparse.Namespace) -> tuple[dict[str, Any], int, int]:
-        """Family-owned evaluations (``terminals``, ``dyck``): (result, items computed now, items)."""
-        raise InputError(f"a {self.name} model has no {task} evaluation", "family")
+    def method(self, name: str, config: dict[str, Any] | None = None) -> Method:
+        """The method ``name`` of a run with ``config``; an unknown one is an error naming the family's."""
+        methods = {m.name: m for m in self.methods(config)}
+        if name not in methods:
+            known = " or ".join(methods) or "nothing (it is not scored as a language model)"
+            raise InputError(f"a {self.name} model has no {name} method: it is scored with --method {known}",
+                             "--method")
+        return methods[name]
+
+    def prober(self, checkpoint: str | Path, device: str = "cpu") -> Any:
+        """The prober of the ``probing`` part for a checkpoint."""
+        part = self.probing()
+        if part is None:
+            raise InputError(f"{self.name} checkpoints cannot be probed", str(checkpoint))
+        return part(checkpoint, device)
+
+    def evaluate(self, task: str, options: Mapping[str, Any]) -> tuple[dict[str, Any], int, int]:
+        """Run the family's own evaluation serving ``task`` (a capability) with ``options``."""
+        evaluation = self.evaluations().get(task)
+        if evaluation is None:
+            raise InputError(f"a {self.name} model has no {task} evaluation", "family")
+        return evaluation(options)

@@ -1,15 +1,18 @@
 """The papers synbench reproduces: a registry of their published numbers, provenance and reproduction specs.
 
-A paper is a plug-in, one module each (``tg.py``, ``pushdown.py``, ``palm.py``, ``som.py``, ``dtg.py``): a ``Paper``
-with the model families its tables describe, its numbers mapped to our models and metrics, and its reproductions
-(scale -> experiment spec). ``synbench reproduce PAPER --scale S`` runs ``get(PAPER).reproductions[S]``; a report
-shows the numbers of ``paper_for(the experiment's families)`` beside ours. The built-in papers register when this
-package is
-imported; nothing here imports ``analysis`` or torch, so every stage and the analysis can ask it.
+A paper is a plug-in, one module each: a ``Paper`` (the module's ``PAPER``) with the model families its tables
+describe, its numbers mapped to our models and metrics, and its reproductions (scale -> experiment spec).
+``synbench reproduce PAPER --scale S`` runs ``get(PAPER).reproductions[S]``; a report shows the numbers of
+``paper_for(the experiment's families)`` beside ours. Every module of this package that defines ``PAPER`` is a
+built-in paper, registered (by module name) when the registry is first asked, so adding a paper is adding its
+module; plug-ins ``register`` more. Nothing here imports ``analysis`` or torch, so every stage and the analysis
+can ask it.
 """
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -61,11 +64,22 @@ def register(paper: Paper) -> Paper:
     return paper
 
 
-def _registered() -> dict[str, Paper]:
-    """The registry, after the plug-ins (``experiments.plugins``) have had their chance to register."""
-    from experiments.plugins import load_plugins
+_loaded = False
 
-    load_plugins()
+
+def _registered() -> dict[str, Paper]:
+    """The registry, after the built-in papers (the modules of this package that define ``PAPER``, by name) and
+    the plug-ins (``experiments.plugins``) have registered."""
+    global _loaded
+    if not _loaded:
+        _loaded = True
+        for module in sorted(pkgutil.iter_modules(__path__, f"{__name__}."), key=lambda m: m.name):
+            paper = getattr(importlib.import_module(module.name), "PAPER", None)
+            if isinstance(paper, Paper) and _PAPERS.get(paper.key) is not paper:
+                register(paper)
+        from experiments.plugins import load_plugins
+
+        load_plugins()
     return _PAPERS
 
 
@@ -82,23 +96,24 @@ def get(key: str) -> Paper:
 
 
 def paper_for(families: Iterable[str]) -> Paper | None:
-    """The paper whose tables describe most of these model families (ties: the first registered), or None
-    when no registered paper describes any of them."""
+    """The paper whose tables describe most of these model families, or None when no registered paper
+    describes any of them. Ties: the paper whose tables show most of them as rows (Pushdown Layers' tables
+    quote TG's), then the first registered."""
     wanted = set(families)
-    best, covered = None, 0
+    best, covered = None, (0, 0)
     for paper in _registered().values():
-        n = len(wanted & set(paper.families))
-        if n > covered:
+        n = (len(wanted & set(paper.families)), len(wanted & set(paper.model_order)))
+        if n[0] and n > covered:
             best, covered = paper, n
     return best
 
 
 def model_order(labels: Iterable[str]) -> list[str]:
-    """``labels`` (deduplicated) in the papers' order (registration order, then each paper's tables), unknown
-    labels after them, sorted."""
+    """``labels`` (deduplicated) in the papers' tables' order, unknown labels after them, sorted. The paper
+    whose tables list most of them orders first (ties: the first registered), then the next."""
     labels = set(labels)
-    known = list(dict.fromkeys(label for paper in _registered().values() for label in paper.model_order
-                               if label in labels))
+    ranked = sorted(_registered().values(), key=lambda paper: -len(labels & set(paper.model_order)))
+    known = list(dict.fromkeys(label for paper in ranked for label in paper.model_order if label in labels))
     return known + sorted(labels - set(known))
 
 
@@ -109,14 +124,3 @@ def published_regression(name: str) -> PaperRegression | None:
     whichever paper's tables the report's headline shows."""
     return next((r for paper in _registered().values() if (r := paper.regression(name)) is not None), None)
 
-
-def _register_builtins() -> None:
-    # Pushdown Layers first: its tables quote TG's, so it is the better choice for an experiment with as many
-    # Pushdown-family as TG-family models (paper_for's tie-break), and its models come first in tables.
-    from experiments.papers import dtg, palm, pushdown, som, tg
-
-    for module in (pushdown, tg, palm, som, dtg):
-        register(module.PAPER)
-
-
-_register_builtins()

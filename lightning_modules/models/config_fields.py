@@ -12,6 +12,7 @@ from dataclasses import fields
 from typing import Any
 
 from lightning_modules.errors import InputError
+from lightning_modules.numeric import is_number
 
 
 def checked_values(config_class: type, config: Mapping[str, Any], prefix: str = "model.") -> dict[str, Any]:
@@ -23,7 +24,7 @@ def checked_values(config_class: type, config: Mapping[str, Any], prefix: str = 
         if key not in known:
             raise InputError(f"unknown model key (known: {', '.join(sorted(known))})", f"{prefix}{key}")
         default = getattr(defaults, key)
-        number = isinstance(value, int | float) and not isinstance(value, bool)
+        number = is_number(value)
         if isinstance(default, bool):
             ok = isinstance(value, bool)
         elif isinstance(default, int):

@@ -1,11 +1,13 @@
-"""Transformer Grammars and their Transformer-XL baselines as one LightningModule (TG §2–§3).
+"""The Transformer-XL core language model as one LightningModule: Transformer Grammars and their
+Transformer-XL baselines (TG §2–§3), and the Dependency TG (a subclass in its family's folder).
 
-The three families share the network and differ only in the encoding (mask rule, relative positions) and
-config:
-  * ``tg``: STACK/COMPOSE mask, relpos = depth difference clipped to [-1, 62], smart memory;
-  * ``txl-trees``: causal mask over Choe–Charniak actions, relpos = i - j (no clipping in range);
-  * ``txl-terminals``: the same over the words alone.
-The encoding lives in ``lightning_modules/data/encodings``; this module only consumes batches.
+The families built on it share the network and differ only in the encoding (mask rule, relative positions)
+and config, for instance:
+  * TG: STACK/COMPOSE mask, relpos = depth difference clipped to [-1, 62], smart memory;
+  * TXL (trees): causal mask over Choe–Charniak actions, relpos = i - j (no clipping in range);
+  * TXL (terminals): the same over the words alone.
+The encodings live with their families (``lightning_modules/families/NAME``); this module only consumes
+batches, and does not know which family it serves: a family's adapter builds it and names the checkpoints.
 
 A batch is a list of chunks processed in order, the memory carried across them with stop-gradient. A chunk
 is a mapping of tensors, or an object with them as attributes (B sequences, chunk length L, memory M):
@@ -14,7 +16,7 @@ is a mapping of tensors, or an object with them as attributes (B sequences, chun
   memory slot m = concat(memory, this chunk's layer inputs)[mem_src[m]], -1 = empty), ``reset`` [B] bool (a
   new sequence starts: clear the memory), ``compose`` [B,L] bool (COMPOSE positions; read only with different
   attention functions), optionally ``added`` [B,L] long (ids whose embeddings are added to the inputs': the
-  Dependency TG's arc representations, ``families/dtg/model.py``).
+  Dependency TG's arc representations).
 
 Loss: cross-entropy summed over positions whose label is not 0, divided by their number (per batch).
 Optimisation as the official config: Adam(0.9, 0.999), ``linear_warmup_then_cosine_anneal`` stepped per
@@ -24,6 +26,7 @@ of B streams; here one step covers whole sequences (identical when a sequence fi
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -33,13 +36,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from lightning_modules.data.train_data import TrainData, unigram_nll
 from lightning_modules.errors import InputError
 from lightning_modules.layers.txl_core import TransformerXL
 from lightning_modules.models.config_fields import checked_values
 from lightning_modules.models.lr_schedule import stepwise_scheduler
 from lightning_modules.models.optimisation import ScheduledClipping, global_token_mean
 
-FAMILIES = ("tg", "txl-trees", "txl-terminals")
 RELPOS_KINDS = ("delta_depth", "linear", "none")
 ATTENTION_PATHS = ("dense", "flex", "auto")
 
@@ -57,7 +60,8 @@ def field(chunk: Chunk, name: str) -> Tensor | None:
 class TGConfig:
     """Architecture and optimisation of one model (defaults: the official large TG config, BLLIP).
 
-    The family (``FAMILIES``) is not part of it: the three differ only through these values and the encoding.
+    The family is not part of it: the families on this network differ only through these values and the
+    encoding.
     """
 
     vocab_size: int = 32768
@@ -172,7 +176,7 @@ class TransformerGrammarLM(ScheduledClipping, pl.LightningModule):
         )
 
     def network_options(self) -> dict[str, Any]:
-        """Further ``TransformerXL`` options of a subclass (the Dependency TG port's, ``families/dtg/model.py``)."""
+        """Further ``TransformerXL`` options of a subclass (the Dependency TG port's)."""
         return {}
 
     # ---- forward -------------------------------------------------------------------------------------------
@@ -242,3 +246,35 @@ class TransformerGrammarLM(ScheduledClipping, pl.LightningModule):
         optimizer = torch.optim.Adam(self.parameters(), lr=c.peak_lr, betas=(c.adam_beta1, c.adam_beta2))
         return {"optimizer": optimizer, "lr_scheduler": stepwise_scheduler(optimizer, c)}
 
+
+
+def validation_metrics(kind: str, module: TransformerGrammarLM, data: TrainData, best_path: str) -> dict[str, Any]:
+    """Validation NLL of the best checkpoint per token and per word, beside a unigram baseline (a
+    ``TransformerGrammarLM`` or a subclass, on ``TrainData`` whose batches are lists of chunks); ``kind``:
+    ``string`` (the word perplexity is exact) or ``joint`` (a gold-tree bound)."""
+    if best_path:
+        module.load_state_dict(torch.load(best_path, map_location="cpu", weights_only=True)["state_dict"])
+    module.eval()
+    total, count = 0.0, 0
+    with torch.no_grad():
+        for batch in data.valid_batches(32):
+            nll, n = module.nll([chunk.to(module.device) for chunk in batch])
+            total += float(nll)
+            count += int(n)
+    unigram = unigram_nll(data.train, data.valid, data.vocab_size)
+    words = max(data.valid_words, 1)
+    out = {
+        "val_tokens": count,
+        "val_words": data.valid_words,
+        "val_token_nll": total / max(count, 1),
+        "val_token_ppl": math.exp(total / max(count, 1)),
+        "unigram_val_token_ppl": math.exp(unigram / max(count, 1)),
+        # joint models: -log p(x, y_gold) >= -log p(x), so this is an upper bound on word perplexity
+        "val_word_ppl": math.exp(total / words),
+        "val_word_ppl_convention": (
+            "exact, </s> predicted, denominator = words" if kind == "string"
+            else "gold-tree bound exp(-log p(x, y_gold) / words)"),
+        "unigram_val_word_ppl": math.exp(unigram / words),
+    }
+    out.update(data.stats)
+    return out

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from tests.lightning_modules.families.tg.test_tg import CHUNKS, DEPTH, INPUTS, LABELS, OFFICIAL_IDS, TYPES
 
 from benchmarks import parity_tg_masking as parity
 from benchmarks.parity_common import Report
 from lightning_modules.data.tree import parse_tree
 from tests.experiments.test_inspect import PLAIN_CHUNKS, SMART_CHUNKS, TG_ATTEND, tg_record
+from tests.lightning_modules.families.tg.test_tg import CHUNKS, DEPTH, INPUTS, LABELS, OFFICIAL_IDS, TYPES
 
 CAT = "(S (NP (DT the) (JJ hungry) (NN cat)) (VP (VBZ meows)))"
 CC_TYPES = [1, 2, 2, 3, 3, 3, 4, 2, 3, 4, 4]  # <s> (S (NP the hungry cat NP) (VP meows VP) S)

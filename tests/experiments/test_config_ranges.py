@@ -12,7 +12,7 @@ from experiments.families import get_family, names
 from lightning_modules.errors import InputError
 
 
-@pytest.mark.parametrize("family", [n for n in names() if not get_family(n).pretrained])
+@pytest.mark.parametrize("family", [n for n in names() if get_family(n).source_prefix is None])
 def test_every_shipped_preset_is_in_range(family):
     models, _ = get_family(family).model_presets()
     for preset in set(models) & set(get_family(family).train_presets()):

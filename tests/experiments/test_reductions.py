@@ -11,9 +11,10 @@ def test_reduced_settings_of_the_shipped_tg_scales():
     assert reduced_settings(load_spec("reproduce-tg-paper")) == []
     cpu = reduced_settings(load_spec("reproduce-tg-cpu-small"), seeds="0-4")
     assert cpu[0].startswith("5 seeds")
-    # what an absent setting of the full protocol does: proposals (it names a parser), no beam, N = 300
+    # what an absent setting of the full protocol does: proposals (it names a parser), whose method reads no
+    # beam, and N = 300, the default of the families' proposals method
     assert ("evaluation ppl (tg, txl-trees, txl-terminals): limit 100 (full protocol: all), method beam (full "
-            "protocol: proposals), beam 20 (full protocol: no beam), word_beam 5 (full protocol: no beam), n 10 "
+            "protocol: proposals), beam 20 (full protocol: not used), word_beam 5 (full protocol: not used), n 10 "
             "(full protocol: 300)") in cpu
     # a second way of scoring one task is an addition, not a reduction of the full protocol's entry
     assert ("evaluation ppl@gold (tg, txl-trees): not in the full protocol (added: split test, limit 100, "

@@ -31,14 +31,14 @@ def test_scales_and_errors():
     assert spec_for("pushdown", "cpu-small").name == "pushdown-ptb-cpu"
     assert spec_for("palm", "cpu-small").name == "reproduce-palm-cpu-small"
     assert spec_for("som", "demo").name == "reproduce-som-demo"
-    with pytest.raises(InputError, match=r"unknown paper 'nope' \(known: pushdown, tg, palm, som, dtg\)"):
+    with pytest.raises(InputError, match=r"unknown paper 'nope' \(known: dtg, palm, pushdown, som, tg\)"):
         spec_for("nope", "demo")
     with pytest.raises(InputError, match=r"paper 'tg' has no scale 'huge' \(its scales: demo, cpu-small, paper\)"):
         spec_for("tg", "huge")
 
 
 @pytest.mark.parametrize(("argv", "error"), [
-    (["nope"], "PAPER: unknown paper 'nope' (known: pushdown, tg, palm, som, dtg)"),
+    (["nope"], "PAPER: unknown paper 'nope' (known: dtg, palm, pushdown, som, tg)"),
     (["pushdown", "--scale", "huge"],
      "--scale: paper 'pushdown' has no scale 'huge' (its scales: demo, cpu-small, paper)"),
 ])

@@ -9,7 +9,9 @@
 - ``beam``: joint models marginalised over their word-synchronous beam.
 
 Generic scorers live here: ``tree_marginal`` (the marginal over given trees, for any joint family's
-encoding), ``ngram`` (n-gram baselines) and ``hf`` (local ``transformers`` causal LMs).
+encoding), ``ngram`` (n-gram baselines) and ``hf`` (local ``transformers`` causal LMs); and what several
+families' scorers share: ``txl_model`` (a loaded Transformer-XL core network scoring encoded sequences, the
+base of the families built on ``lightning_modules/models/txl_lm.py``) and ``beams`` (beam settings, top-k).
 """
 
 from __future__ import annotations
@@ -23,14 +25,18 @@ from experiments.evaluate.scorer import Scorer
 from lightning_modules.errors import InputError
 
 TreeSource = Callable[[Sequence[Sequence[str]]], list[list[Any]]]
+HF_PREFIX = "hf:"  # a model source ``hf:DIR``: a local transformers causal LM (``hf.py``)
 
 
 def load_scorer(checkpoint: str | Path, method: str = "exact", *, batch_size: int = 32,
-                proposals: str | Path | TreeSource | None = None, n_proposals: int = 300,
+                proposals: str | Path | TreeSource | None = None, n_proposals: int | None = None,
                 trees: str | Path | TreeSource | None = None, pos_tags: bool | None = None,
-                beam: int = 100, word_beam: int = 10, max_actions: int = 15, device: str = "cpu",
-                source_name: str | None = None) -> Scorer:
+                beam: int | None = None, word_beam: int | None = None, max_actions: int | None = None,
+                fast_track: int | None = None, device: str = "cpu", source_name: str | None = None) -> Scorer:
     """A Scorer for ``checkpoint`` (a sentence-level checkpoint of any family).
+
+    The method's options left None (``n_proposals``, ``beam``, ``word_beam``, ``max_actions``, ``fast_track``)
+    take the defaults the family's method declares (``experiments.families.adapter.Method``), as on the CLI.
 
     ``pos_tags``: whether the given trees carry POS tags (dropped before scoring: the models read POS-free
     trees). Default: True for files (treebanks and proposal files are PTB-style), False for callables
@@ -43,8 +49,9 @@ def load_scorer(checkpoint: str | Path, method: str = "exact", *, batch_size: in
     if method not in ("exact", "beam", "proposals", "gold"):
         raise InputError(f"unknown method {method!r}; expected exact, gold, proposals or beam", "method")
     adapter, meta = checkpoint_family(checkpoint)
-    request = ScoringRequest(method=method, batch_size=batch_size, beam=beam, word_beam=word_beam,
-                             max_actions=max_actions, n=n_proposals, device=device)
+    options = adapter.method(method, meta["config"]).resolve(
+        {"n": n_proposals, "beam": beam, "word_beam": word_beam, "max_actions": max_actions, "fast_track": fast_track})
+    request = ScoringRequest(method=method, options=options, batch_size=batch_size, device=device)
     if method in ("proposals", "gold"):
         given = proposals if method == "proposals" else trees
         if given is None:

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from experiments.evaluate.scorer import Convention, SentenceScore, check_sentences
-from experiments.families.tg.beam import check_beam_settings
+from experiments.evaluate.scorers import beams
 from lightning_modules.data.dependency import DepTree, to_conllu
 from lightning_modules.errors import InputError
 from lightning_modules.families.dtg import encoding as dtg
@@ -57,7 +57,7 @@ class DTGBeamScorer:
 
     def __init__(self, model: object, beam: int = 100, word_beam: int = 10, max_actions: int = 15,
                  fast_track: int | None = None, batch_size: int = 8):
-        check_beam_settings(beam, word_beam, max_actions, batch_size, fast_track)
+        beams.check_beam_settings(beam, word_beam, max_actions, batch_size, fast_track)
         self.model = model
         self.beam, self.word_beam, self.max_actions = beam, word_beam, max_actions
         self.fast_track, self.batch_size = fast_track, batch_size
@@ -229,10 +229,8 @@ class DTGBeamScorer:
     @staticmethod
     def _best(scores: torch.Tensor, count: int) -> list[tuple[int, int]]:
         """(row, column) of the ``count`` best finite scores, best first (stable: ties keep index order)."""
-        flat = scores.flatten()
-        count = min(count, int(torch.isfinite(flat).sum()))
         width = scores.shape[1]
-        return [divmod(int(i), width) for i in torch.sort(flat, descending=True, stable=True).indices[:count]]
+        return [divmod(i, width) for i in beams.best(scores.flatten(), count)]
 
     def _extend(self, pool: object, frontier: list[_Hypothesis], extensions: list[tuple[int, int, float]]
                 ) -> list[_Hypothesis]:

@@ -12,20 +12,18 @@ official code is sentence-level); relpos is raw. A non-projective tree is an err
 
 from __future__ import annotations
 
-import argparse
-
 from lightning_modules.data.dependency import DepTree, parse_conllu, read_conllu
 from lightning_modules.errors import InputError
 
 
-def read_sources(args: argparse.Namespace) -> list[tuple[str, DepTree]]:
+def read_sources(tree: str | None, trees_file: str | None) -> list[tuple[str, DepTree]]:
     """(location, tree) of ``--tree`` (one CoNLL-U sentence) or of every sentence of ``--trees-file``."""
-    if args.tree is not None:
-        sentences = parse_conllu(args.tree, "--tree")
+    if tree is not None:
+        sentences = parse_conllu(tree, "--tree")
         if len(sentences) != 1:
             raise InputError(f"expected one CoNLL-U sentence, found {len(sentences)}", "--tree")
         return [("--tree", sentences[0][1])]
-    return [(f"{args.trees_file}:{line}", tree) for line, tree in read_conllu(args.trees_file)]
+    return [(f"{trees_file}:{line}", item) for line, item in read_conllu(trees_file)]
 
 
 def inspect_sentence(tree: DepTree, system: str = "standard") -> dict:

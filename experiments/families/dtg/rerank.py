@@ -14,7 +14,7 @@ reach it never saw in training) are left out of its ranking.
 
 from __future__ import annotations
 
-import argparse
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -29,12 +29,21 @@ from lightning_modules.errors import InputError
 TASK = "dependency_parse"
 
 
-def evaluate(model: Any, args: argparse.Namespace) -> tuple[dict[str, Any], int, int]:
+def evaluate(model: Any, options: Mapping[str, Any]) -> tuple[dict[str, Any], int, int]:
     """(result, sentences computed, sentences): UAS of the reranked, greedy and oracle trees; writes
-    ``reranked.conllu`` (the model's choice per sentence) beside ``results.json``."""
+    ``reranked.conllu`` (the model's choice per sentence) beside ``results.json``.
+
+    ``options``: ``checkpoint``, ``corpus``, ``split``, ``limit``, ``data_dir``, ``n``,
+    ``proposals`` (a file) or ``parser`` (a checkpoint of a family that proposes dependency trees, found
+    through the registry) with ``parser_seed``, ``batch_size``, ``out``."""
+    from types import SimpleNamespace
+
     from experiments.evaluate.ppl import read_sentences
     from experiments.evaluate.scorer_choice import SentenceSeededProposals
-    from experiments.families.parser.dep_proposals import load_parser, propose
+    from experiments.families import checkpoint_family
+
+    args = SimpleNamespace(**{"batch_size": 32, "limit": None, "data_dir": None, "proposals": None,
+                              "parser": None, "parser_seed": 0, "out": None, **options})
 
     for flag, value in (("-n", args.n), ("--batch-size", args.batch_size)):
         if value < 1:
@@ -51,8 +60,11 @@ def evaluate(model: Any, args: argparse.Namespace) -> tuple[dict[str, Any], int,
     else:
         source = SentenceSeededProposals(args.parser, args.n, args.parser_seed)
         drawn = source(sentences.words)
-        parser, payload = load_parser(args.parser)
-        greedy = [p.heads[0] for p in propose(parser, payload, sentences.words, 1, "beam")]
+        parser, _ = checkpoint_family(args.parser)
+        proposing = parser.proposing()
+        if proposing is None:
+            raise InputError(f"a {parser.name} checkpoint does not propose trees", str(args.parser))
+        greedy = [trees[0].heads for trees in proposing.proposer(args.parser, "beam")(sentences.words, 1, 0)]
         parser_name, data = "the parser's greedy parse", {"parser": args.parser}
     proposals = [[t for t in trees if model.transitions_known(t)] for trees in drawn]
     scorer = TreeScorer(model, None, method="proposals", n=args.n, batch_size=args.batch_size)

@@ -6,8 +6,9 @@ sequence), its non-projective arcs are lifted (the transition systems have no se
 gives a lower bound on log p(x)), and it is encoded with the checkpoint's system, vocabulary and arc
 representation; ``label_logprobs`` runs one forward pass over a batch
 of sentences. ``TreeScorer`` then gives log p(x, y) of each tree and the marginal over a sentence's distinct
-trees (gold trees, or proposals). Label log-probs come from ``TGModel.label_logprobs`` (the same network
-path); only the forward pass differs, to carry the arc representations.
+trees (gold trees, or proposals). The loader, the forward pass and the label log-probs are the shared
+``TXLModel``'s (``experiments.evaluate.scorers.txl_model``); only the chunks differ: whole sentences, with
+their arc representations.
 """
 
 from __future__ import annotations
@@ -15,9 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import torch
-
-from experiments.families.tg.scorers import TGModel
+from experiments.evaluate.scorers.txl_model import TXLModel
 from lightning_modules.data.dependency import DepTree, projectivize, to_conllu
 from lightning_modules.data.encodings.choe_charniak import ActionVocab
 from lightning_modules.data.encodings.segmentation import segment
@@ -27,18 +26,13 @@ from lightning_modules.families.dtg import data as dtg_data
 from lightning_modules.families.dtg import encoding as dtg
 
 
-class DTGModel(TGModel):
+class DTGModel(TXLModel):
     """A DTG-family network with its vocabularies: dependency trees -> transitions -> sequences -> log-probs."""
 
     def __init__(self, module: Any, meta: dict[str, Any], vocab: ActionVocab, device: str = "cpu"):
-        self.module = module.to(device).eval()
-        self.device = torch.device(device)
-        self.family: str = meta["family"]
-        self.vocab = vocab
-        self.config: dict[str, Any] = meta["config"]
+        super().__init__(module, meta, vocab, device)
         model = self.config["model"]
         self.system: str = model["system"]
-        self.length = int(model["segment_length"])
         self.words = WordVocab.from_dict(meta["vocab"]["words"], "checkpoint vocabulary")
         self._encode = dtg_data.example_encoder(self.family, self.system, model["arc_input"], vocab, self.words)
 
@@ -53,10 +47,6 @@ class DTGModel(TGModel):
         return True
 
     # -- the tree-marginal protocol ------------------------------------------------------------------------------
-    @property
-    def name(self) -> str:
-        return self.family
-
     def model_tree(self, tree: Any, pos_tags: bool, location: str) -> DepTree:
         """The structure of a given dependency tree (forms and heads), non-projective arcs lifted
         (``dependency.projectivize``: any tree's log p(x, y) bounds log p(x), so the bound stays valid)."""
@@ -95,9 +85,7 @@ class DTGModel(TGModel):
     def is_unknown(self, word: str) -> bool:
         return word not in self.words.known
 
-    def _forward(self, examples: Sequence[dtg_data.DTGExample]) -> tuple[list[torch.Tensor], list[Any]]:
-        """One forward pass over whole sentences (one chunk each, with their arc representations)."""
+    def chunks(self, examples: Sequence[dtg_data.DTGExample]) -> list[Any]:
+        """Whole sentences (one chunk each, with their arc representations)."""
         rows = [(e, segment(e, self.length, self.length, "plain")) for e in examples]
-        chunks = [chunk.to(self.device) for chunk in dtg_data.collate_sentences(rows)]
-        logits, _ = self.module(chunks)
-        return logits, chunks
+        return [chunk.to(self.device) for chunk in dtg_data.collate_sentences(rows)]

@@ -18,7 +18,7 @@ from typing import Any
 
 from experiments.config_ranges import Range
 from experiments.families import register
-from experiments.families.adapter import Family, ParseView, Scoring, ScoringRequest
+from experiments.families.adapter import Family, Method, ParseView, Scoring, ScoringRequest
 from lightning_modules.errors import InputError
 
 # the data/train presets of configs/train.yaml that the AWD-LSTM recipe changes: parallel streams per batch
@@ -43,11 +43,8 @@ class PalmFamily(Family):
     def kind(self, config: dict[str, Any] | None = None) -> str:
         return "string"
 
-    def capabilities(self, config: dict[str, Any] | None = None) -> frozenset[str]:
-        return frozenset({"perplexity", "score", "surprisal"} | ({"parse"} if self.name != "awd-lstm" else set()))
-
-    def methods(self, config: dict[str, Any] | None = None) -> tuple[str, ...]:
-        return ("exact",)
+    def methods(self, config: dict[str, Any] | None = None) -> tuple[Method, ...]:
+        return (Method("exact"),)
 
     # -- presets and training ------------------------------------------------------------------------------
     def model_presets(self) -> tuple[dict[str, Any], str]:
@@ -109,9 +106,9 @@ class PalmFamily(Family):
         model = self.load(checkpoint, request.device)
         return Scoring(ExactScorer(model, request.batch_size, trees=True), {}, "exact", 64)
 
-    def parse_view(self) -> ParseView:
+    def parse_view(self, config: dict[str, Any] | None = None) -> ParseView | None:
         if self.name == "awd-lstm":
-            return super().parse_view()
+            return None
         from experiments.families.palm.parsing import VIEW
 
         return VIEW

@@ -1,7 +1,9 @@
-"""The proposal parser q(y | x) (TG §3.1): a tool of the protocol, not a model under evaluation.
+"""The proposal parsers q(y | x): tools of the protocol, not models under evaluation.
 
-It draws the N proposal trees joint models are marginalised over (``synbench propose``, ``eval ... --parser``)
-and its greedy parses are reranked (``eval rerank``). It is trained like any family and evaluated by nothing.
+``proposal-parser`` (TG §3.1) draws the N constituency trees joint models are marginalised over (``synbench
+propose``, ``eval ... --parser``) and its greedy parses are reranked (``eval rerank``); ``dep-parser`` draws
+the dependency trees of DTG's proposals and UAS reranking (``dep_proposals.py``). Both are the same seq2seq
+network over actions, trained like any family and evaluated by nothing.
 """
 
 from __future__ import annotations
@@ -10,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from experiments.families import register
-from experiments.families.adapter import Family
+from experiments.families.adapter import Family, ProposeRequest, Proposing
+from experiments.families.dependency_presets import dependency_presets
 
 
 @register
@@ -22,9 +25,6 @@ class ParserFamily(Family):
 
     def kind(self, config: dict[str, Any] | None = None) -> str:
         return "tool"
-
-    def capabilities(self, config: dict[str, Any] | None = None) -> frozenset[str]:
-        return frozenset({"propose"})
 
     def build_data(self, cfg: dict[str, Any]) -> Any:
         from lightning_modules.families.parser import data as parser_data
@@ -67,16 +67,81 @@ class ParserFamily(Family):
 
         return load_parser(checkpoint)
 
-    def proposer(self, checkpoint: str | Path) -> Any:
-        from experiments.families.parser.proposals import propose
+    def proposing(self, config: dict[str, Any] | None = None) -> Proposing:
+        def proposer(checkpoint: str | Path, method: str = "sample") -> Any:
+            from experiments.families.parser.proposals import propose
 
-        model, payload = self.load(checkpoint)
-        return lambda sentences, n, seed: [p.trees for p in propose(model, payload, sentences, n, "sample", seed)]
+            model, payload = self.load(checkpoint)
+            return lambda sentences, n, seed: [p.trees for p in propose(model, payload, sentences, n, method, seed)]
 
-    def write_proposals(self, args: Any) -> str:
-        from experiments.families.parser.proposals import write_from_args
+        def write(request: ProposeRequest) -> str:
+            from experiments.families.parser.proposals import write
 
-        return write_from_args(args)
+            return write(request)
+
+        return Proposing(proposer, write)
+
+
+@register
+class DepParserFamily(Family):
+    """The dependency proposal parser q(y | x): the seq2seq parser network writing canonical arc-standard
+    actions (``lightning_modules/families/parser/dep_encoding.py``); a tool that draws DTG's proposal trees
+    (``dep_proposals.py``)."""
+
+    names = ("dep-parser",)
+
+    def kind(self, config: dict[str, Any] | None = None) -> str:
+        return "tool"
+
+    def train_presets(self) -> dict[str, Any]:
+        return dependency_presets(super().train_presets())
+
+    def build_data(self, cfg: dict[str, Any]) -> Any:
+        from lightning_modules.families.parser import dep_data as dep_parser_data
+
+        return dep_parser_data.build(cfg)
+
+    def build_module(self, cfg: dict[str, Any], data: Any) -> Any:
+        from lightning_modules.families.parser.model import build
+
+        return build({**cfg["model"], "source_vocab_size": data.stats["source_vocab_size"],
+                      "action_vocab_size": data.vocab_size})
+
+    def final_metrics(self, module: Any, data: Any, best_path: str) -> dict[str, Any]:
+        """Validation action NLL and accuracy (teacher forcing) and the UAS of greedy parses (gold PUNCT
+        words not scored, ``experiments.evaluate.uas``)."""
+        from experiments.evaluate.uas import attachment_counts
+        from experiments.families.parser.dep_proposals import propose
+
+        out = action_metrics(module, data, best_path)
+        parses = propose(module, data.vocab, [list(t.forms) for t in data.valid_trees], n=1, method="beam",
+                         max_rows=64)
+        words, heads = attachment_counts(data.valid_trees, [p.heads[0] for p in parses])
+        out.update(val_greedy_uas=100.0 * heads / max(words, 1),
+                   val_greedy_uas_convention="greedy parses, words whose gold UPOS is not PUNCT")
+        out.update(data.stats)
+        return out
+
+    def load(self, checkpoint: str | Path, device: str = "cpu") -> Any:
+        """(parser network in eval mode, vocabulary payload)."""
+        from experiments.families.parser.dep_proposals import load_parser
+
+        return load_parser(checkpoint)
+
+    def proposing(self, config: dict[str, Any] | None = None) -> Proposing:
+        def proposer(checkpoint: str | Path, method: str = "sample") -> Any:
+            from experiments.families.parser.dep_proposals import propose
+
+            model, payload = self.load(checkpoint)
+            return lambda sentences, n, seed: [p.trees() for p in propose(model, payload, sentences, n, method,
+                                                                          seed)]
+
+        def write(request: ProposeRequest) -> str:
+            from experiments.families.parser.dep_proposals import write
+
+            return write(request)
+
+        return Proposing(proposer, write)
 
 
 def action_metrics(module: Any, data: Any, best_path: str) -> dict[str, Any]:

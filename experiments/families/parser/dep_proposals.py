@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 from torch import Tensor
 
+from experiments.families.adapter import ProposeRequest
 from experiments.families.parser.proposals import ActionDecoder, search_sentences
 from lightning_modules.data.dependency import DepTree, to_conllu
 from lightning_modules.families.parser import dep_encoding as encoding
@@ -92,7 +93,7 @@ def oracle_uas(gold: Sequence[DepTree], proposals: Sequence[DepProposals], n: in
     return round(100.0 * correct / max(words, 1), 2)
 
 
-def write_from_args(args: Any) -> str:
+def write(args: ProposeRequest) -> str:
     """``synbench propose`` with a dep-parser checkpoint: the proposals file, its log q file and meta file (with
     the first tree's and the oracle UAS for ``--corpus``); returns the line it prints."""
     from experiments.evaluate.ppl import read_sentences as read_split_sentences

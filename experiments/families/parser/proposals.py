@@ -42,6 +42,7 @@ from experiments.evaluate.proposal_files import (
     with_tags,
     write_proposals,
 )
+from experiments.families.adapter import ProposeRequest
 from lightning_modules.data.atomic import atomic_write_text
 from lightning_modules.data.tree import Tree
 from lightning_modules.errors import InputError
@@ -280,7 +281,7 @@ def load_parser(checkpoint: str | Path) -> tuple[Any, dict[str, Any]]:
     return model, payload
 
 
-def write_from_args(args: Any) -> str:
+def write(args: ProposeRequest) -> str:
     """``synbench propose`` with a proposal-parser checkpoint: the files, and the line it prints."""
     model, payload = load_parser(args.checkpoint)
     gold = None

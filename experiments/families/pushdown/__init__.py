@@ -8,14 +8,22 @@ BLiMP, and Pushdown-LM runs also by parsing (§5).
 
 from __future__ import annotations
 
-import argparse
 import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from experiments.families import register
-from experiments.families.adapter import Family, ParseView, Scoring, ScoringRequest
+from experiments.families.adapter import Family, Inspection, Method, ParseView, Scoring, ScoringRequest
 from lightning_modules.errors import InputError
+
+# beam 20: the CLI's default (the paper's is 300; its experiments set it)
+BEAM = Method("beam", {"beam": 20})
+
+
+def on_dyck(config: dict[str, Any] | None) -> bool:
+    """A run on the Dyck corpus (§4.1): evaluated by closing-bracket accuracy only."""
+    return config is not None and config.get("data", {}).get("corpus") == "dyck"
 
 
 @register
@@ -24,22 +32,14 @@ class PushdownFamily(Family):
 
     names = ("pushdown", "base-lm")
     paper = "pushdown"
-    inspect_names = ("pushdown",)
 
     def kind(self, config: dict[str, Any] | None = None) -> str:
         return "joint" if self.name == "pushdown" else "string"
 
-    def capabilities(self, config: dict[str, Any] | None = None) -> frozenset[str]:
-        if config is not None and config.get("data", {}).get("corpus") == "dyck":
-            return frozenset({"dyck"})
-        text = {"perplexity", "score", "surprisal"} | ({"parse"} if self.name == "pushdown" else set())
-        return frozenset(text | ({"dyck"} if config is None else set()))
-
-    def methods(self, config: dict[str, Any] | None = None) -> tuple[str, ...]:
-        return ("beam",) if self.name == "pushdown" else ("exact",)
-
-    def method_options(self, method: str) -> tuple[str, ...]:
-        return ("beam",) if method == "beam" else ()
+    def methods(self, config: dict[str, Any] | None = None) -> tuple[Method, ...]:
+        if on_dyck(config):
+            return ()
+        return (BEAM,) if self.name == "pushdown" else (Method("exact"),)
 
     # -- training ------------------------------------------------------------------------------------------
     def build_data(self, cfg: dict[str, Any]) -> Any:
@@ -109,26 +109,21 @@ class PushdownFamily(Family):
                              "not apply", str(checkpoint))
         model = self.load(checkpoint, request.device)
         if self.name == "pushdown":
-            return Scoring(scorers.BeamScorer(model, request.beam), {"beam": request.beam},
-                           f"beam {request.beam} over attachment decisions (paper: 300)", 4)
+            beam = request.options["beam"]
+            return Scoring(scorers.BeamScorer(model, beam), {"beam": beam},
+                           f"beam {beam} over attachment decisions (paper: 300)", 4)
         return Scoring(scorers.ExactScorer(model), {}, "exact", 4)
 
-    def parse_view(self) -> ParseView:
-        if self.name != "pushdown":
-            return super().parse_view()
+    def parse_view(self, config: dict[str, Any] | None = None) -> ParseView | None:
+        if self.name != "pushdown" or on_dyck(config):
+            return None
         from experiments.families.pushdown.parsing import VIEW
 
         return VIEW
 
     # -- inspect, model-info, dyck -------------------------------------------------------------------------
-    def inspect(self, name: str, item: Any, args: argparse.Namespace) -> dict[str, Any]:
-        """``{"tokens", "attachment", "stack_tape"}`` as the official code computes them (DESIGN.md)."""
-        from lightning_modules.data.tree import clean
-        from lightning_modules.families.pushdown import encoding as pushdown
-
-        example = pushdown.encode(clean(item))
-        return {"tokens": example.tokens, "attachment": example.attachment.tolist(),
-                "stack_tape": example.stack_tape().tolist()}
+    def inspection(self) -> Inspection:
+        return Inspection(("pushdown",), _inspect)
 
     def model_info(self, config: dict[str, Any], prefix: str) -> dict[str, Any]:
         import torch
@@ -141,11 +136,25 @@ class PushdownFamily(Family):
         return {"parameters": pushdown.parameter_count(module), "parts": pushdown.parameter_breakdown(module),
                 "config": pushdown.asdict(cfg)}
 
-    def evaluate(self, task: str, args: argparse.Namespace) -> tuple[dict[str, Any], int, int]:
-        if task != "dyck":
-            return super().evaluate(task, args)
-        from experiments.families.pushdown import dyck
+    def evaluations(self, config: dict[str, Any] | None = None) -> Mapping[str, Any]:
+        """``dyck``: closing-bracket accuracy (§4.1), for runs on the Dyck corpus (and the family in general)."""
+        return {"dyck": _dyck} if config is None or on_dyck(config) else {}
 
-        result, computed = dyck.evaluate(args.checkpoint, args.sets, args.size, args.beam, args.seed, args.out,
-                                         args.tape, getattr(args, "device", "cpu"))
-        return result, computed, result["settings"]["prefixes"]
+
+def _inspect(name: str, item: Any, options: Mapping[str, Any]) -> dict[str, Any]:
+    """``{"tokens", "attachment", "stack_tape"}`` as the official code computes them (DESIGN.md)."""
+    from lightning_modules.data.tree import clean
+    from lightning_modules.families.pushdown import encoding as pushdown
+
+    example = pushdown.encode(clean(item))
+    return {"tokens": example.tokens, "attachment": example.attachment.tolist(),
+            "stack_tape": example.stack_tape().tolist()}
+
+
+def _dyck(options: Mapping[str, Any]) -> tuple[dict[str, Any], int, int]:
+    from experiments.families.pushdown import dyck
+
+    o = options
+    result, computed = dyck.evaluate(o["checkpoint"], o["sets"], o["size"], o["beam"], o["seed"], o.get("out"),
+                                     o["tape"], o.get("device", "cpu"))
+    return result, computed, result["settings"]["prefixes"]

@@ -10,17 +10,21 @@ cached in ``items.jsonl`` by ``SET/k`` with the closing brackets' log-probabilit
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from experiments.cli_options import add_device_argument, natural, positive_int
 from experiments.evaluate.cache import ItemCache, Record, default_out_dir
 from experiments.evaluate.results import write_results
+from experiments.evaluate.subcommands import family_evaluation, print_result
+from experiments.evaluate.tasks import COMMON_OPTIONS, PlanInput, Task, flag, register
 from lightning_modules.data.checksums import file_sha256
 from lightning_modules.errors import InputError
-from lightning_modules.families.pushdown import dyck, dyck_data
+from lightning_modules.families.pushdown import dyck  # not dyck_data here: the CLI must not import torch
 from lightning_modules.numeric import is_number
 
 EXACT = "base-lm: exact log p(w | prefix), one pass"
@@ -45,6 +49,7 @@ def evaluate(model_path: str | Path, sets: Sequence[str] | None = None, size: in
     ``silver`` gives the prefix's gold tape (an oracle diagnostic).
     """
     from experiments.families.pushdown.scorers import BeamScorer, ExactScorer, PushdownModel
+    from lightning_modules.families.pushdown import dyck_data
 
     sets = list(dict.fromkeys(sets or dyck_data.TEST_SETS))
     unknown = [s for s in sets if s not in dyck_data.TEST_SETS]
@@ -185,3 +190,74 @@ class SilverTape:
                     states.attach([example.attachment[k]])
                 out.append((words[0, n].double().log_softmax(-1).cpu().numpy(), wrong))
         return out
+
+
+# -- synbench eval dyck: a task of the Pushdown family, registered here --------------------------------------
+def add_command(tasks: argparse._SubParsersAction) -> None:
+    p = tasks.add_parser(
+        "dyck", help="closing-bracket accuracy of a Dyck run on the long-range and deeper test sets (§4.1)",
+        description="Pushdown Layers §4.1 / Table 1: for each prefix of the test sets (built deterministically "
+                    "from the checkpoint's data config and --seed: long-L = prefixes closing a dependency of "
+                    "length >= L in Dyck_{k,40} strings, 50 each; depth = nests of depth 15-49 around a string "
+                    "of the training language, 105), the argmax of the next-token distribution over the closing "
+                    "brackets must be the bracket that closes the prefix. base-lm: exact distribution; "
+                    "pushdown: marginal over the final beam of attachment histories of the prefix.")
+    p.add_argument("checkpoint", help="pushdown or base-lm checkpoint of a Dyck run (RUN/checkpoints/best.ckpt)")
+    p.add_argument("--set", dest="sets", action="append", metavar="SET",
+                   help=f"a test set ({'|'.join(dyck.TEST_SETS)}); repeat for several (default: all)")
+    p.add_argument("--size", type=positive_int, metavar="N",
+                   help="prefixes per set (default: the paper's, 50 per long-range set and 100 for depth; the "
+                        "long-range sets stop after the string that reaches N, the depth set after a round of 35)")
+    p.add_argument("--beam", type=positive_int, default=50,
+                   help="beam over attachment histories for pushdown checkpoints (default 50, as official)")
+    p.add_argument("--seed", type=natural, default=0, help="seed of the test sets (default 0)")
+    add_device_argument(p)
+    p.add_argument("--tape", default="beam", choices=("beam", "silver"),
+                   help="pushdown: infer the attachments with the beam (default, the protocol) or read each "
+                        "prefix's silver tape (an oracle that isolates the next-token predictor)")
+    p.add_argument("--out", type=Path, metavar="DIR", help="results folder (default: RUN_DIR/eval/dyck-HASH)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """The family's ``dyck`` evaluation (``evaluate``, through the adapter's ``evaluations`` part)."""
+    result, computed, total = family_evaluation("dyck", vars(args))
+    return print_result(args.json, result, computed, total, format_report)
+
+
+def format_report(result: dict) -> str:
+    """Accuracy per test set, the teacher-forced attachment diagnostics (silver tape), then the headline."""
+    m = result["metrics"]
+    rows = [f"{name:10} {acc:.4f}  ({m['prefixes'][name]} prefixes, mean length "
+            f"{m['mean_prefix_length'][name]:.1f})" for name, acc in m["accuracy"].items()]
+    for name, a in (m.get("attachments") or {}).items():
+        beyond = a["accuracy_beyond_training_length"]
+        rows.append(f"{name:10} attachments (teacher-forced) {a['accuracy']:.4f}, beyond the training length "
+                    f"{'-' if beyond is None else f'{beyond:.4f}'}, prefixes without error "
+                    f"{a['prefixes_without_error']:.4f}")
+    return "\n".join([*rows, result["headline"]]) + "\n"
+
+
+def _check_options(options: Mapping[str, Any]) -> str | None:
+    sets = options.get("sets", list(dyck.TEST_SETS))
+    if not isinstance(sets, list) or not sets or any(s not in dyck.TEST_SETS for s in sets):
+        return f"sets: expected a list of {', '.join(dyck.TEST_SETS)}, got {sets!r}"
+    return None
+
+
+def _arguments(p: PlanInput) -> list[str]:
+    """``eval dyck``'s arguments of an entry; its ``beam`` is the task's own option (a Dyck run scores no text,
+    so its family has no scoring method), read by pushdown checkpoints, left out of base-lm results' identity."""
+    o = p.options
+    return [*(a for s in o.get("sets") or [] for a in ("--set", s)), *flag(o, "size"), *flag(o, "seed"),
+            *flag(o, "beam")]
+
+
+def _flatten(m: Mapping[str, Any]) -> dict[str, float]:
+    return {f"dyck.{name}": value for name, value in m["accuracy"].items()}
+
+
+TASK = register(Task("dyck", "dyck", f"{__name__}:add_command", _flatten, tested=("dyck.*",),
+                     options=COMMON_OPTIONS + ("sets", "size", "seed", "beam"), arguments=_arguments, scored=False,
+                     methods=(), check=_check_options))

@@ -45,6 +45,7 @@ import numpy as np
 import torch
 
 from experiments.evaluate.scorer import Convention, SentenceScore
+from experiments.evaluate.scorers.beams import check_beam_settings
 from lightning_modules.data.tree import to_bracketed
 from lightning_modules.data.vocab import EOS, PAD, SOS, WordVocab, terminal_vocab
 from lightning_modules.errors import InputError
@@ -188,8 +189,7 @@ class BeamScorer:
     def __init__(self, model: PushdownModel, beam: int = 300):
         if model.family != "pushdown":
             raise InputError("beam search over attachments needs a pushdown checkpoint", "--method")
-        if beam < 1:
-            raise InputError("must be at least 1", "--beam")
+        check_beam_settings(beam)
         self.model, self.beam = model, beam
         self.name = "pushdown"
         self.convention = Convention("beam", bound=True, beam=beam, incremental=INCREMENTAL)

@@ -11,13 +11,13 @@ SyntaxGym and BLiMP read it like any string model. Its parses are the trees of t
 
 from __future__ import annotations
 
-import argparse
 import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from experiments.families import register
-from experiments.families.adapter import Family, InspectOption, Scoring, ScoringRequest
+from experiments.families.adapter import Family, Inspection, InspectOption, Method, ParseView, Scoring, ScoringRequest
 from lightning_modules.errors import InputError
 
 # the data of a UD-trained preset: UD English EWT (train/dev), words with Berkeley unknown-word classes
@@ -30,23 +30,12 @@ class SOMFamily(Family):
 
     names = ("som",)
     paper = "som"
-    inspect_names = ("som",)
-    inspect_options = (
-        InspectOption("--slots", {"type": int, "metavar": "N",
-                                  "help": "som: memory slots N (default 15, the paper's)"}),
-        InspectOption("--decisions", {"metavar": "T1,...,TT",
-                                      "help": "som: the model's decisions, one slot per word (the first N): "
-                                              "adds Algorithm 1's labels and the parse they build"}),
-    )
 
     def kind(self, config: dict[str, Any] | None = None) -> str:
         return "string"
 
-    def capabilities(self, config: dict[str, Any] | None = None) -> frozenset[str]:
-        return frozenset({"perplexity", "score", "surprisal", "parse"})
-
-    def methods(self, config: dict[str, Any] | None = None) -> tuple[str, ...]:
-        return ("exact",)
+    def methods(self, config: dict[str, Any] | None = None) -> tuple[Method, ...]:
+        return (Method("exact"),)
 
     # -- training ------------------------------------------------------------------------------------------
     def train_presets(self) -> dict[str, Any]:
@@ -133,7 +122,7 @@ class SOMFamily(Family):
         scorer = ExactScorer(self.load(checkpoint, request.device), request.batch_size)
         return Scoring(scorer, {}, "exact, greedy structure (argmax p_t and p'_t)", 32)
 
-    def parse_view(self) -> Any:
+    def parse_view(self, config: dict[str, Any] | None = None) -> ParseView:
         from experiments.families.som.parsing import VIEW
 
         return VIEW
@@ -152,12 +141,20 @@ class SOMFamily(Family):
                 "config": asdict(cfg)}
 
     # -- inspect -------------------------------------------------------------------------------------------
-    def inspect_sources(self, args: argparse.Namespace) -> list[tuple[str, Any]]:
-        from experiments.families.som.inspect import sources
+    def inspection(self) -> Inspection:
+        def record(name: str, item: Any, options: Mapping[str, Any]) -> dict[str, Any]:
+            from experiments.families.som.inspect import record
 
-        return sources(args)
+            return record(item, options.get("slots"), options.get("decisions"))
 
-    def inspect(self, name: str, item: Any, args: argparse.Namespace) -> dict[str, Any]:
-        from experiments.families.som.inspect import record
+        def sources(tree: str | None, trees_file: str | None) -> list[tuple[str, Any]]:
+            from experiments.families.som.inspect import sources
 
-        return record(item, args.slots, args.decisions)
+            return sources(tree, trees_file)
+
+        options = (InspectOption("--slots", {"type": int, "metavar": "N",
+                                             "help": "som: memory slots N (default 15, the paper's)"}),
+                   InspectOption("--decisions", {"metavar": "T1,...,TT",
+                                                 "help": "som: the model's decisions, one slot per word (the first "
+                                                         "N): adds Algorithm 1's labels and the parse they build"}))
+        return Inspection(("som",), record, options, sources)

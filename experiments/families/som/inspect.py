@@ -26,7 +26,6 @@ i.e. every slot one lower (``lightning_modules.families.som.encoding``).
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 from typing import Any
 
@@ -38,18 +37,18 @@ from lightning_modules.families.som import encoding as som
 DEFAULT_SLOTS = 15
 
 
-def sources(args: argparse.Namespace) -> list[tuple[str, Any]]:
+def sources(tree: str | None, trees_file: str | None) -> list[tuple[str, Any]]:
     """(location, DepTree or Tree) of ``--tree`` / ``--trees-file``."""
     from lightning_modules.data.corpora import detect_kind
 
-    if args.tree is not None:
-        if args.tree.lstrip().startswith("("):
-            return [("--tree", parse_tree(args.tree, "--tree"))]
-        sentences = parse_conllu(args.tree, "--tree")
+    if tree is not None:
+        if tree.lstrip().startswith("("):
+            return [("--tree", parse_tree(tree, "--tree"))]
+        sentences = parse_conllu(tree, "--tree")
         if len(sentences) != 1:
             raise InputError(f"expected one CoNLL-U sentence, found {len(sentences)}", "--tree")
         return [("--tree", sentences[0][1])]
-    path = Path(args.trees_file)
+    path = Path(str(trees_file))
     read = read_conllu if detect_kind(path) == "dependency" else read_bracketed
     return [(f"{path}:{line}", item) for line, item in read(path)]
 

@@ -33,6 +33,7 @@ import numpy as np
 import torch
 
 from experiments.evaluate.scorer import Convention, SentenceScore, check_sentences
+from experiments.evaluate.scorers import beams
 from experiments.families.tg.scorers import TGModel, action_tree
 from lightning_modules.data.encodings.choe_charniak import BOS, TokenType
 from lightning_modules.data.tree import Tree, to_bracketed
@@ -161,17 +162,6 @@ def _next_values(hypotheses: Sequence[_Hypothesis], tokens: Sequence[int]) -> li
     return rows.gather(1, torch.tensor(tokens, device=rows.device)[:, None])[:, 0].tolist()
 
 
-def check_beam_settings(beam: int, word_beam: int, max_actions: int, batch_size: int,
-                        fast_track: int | None) -> None:
-    """The word-synchronous beam's settings, shared by every family's beam: one error naming the setting."""
-    for name, value in (("beam", beam), ("word_beam", word_beam), ("max_actions", max_actions),
-                        ("batch_size", batch_size)):
-        if value < 1:
-            raise InputError("must be at least 1", name)
-    if fast_track is not None and fast_track < 0:
-        raise InputError("must be at least 0", "fast_track")
-
-
 class BeamScorer:
     """Word-synchronous beam search over the joint model's actions, on a key/value cache (module docstring).
 
@@ -188,7 +178,7 @@ class BeamScorer:
                  batch_size: int = 8, fast_track: int | None = None):
         if not model.joint:
             raise InputError(f"{model.family} is a string model: score it with method=exact", "method")
-        check_beam_settings(beam, word_beam, max_actions, batch_size, fast_track)
+        beams.check_beam_settings(beam, word_beam, max_actions, batch_size, fast_track)
         self.model, self.beam, self.word_beam, self.max_actions = model, beam, word_beam, max_actions
         self.batch_size, self.fast_track = batch_size, fast_track
         self.name = model.family
@@ -335,22 +325,16 @@ class BeamScorer:
         word_scores = torch.tensor([float("-inf") if w is None else w.logprob for w in words],
                                    dtype=torch.float64)
         joint = torch.cat([word_scores[:, None], scores], dim=1)
-        best = self._best(joint.flatten(), self.beam)
+        best = beams.best(joint.flatten(), self.beam)
         width = joint.shape[1]
         kept_rows = {index // width for index in best if index % width == 0}
-        kept_rows.update(self._best(word_scores, self.fast_track))
+        kept_rows.update(beams.best(word_scores, self.fast_track))
         extensions = [(index // width, index % width - 1) for index in best if index % width]
         return self._make_children(frontier, extensions, scores), [words[b] for b in sorted(kept_rows)]
 
-    @staticmethod
-    def _best(scores: torch.Tensor, count: int) -> list[int]:
-        """Indices of the ``count`` best finite scores, best first (stable: ties keep index order)."""
-        count = min(count, int(torch.isfinite(scores).sum()))
-        return torch.sort(scores, descending=True, stable=True).indices[:count].tolist()
-
     def _children(self, frontier: list[_Hypothesis], scores: torch.Tensor, count: int) -> list[_Hypothesis]:
         width = scores.shape[1]
-        best = self._best(scores.flatten(), count)
+        best = beams.best(scores.flatten(), count)
         return self._make_children(frontier, [divmod(index, width) for index in best], scores)
 
     def _make_children(self, frontier: list[_Hypothesis], extensions: list[tuple[int, int]],

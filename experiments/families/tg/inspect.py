@@ -13,7 +13,8 @@ listed. Without ``--segment-length`` the whole sequence is one chunk.
 
 from __future__ import annotations
 
-import argparse
+from collections.abc import Mapping
+from typing import Any
 
 from lightning_modules.errors import InputError
 
@@ -23,9 +24,11 @@ _TYPE_NAMES = {
 }
 
 
-def inspect_options(name: str, args: argparse.Namespace) -> dict:
-    """The chunking, memory, relpos and transform settings of ``inspect tg|txl``, checked."""
-    length, memory_length = args.segment_length, args.memory_length
+def inspect_options(name: str, options: Mapping[str, Any]) -> dict:
+    """The chunking, memory, relpos and transform settings of ``inspect tg|txl`` (from ``options``, by option
+    name: ``segment_length``, ``memory_length``, ``memory``, ``relpos``, ``tree_transform``), checked."""
+    length, memory_length = options.get("segment_length"), options.get("memory_length")
+    transform = options.get("tree_transform") or "none"
     if memory_length is not None and length is None:
         raise InputError("needs --segment-length", "--memory-length")
     if length is not None:
@@ -34,16 +37,16 @@ def inspect_options(name: str, args: argparse.Namespace) -> dict:
         if memory_length is not None and memory_length != length:
             raise InputError(f"must equal --segment-length ({length}), as in the official TG library; "
                              f"got {memory_length}", "--memory-length")
-    memory = args.memory or ("smart" if name == "tg" else "plain")
-    relpos = args.relpos or ("depth" if name == "tg" else "linear")
+    memory = options.get("memory") or ("smart" if name == "tg" else "plain")
+    relpos = options.get("relpos") or ("depth" if name == "tg" else "linear")
     if name == "txl":
         if memory != "plain":
             raise InputError("txl has plain (Transformer-XL) memory only", "--memory")
         if relpos == "depth":
             raise InputError("txl relative positions are linear or none", "--relpos")
-        if (args.tree_transform or "none") != "none":
+        if transform != "none":
             raise InputError("tree transforms are TG ablations; use them with tg", "--tree-transform")
-    return {"length": length, "memory": memory, "relpos": relpos, "tree_transform": args.tree_transform or "none"}
+    return {"length": length, "memory": memory, "relpos": relpos, "tree_transform": transform}
 
 
 def inspect_tree(tree, family: str, length: int | None = None, memory: str = "smart",

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from experiments.evaluate.scorer import Convention, SentenceScore, check_sentences
+from experiments.evaluate.scorers.beams import check_beam_settings
 from experiments.families.tg.scorers import TGModel, action_tree
 from lightning_modules.data.encodings.choe_charniak import BOS, Actions, ActionVocab, TokenType
 from lightning_modules.data.tree import Tree, to_bracketed
@@ -76,9 +77,7 @@ class ReencodingBeamScorer:
     def __init__(self, model: TGModel, beam: int = 100, word_beam: int = 10, max_actions: int = 15):
         if not model.joint:
             raise InputError(f"{model.family} is a string model: score it with method=exact", "method")
-        for name, value in (("beam", beam), ("word_beam", word_beam), ("max_actions", max_actions)):
-            if value < 1:
-                raise InputError("must be at least 1", name)
+        check_beam_settings(beam, word_beam, max_actions)
         self.model, self.beam, self.word_beam, self.max_actions = model, beam, word_beam, max_actions
         self.masks = ActionMasks(model.vocab)
         self.name = model.family

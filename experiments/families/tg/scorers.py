@@ -32,10 +32,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-import torch
 
 from experiments.evaluate.scorer import Convention, SentenceScore, batches, check_sentences
-from lightning_modules.data.encodings.batch import collate_chunk
+from experiments.evaluate.scorers.txl_model import TXLModel
 from lightning_modules.data.encodings.choe_charniak import (
     BOS,
     EOS,
@@ -56,20 +55,15 @@ JOINT_FAMILIES = ("tg", "txl-trees")
 
 
 # -- the model -----------------------------------------------------------------------------------------------
-class TGModel:
+class TGModel(TXLModel):
     """A TG-family network with its vocabularies: words -> terminals -> encoded sequences -> log-probs."""
 
     def __init__(self, module: Any, meta: dict[str, Any], vocab: ActionVocab, device: str = "cpu"):
         from lightning_modules.families.tg.data import encoder
 
-        self.module = module.to(device).eval()
-        self.device = torch.device(device)
-        self.family: str = meta["family"]
-        self.vocab = vocab
-        config = meta["config"]
-        self.config: dict[str, Any] = config
+        super().__init__(module, meta, vocab, device)
+        config = self.config
         self.level: str = config["data"].get("level", "sentence")
-        self.length = int(config["model"]["segment_length"])
         self.memory = config["data"]["memory"]
         self.tree_transform = config["data"]["tree_transform"]
         self._encode = encoder(self.family, config["model"]["relpos"])
@@ -86,23 +80,11 @@ class TGModel:
 
     @staticmethod
     def network() -> tuple[tuple[str, ...], Any]:
-        """The families this class loads and the builder of their network (a subclass names its own)."""
-        from lightning_modules.models.txl_lm import FAMILIES, build
+        """The TG family's checkpoints and their network, the shared TXL LightningModule."""
+        from lightning_modules.families.tg.data import FAMILIES
+        from lightning_modules.models.txl_lm import build
 
         return FAMILIES, build
-
-    @classmethod
-    def load(cls, checkpoint: str, device: str = "cpu") -> TGModel:
-        """The one loader of TG-family checkpoints (module in eval mode, config, vocabularies)."""
-        from experiments.checkpoints import read_checkpoint
-
-        families, build = cls.network()
-        ckpt = read_checkpoint(checkpoint, families)
-        meta = ckpt["synbench"]
-        vocab = ActionVocab.from_json(meta["vocab"]["actions"])
-        module = build({**meta["config"]["model"], "vocab_size": len(vocab)})
-        module.load_state_dict(ckpt["state_dict"])
-        return cls(module, meta, vocab, device)
 
     @property
     def joint(self) -> bool:
@@ -112,10 +94,6 @@ class TGModel:
         return self._encode(actions, self.vocab, unknown=self.unknown_token)
 
     # -- the tree-marginal protocol (experiments.evaluate.scorers.tree_marginal.TreeModel) -------------------
-    @property
-    def name(self) -> str:
-        return self.family
-
     def model_tree(self, tree: Tree, pos_tags: bool, location: str) -> Tree:
         """A given tree as the model reads it: cleaned, POS tags dropped, the checkpoint's tree transform."""
         if not isinstance(tree, Tree):
@@ -140,35 +118,13 @@ class TGModel:
         """Length of the encoded sequence: TG duplicates every closing nonterminal."""
         return n_actions + (n_closing if self.family == "tg" else 0)
 
-    def _forward(self, examples: Sequence[Example]) -> tuple[list[torch.Tensor], list[Any]]:
-        """One forward pass over ``examples`` (chunks collated together, padding trimmed): logits, chunks."""
-        segs = [segment(e, self.length, self.length, self.memory) for e in examples]
-        chunks = [collate_chunk(examples, segs, c, trim=True).to(self.device)
-                  for c in range(max(len(s) for s in segs))]
-        logits, _ = self.module(chunks)
-        return logits, chunks
+    def chunks(self, examples: Sequence[Example]) -> list[Any]:
+        """``examples`` segmented with the checkpoint's length and memory, chunks collated together (padding
+        trimmed), as in training."""
+        from lightning_modules.families.tg.data import collate_sequences
 
-    @torch.no_grad()
-    def label_logprobs(self, examples: Sequence[Example]) -> list[np.ndarray]:
-        """Each example's label log-probs in one pass (float64; entry j = log p(token j+1 | tokens <= j),
-        0 where nothing is predicted)."""
-        logits, chunks = self._forward(examples)
-        per_chunk = []
-        for chunk_logits, chunk in zip(logits, chunks):
-            scores = chunk_logits.float()
-            picked = scores.gather(-1, chunk.labels[..., None]).squeeze(-1)
-            per_chunk.append((picked - torch.logsumexp(scores, -1)).masked_fill(chunk.labels == 0, 0.0))
-        lp = torch.cat(per_chunk, dim=1).double().cpu().numpy()  # chunks before the last have full length
-        return [lp[b, : len(e)] for b, e in enumerate(examples)]
-
-    @torch.no_grad()
-    def distributions(self, examples: Sequence[Example], positions: Sequence[Sequence[int]]
-                      ) -> list[torch.Tensor]:
-        """Log-softmax over the vocabulary at ``positions[b]`` of example b ([len, V] each), in one pass."""
-        logits, _ = self._forward(examples)
-        length = self.length
-        return [torch.stack([logits[p // length][b, p % length] for p in ps]).float().log_softmax(-1).cpu()
-                for b, ps in enumerate(positions)]
+        rows = [(e, segment(e, self.length, self.length, self.memory)) for e in examples]
+        return [chunk.to(self.device) for chunk in collate_sequences(rows)]
 
 
 # -- exact: TXL (terminals) ----------------------------------------------------------------------------------

@@ -18,15 +18,19 @@ which §4.2.1's unigram frequency buckets are drawn.
 
 from __future__ import annotations
 
+import argparse
 import math
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from experiments.cli_options import add_device_argument
 from experiments.evaluate.cache import ItemCache, Record, default_out_dir
 from experiments.evaluate.ppl import Sentences
 from experiments.evaluate.results import write_results
+from experiments.evaluate.subcommands import add_limit_argument, family_evaluation, print_result
+from experiments.evaluate.tasks import COMMON_OPTIONS, CORPUS_OPTIONS, Task, corpus_split, register
 from lightning_modules.data.checksums import file_sha256
 from lightning_modules.data.encodings.choe_charniak import TokenType
 from lightning_modules.data.tree import Tree, drop_pos_tags
@@ -137,3 +141,35 @@ def training_units(model: Any, data_dir: str | None = None) -> list[str]:
         return words
     return [piece for w in words for piece in model.terminals(w)]
 
+
+
+# -- synbench eval terminals: a task of the TG family, registered here ---------------------------------------
+def add_command(tasks: argparse._SubParsersAction) -> None:
+    p = tasks.add_parser(
+        "terminals", help="log p(a_i | a_<i) of every terminal on gold trees (TG §4.2 regressions)",
+        description="Teacher-forced log-probability of every terminal token of a corpus split under a TG-family "
+                    "checkpoint (joint models: on the gold trees' action sequences; TXL (terminals): on the "
+                    "words), with each terminal's word, sentence and training-split count. Document-level "
+                    "checkpoints read whole documents. The inputs of TG §4.2's frequency and copying "
+                    "regressions (synbench analyze).")
+    p.add_argument("checkpoint", help="TG-family checkpoint (RUN/checkpoints/best.ckpt)")
+    add_device_argument(p)
+    p.add_argument("--corpus", default="ptb-sample", help="corpus name or treebank file (default ptb-sample)")
+    p.add_argument("--split", default="valid", help="split (default valid)")
+    add_limit_argument(p)
+    p.add_argument("--out", type=Path, metavar="DIR",
+                   help="results folder (default: RUN_DIR/eval/terminals-HASH)")
+    p.add_argument("--data-dir", help="data directory (default: $SYNBENCH_DATA or ~/.cache/synbench/data)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """The family's ``terminals`` evaluation (``evaluate``, through the adapter's ``evaluations`` part)."""
+    result, computed, total = family_evaluation("terminals", vars(args))
+    return print_result(args.json, result, computed, total, lambda r: r["headline"] + "\n")
+
+
+TASK = register(Task("terminals", "terminals", f"{__name__}:add_command", None,
+                     options=COMMON_OPTIONS + CORPUS_OPTIONS, default_split="valid", arguments=corpus_split,
+                     scored=False, methods=()))

@@ -27,6 +27,7 @@ from lightning_modules.errors import InputError
 from lightning_modules.families.tg import encoding as tg_encoding
 from lightning_modules.families.tg import txl_encoding
 
+FAMILIES = ("tg", "txl-trees", "txl-terminals")  # the three share the TXL LM (models/txl_lm.py)
 RELPOS = {"delta_depth": "depth", "linear": "linear", "none": "none"}
 
 

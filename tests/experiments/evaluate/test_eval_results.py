@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from experiments.evaluate.results import config_hash, write_results
+from experiments.evaluate.results import canonical_hash, write_results
 from lightning_modules.data.checksums import file_sha256
 
 
@@ -18,7 +18,7 @@ def test_write_results(tmp_path: Path) -> None:
                          data={"blimp": data})
     record = json.loads(path.read_text())
     assert record["metrics"] == {"accuracy": 0.75} and record["settings"] == {"pairs_per_paradigm": 100}
-    assert record["n_items"] == 2 and record["config_hash"] == config_hash({"seed": 1, "model": "tg"})
+    assert record["n_items"] == 2 and record["config_hash"] == canonical_hash({"seed": 1, "model": "tg"})
     sha256_of_hello = "5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03"
     assert record["data"]["blimp"]["sha256"] == sha256_of_hello
     assert record["versions"]["python"] and "torch" in record["versions"]

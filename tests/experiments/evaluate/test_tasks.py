@@ -22,8 +22,9 @@ REPO = Path(__file__).resolve().parents[3]
 
 
 def test_builtin_tasks_declare_known_needs_and_one_headline_list():
-    assert tasks.names() == ("ppl", "sg", "blimp", "rerank", "parse", "unsupervised-f1", "uas", "uas-rerank",
-                             "terminals", "dyck")
+    names = tasks.names()  # the evaluators' tasks in order, then those the families own (in family order)
+    assert names[:8] == ("ppl", "sg", "blimp", "rerank", "parse", "unsupervised-f1", "uas", "uas-rerank")
+    assert sorted(names[8:]) == ["dyck", "terminals"]
     assert all(t.needs in CAPABILITIES for t in tasks.tasks())
     headline = tasks.headline_metrics()
     assert headline == ("ppl", "sg", "blimp", "f1", "parse_f1", "decision_accuracy.p", "decision_accuracy.p_prime",
@@ -36,6 +37,23 @@ def test_builtin_tasks_declare_known_needs_and_one_headline_list():
     assert tasks.is_summarized("f1_oracle") and tasks.is_summarized("val_ppl") and not tasks.is_tested("val_ppl")
     assert not tasks.is_summarized("ppl_oov_rate")
     assert all(t.default_split in (None, "test", "valid") for t in tasks.tasks())
+
+
+def test_each_task_owns_its_eval_sub_command(capsys):
+    """Each task's sub-command is its own module's (the evaluators' in experiments/evaluate/, a family's own task
+    in its family folder, registered from there), never a command module's; each one's --help works."""
+    from experiments.cli import main
+
+    commands = {t.name: t.command for t in tasks.tasks()}
+    assert commands["ppl"] == "experiments.evaluate.ppl:add_command"
+    assert commands["terminals"] == "experiments.families.tg.terminals:add_command"
+    assert commands["dyck"] == "experiments.families.pushdown.dyck:add_command"
+    assert not any(c.startswith("experiments.commands") for c in commands.values())
+    source = (REPO / "experiments" / "evaluate" / "tasks.py").read_text(encoding="utf-8")
+    assert '"terminals"' not in source and '"dyck"' not in source  # neither defined nor named there
+    for name in commands:
+        assert main(["eval", name, "--help"]) == 0
+        assert f"synbench eval {name}" in capsys.readouterr().out
 
 
 def test_flatten_maps_results_to_aggregate_metrics(tmp_path):

@@ -26,7 +26,7 @@ from torch import nn
 from experiments.checkpoints import read_checkpoint
 from experiments.evaluate.scorer import Convention, SentenceScore
 from experiments.families import register
-from experiments.families.adapter import Family, Scoring, ScoringRequest
+from experiments.families.adapter import Family, Method, Scoring, ScoringRequest
 from lightning_modules.data.train_data import TrainData
 
 PLUGIN = "tests.experiments.families.test_plugin_family"
@@ -100,11 +100,8 @@ class BigramFamily(Family):
     def kind(self, config: dict[str, Any] | None = None) -> str:
         return "string"
 
-    def capabilities(self, config: dict[str, Any] | None = None) -> frozenset[str]:
-        return frozenset({"perplexity", "score", "surprisal"})
-
-    def methods(self, config: dict[str, Any] | None = None) -> tuple[str, ...]:
-        return ("exact",)
+    def methods(self, config: dict[str, Any] | None = None) -> tuple[Method, ...]:
+        return (Method("exact"),)  # scored: perplexity, score, surprisal
 
     def model_presets(self) -> tuple[dict[str, Any], str]:
         return {"cpu-small": {"lr": 0.2}}, f"{PLUGIN}.BigramFamily"

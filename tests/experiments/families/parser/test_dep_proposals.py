@@ -7,6 +7,7 @@ import math
 
 import torch
 
+from experiments.families.adapter import ProposeRequest
 from experiments.families.parser.dep_proposals import propose
 from lightning_modules.data.dependency import DepTree
 from lightning_modules.data.vocab import WordVocab
@@ -64,7 +65,6 @@ def test_samples_are_distinct_projective_and_seeded() -> None:
 def test_proposal_file_round_trip_and_propose_cli(tmp_path, monkeypatch) -> None:
     """``synbench propose`` on a dep-parser checkpoint writes CoNLL-U proposals that ``ProposalFile`` reads back
     as the same dependency trees, with log q and the 1-best / oracle UAS in the meta file."""
-    import argparse
     import json
 
     from experiments.evaluate.scorers.tree_files import ProposalFile
@@ -83,11 +83,10 @@ def test_proposal_file_round_trip_and_propose_cli(tmp_path, monkeypatch) -> None
 
     sentences = tmp_path / "s.txt"
     sentences.write_text(" ".join(WORDS) + "\n")
-    args = argparse.Namespace(checkpoint="ckpt", corpus=None, split=None, sentences=sentences, n=3, method="sample",
-                              seed=0, max_rows=64, out=tmp_path / "out.jsonl", logq=tmp_path / "out.logq.jsonl",
-                              data_dir=None)
+    request = ProposeRequest("ckpt", tmp_path / "out.jsonl", 3, "sample", 0, 64, sentences=sentences,
+                             logq=tmp_path / "out.logq.jsonl")
     monkeypatch.setattr(module, "load_parser", lambda checkpoint: (model, payload))
-    line = module.write_from_args(args)
+    line = module.write(request)
     assert line.startswith("wrote 3 trees for 1 sentences")
     logq = json.loads((tmp_path / "out.logq.jsonl").read_text())["logq"]
     assert logq == sorted(logq, reverse=True) and len(logq) == 3

@@ -8,12 +8,12 @@ model's own tokenizer), so a pretrained LM stands beside the trained families in
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+from experiments.evaluate.scorers import HF_PREFIX
 from experiments.families import register
-from experiments.families.adapter import Family
-
-PREFIX = "hf:"
+from experiments.families.adapter import Family, Method, Scoring, ScoringRequest
 
 
 @register
@@ -21,16 +21,20 @@ class HFFamily(Family):
     """Any local ``AutoModelForCausalLM`` with its tokenizer."""
 
     names = ("hf",)
-    pretrained = True  # spec entries give a ``source``; no checkpoint of this family is ever written
+    source_prefix = HF_PREFIX  # spec entries give a ``source``; no checkpoint of this family is ever written
 
     def kind(self, config: dict[str, Any] | None = None) -> str:
         return "string"
 
-    def capabilities(self, config: dict[str, Any] | None = None) -> frozenset[str]:
-        return frozenset({"perplexity", "score", "surprisal"})
-
-    def methods(self, config: dict[str, Any] | None = None) -> tuple[str, ...]:
-        return ("exact",)
-
     def model_presets(self) -> tuple[dict[str, Any], str]:
         return {}, "hf: sources (pretrained; nothing to train)"
+
+    def methods(self, config: dict[str, Any] | None = None) -> tuple[Method, ...]:
+        return (Method("exact"),)
+
+    def scoring(self, checkpoint: str | Path, meta: dict[str, Any], request: ScoringRequest) -> Scoring:
+        """Exact, on raw text through the model's own tokenizer (``checkpoint`` is ``hf:DIR``)."""
+        from experiments.evaluate.scorers import hf
+
+        scorer = hf.load(str(checkpoint), request.device, request.precision, request.batch_size)
+        return Scoring(scorer, scorer.identity(), scorer.description(), request.batch_size)

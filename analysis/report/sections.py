@@ -1,222 +1,29 @@
-"""The experiment report: ``report.md`` and ``report.html`` from the files of ``RUNS/EXPERIMENT/analysis/``.
+"""The report's sections, in reading order: one function per section, each from ``Sources`` to blocks.
 
-It reads ``settings.json``, ``summary.csv``, ``welch.csv``, ``variance.csv``, ``regressions.json``,
-``mdl.csv`` and ``figures/`` (with ``figures/notes.json``). Any of them may be absent or unreadable: its
-section then says so and why, and the rest of the report is written. The headline states the scale, seeds,
-data and every reduced setting, and that the results are not comparable with the paper's; the published
-numbers of the paper whose tables describe the experiment's model families (``experiments.papers``) stand
-beside ours, always marked as a different scale. An experiment no registered paper describes gets no paper
-column.
+headline (scale, seeds, data, models, every reduced setting, skipped analyses), results (the headline table
+with the paper's numbers beside ours, and its figures), all metrics, Welch tests, variance components,
+regressions, MDL probing, scoring methods, proposal sets and other figures. A section whose file is
+missing says why (the pipeline's reason for skipping it, or the file's problem); a section that fails on
+its values says so in one paragraph and costs nothing else (``build_report``).
 
-Both files are rendered from one list of blocks (headings, paragraphs, bullet lists, tables, images), so they
-say the same thing; every value is escaped for its format (HTML: ``html.escape``; Markdown: its special
-characters), and the HTML is self-contained apart from the figure files (inline CSS, relative links).
-Each file is written atomically.
+The published numbers come from the paper whose tables describe the experiment's model families
+(``experiments.papers``); sections ask that registry and never name a family themselves.
 """
 
 from __future__ import annotations
 
-import html
-import json
 import math
-import numbers
 import os
-import re
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 from analysis import figures as fig
+from analysis.report import formatting as fmt
+from analysis.report.blocks import Block, Bullets, Heading, Image, Paragraph, Table
+from analysis.report.sources import Sources
 from analysis.statistics import NOT_COMPARED
 from experiments.evaluate import tasks
 from experiments.papers import Paper, metric_title, model_order, paper_for, percent_scale, published_regression
-from lightning_modules.data.atomic import atomic_write_text
-from lightning_modules.errors import InputError
-
-# ----------------------------------------------------------------------------------------------------------
-# The intermediate structure both formats are rendered from
-
-
-@dataclass
-class Heading:
-    text: str
-    level: int = 2
-
-
-@dataclass
-class Paragraph:
-    text: str
-    strong: bool = False
-
-
-@dataclass
-class Bullets:
-    items: list[str]
-
-
-@dataclass
-class Table:
-    header: list[str]
-    rows: list[list[str]]
-
-
-@dataclass
-class Image:
-    src: str  # relative to the report's folder, posix separators
-    caption: str
-    pdf: str | None = None
-
-
-Block = Heading | Paragraph | Bullets | Table | Image
-
-
-@dataclass
-class Sources:
-    """What the report read from the analysis folder; ``problems[name]`` says why a file is not usable."""
-
-    analysis_dir: Path
-    out_dir: Path
-    settings: dict[str, Any] = field(default_factory=dict)
-    tables: dict[str, Any] = field(default_factory=dict)  # summary, welch, variance, mdl DataFrames
-    regressions: dict[str, Any] | None = None
-    figure_notes: list[str] = field(default_factory=list)
-    problems: dict[str, str] = field(default_factory=dict)
-
-
-# ----------------------------------------------------------------------------------------------------------
-# Reading the analysis folder (never raising on a file's content)
-
-CSV_COLUMNS = {
-    "summary": ("metric", "model", "n", "mean", "sd"),
-    "welch": ("metric", "model_a", "model_b", "t", "df", "p", "p_adjusted"),
-    "variance": ("task", "model"),
-    "mdl": ("model", "representation", "task", "layer", "probe", "online_bits", "compression"),
-}
-
-LABEL_COLUMNS = (
-    "metric", "model", "model_a", "model_b", "task", "representation", "probe", "correction", "note",
-)
-
-
-def _read_json(path: Path) -> tuple[Any, str | None]:
-    if not path.is_file():
-        return None, f"missing: {path.name} not found"
-    try:
-        return json.loads(path.read_text(encoding="utf-8")), None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        return None, f"unreadable: {path.name}: {error}"
-
-
-def _read_csv(path: Path, columns: tuple[str, ...]) -> tuple[Any, str | None]:
-    import pandas as pd
-
-    if not path.is_file():
-        return None, f"missing: {path.name} not found"
-    try:  # labels stay text ("NA", "1" are labels), only empty and "nan" cells are missing values
-        table = pd.read_csv(path, dtype={c: str for c in LABEL_COLUMNS}, keep_default_na=False,
-                            na_values=["", "nan", "NaN"])
-    except (OSError, UnicodeDecodeError, ValueError) as error:  # pandas' parser and empty-data errors
-        return None, f"unreadable: {path.name}: {error}"
-    missing = [c for c in columns if c not in table.columns]
-    if missing:
-        return None, f"malformed: {path.name} lacks the column(s) {', '.join(missing)}"
-    if table.empty:
-        return None, f"empty: {path.name} has no rows"
-    return table, None
-
-
-def read_sources(analysis_dir: Path, out_dir: Path | None = None) -> Sources:
-    """Everything the report shows, with a reason for each file that is missing or unusable."""
-    analysis_dir = Path(analysis_dir)
-    if not analysis_dir.is_dir():
-        raise InputError("not an analysis folder (no such directory)", str(analysis_dir))
-    sources = Sources(analysis_dir, Path(out_dir) if out_dir is not None else analysis_dir)
-    settings, problem = _read_json(analysis_dir / "settings.json")
-    if problem is None and not isinstance(settings, dict):
-        settings, problem = None, "malformed: settings.json is not a JSON object"
-    if problem:
-        sources.problems["settings"] = problem
-    else:
-        sources.settings = settings
-    for name, columns in CSV_COLUMNS.items():
-        table, problem = _read_csv(analysis_dir / f"{name}.csv", columns)
-        if problem:
-            sources.problems[name] = problem
-        else:
-            sources.tables[name] = table
-    regressions, problem = _read_json(analysis_dir / "regressions.json")
-    if problem is None and not isinstance(regressions, dict):
-        regressions, problem = None, "malformed: regressions.json is not a JSON object"
-    if problem:
-        sources.problems["regressions"] = problem
-    else:
-        sources.regressions = regressions
-    notes, problem = _read_json(analysis_dir / "figures" / fig.NOTES_FILE)
-    if problem is None and isinstance(notes, list):
-        sources.figure_notes = [str(note) for note in notes]
-    return sources
-
-
-# ----------------------------------------------------------------------------------------------------------
-# Number formatting
-
-
-def _is_number(value: Any) -> bool:
-    """A finite real number (numpy scalars included), not a bool."""
-    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _fixed(value: Any, digits: int = 2) -> str:
-    return f"{float(value):.{digits}f}" if _is_number(value) else "n/a"
-
-
-def _general(value: Any) -> str:
-    return f"{float(value):.4g}" if _is_number(value) else "n/a"
-
-
-def _p_value(value: Any) -> str:
-    if not _is_number(value):
-        return "n/a"
-    return f"{value:.1e}" if value < 1e-4 else f"{value:.4f}"
-
-
-def _scaled(value: Any, scale: float) -> float:
-    return float(value) * scale if _is_number(value) else math.nan
-
-
-def _label(value: Any) -> str:
-    """A layer or similar key: a number compactly, anything else as text."""
-    return _general(value) if _is_number(value) else str(value)
-
-
-def _count(value: Any) -> str:
-    return str(int(value)) if _is_number(value) else "n/a"
-
-
-def _text(value: Any) -> str:
-    """A table value as text; NaN (an empty CSV cell) as an empty string."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return ""
-    return str(value)
-
-
-def _readable(value: Any) -> str:
-    """Integers with thousands separators (parameter counts), anything else as text."""
-    return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value)
-
-
-def _mean_sd(mean: Any, sd: Any, scale: float) -> str:
-    if not _is_number(mean):
-        return "n/a"
-    if not _is_number(sd):
-        return f"{mean * scale:.2f} (no sd)"
-    return f"{mean * scale:.2f} ± {sd * scale:.2f}"
-
-
-# ----------------------------------------------------------------------------------------------------------
-# Sections
-
 
 # the file -> the analysis step whose reason ``settings.json["skipped"]`` gives when it was not run
 SKIP_KEYS = {"summary": "statistics", "welch": "statistics", "variance": "variance",
@@ -268,7 +75,7 @@ def _paper(settings: dict[str, Any]) -> Paper | None:
     return paper_for(info.get("family", "") for info in models.values() if isinstance(info, dict))
 
 
-def _headline(sources: Sources) -> list[Block]:
+def headline(sources: Sources) -> list[Block]:
     settings = sources.settings
     experiment = settings.get("experiment", sources.analysis_dir.parent.name)
     blocks: list[Block] = [Heading(f"synbench report: {experiment}", 1)]
@@ -309,7 +116,7 @@ def _headline(sources: Sources) -> list[Block]:
         facts.append(line)
     for label in model_order(models):
         info = models[label] if isinstance(models[label], dict) else {}
-        details = ", ".join(f"{key} {_readable(info[key])}" for key in ("family", "level", "parameters")
+        details = ", ".join(f"{key} {fmt.readable(info[key])}" for key in ("family", "level", "parameters")
                             if key in info)
         facts.append(f"model {label}: {details}" if details else f"model {label}")
     if "created" in settings:
@@ -326,7 +133,7 @@ def _headline(sources: Sources) -> list[Block]:
     return blocks
 
 
-def _headline_table(sources: Sources) -> list[Block]:
+def headline_table(sources: Sources) -> list[Block]:
     """Mean ± sd per model x headline metric, the paper's numbers beside (or why there is no table)."""
     if "summary" in sources.problems:
         return [_missing("results", sources, "summary")]
@@ -361,8 +168,8 @@ def _headline_table(sources: Sources) -> list[Block]:
             if r is None:
                 row.append("—")
             else:
-                n = f" (n={_count(r.n)})" if not n_seeds or r.n != n_seeds else ""
-                row.append(_mean_sd(r.mean, r.sd, percent_scale(metric)) + n)
+                n = f" (n={fmt.count(r.n)})" if not n_seeds or r.n != n_seeds else ""
+                row.append(fmt.mean_sd(r.mean, r.sd, percent_scale(metric)) + n)
             if with_paper:
                 numbers = paper.numbers_for(model, metric, data)
                 row.append("; ".join(f"{p.text()} ({p.table}, {p.column.title}, {p.split})" for p in numbers)
@@ -377,7 +184,7 @@ def _headline_table(sources: Sources) -> list[Block]:
     return [Table(header, rows), *(Paragraph(n) for n in notes)]
 
 
-def _all_metrics(sources: Sources) -> list[Block]:
+def all_metrics(sources: Sources) -> list[Block]:
     blocks: list[Block] = [Heading("All metrics (mean ± sd over seeds, 95% bootstrap CI)")]
     if "summary" in sources.problems:
         return [*blocks, _missing("all metrics", sources, "summary")]
@@ -388,24 +195,24 @@ def _all_metrics(sources: Sources) -> list[Block]:
         scale = percent_scale(str(r.metric))
         ci_low, ci_high = getattr(r, "ci_low", math.nan), getattr(r, "ci_high", math.nan)
         ci = "n/a"
-        if _is_number(ci_low):
-            ci = f"{_fixed(_scaled(ci_low, scale))} – {_fixed(_scaled(ci_high, scale))}"
-        rows.append([metric_title(str(r.metric)), str(r.model), _count(r.n), _mean_sd(r.mean, r.sd, scale),
+        if fmt.is_finite(ci_low):
+            ci = f"{fmt.fixed(fmt.scaled(ci_low, scale))} – {fmt.fixed(fmt.scaled(ci_high, scale))}"
+        rows.append([metric_title(str(r.metric)), str(r.model), fmt.count(r.n), fmt.mean_sd(r.mean, r.sd, scale),
                      ci])
     return [*blocks, Table(["metric", "model", "n", "mean ± sd", "95% CI"], rows)]
 
 
-def _welch(sources: Sources) -> list[Block]:
+def welch(sources: Sources) -> list[Block]:
     blocks: list[Block] = [Heading("Welch's t-tests between models (two-sided, over seeds)")]
     if "welch" in sources.problems:
         return [*blocks, _missing("Welch tests", sources, "welch")]
     table = sources.tables["welch"]
-    corrections = sorted({_text(c) for c in table.get("correction", [])} - {""})
+    corrections = sorted({fmt.text(c) for c in table.get("correction", [])} - {""})
     if corrections:
         blocks.append(Paragraph(f"Adjusted p-values: {', '.join(corrections)} correction over the whole "
                                 "table."))
     records = table.to_dict("records")
-    apart = [r for r in records if _text(r.get("note")).startswith(NOT_COMPARED)]
+    apart = [r for r in records if fmt.text(r.get("note")).startswith(NOT_COMPARED)]
     if apart:
         pairs = "; ".join(f"{metric_title(str(r['metric']))}: {r['model_a']} – {r['model_b']}" for r in apart)
         blocks.append(Paragraph("Only models scored on the same items are tested (same corpus, level and item "
@@ -416,17 +223,17 @@ def _welch(sources: Sources) -> list[Block]:
         scale = percent_scale(str(r["metric"]))
         rows.append([
             metric_title(str(r["metric"])), str(r["model_a"]), str(r["model_b"]),
-            _count(r.get("n_a")), _count(r.get("n_b")),
-            _fixed(_scaled(r.get("mean_a"), scale)), _fixed(_scaled(r.get("mean_b"), scale)),
-            _fixed(_scaled(r.get("diff"), scale)), _general(r["t"]), _general(r["df"]),
-            _p_value(r["p"]), _p_value(r["p_adjusted"]), _text(r.get("note")),
+            fmt.count(r.get("n_a")), fmt.count(r.get("n_b")),
+            fmt.fixed(fmt.scaled(r.get("mean_a"), scale)), fmt.fixed(fmt.scaled(r.get("mean_b"), scale)),
+            fmt.fixed(fmt.scaled(r.get("diff"), scale)), fmt.general(r["t"]), fmt.general(r["df"]),
+            fmt.p_value(r["p"]), fmt.p_value(r["p_adjusted"]), fmt.text(r.get("note")),
         ])
     header = ["metric", "A", "B", "n A", "n B", "mean A", "mean B", "A − B", "t", "df", "p", "p adjusted",
               "note"]
     return [*blocks, Table(header, rows)]
 
 
-def _variance(sources: Sources) -> list[Block]:
+def variance(sources: Sources) -> list[Block]:
     blocks: list[Block] = [Heading("Seed-level vs item-level variance")]
     if "variance" in sources.problems:
         return [*blocks, _missing("variance components", sources, "variance")]
@@ -444,16 +251,16 @@ def _variance(sources: Sources) -> list[Block]:
         for c in columns:
             value = r[c]
             if c in ("n_seeds", "n_items"):
-                row.append(_count(value))
-            elif _is_number(value):
-                row.append(_general(_scaled(value, scale if c in scaled else 1.0)))
+                row.append(fmt.count(value))
+            elif fmt.is_finite(value):
+                row.append(fmt.general(fmt.scaled(value, scale if c in scaled else 1.0)))
             else:
-                row.append(_text(value))
+                row.append(fmt.text(value))
         rows.append(row)
     return [*blocks, Table(columns, rows)]
 
 
-def _regression(name: str, result: Any) -> list[Block]:
+def regression(name: str, result: Any) -> list[Block]:
     blocks: list[Block] = [Heading(f"{name}", 3)]
     if not isinstance(result, dict):
         return [*blocks, Paragraph(f"{name}: malformed entry in regressions.json (not an object).")]
@@ -471,8 +278,8 @@ def _regression(name: str, result: Any) -> list[Block]:
         "models: " + (", ".join(f"{k} = {v} ({ensemble.get(k, '?')} seeds)" for k, v in models.items())
                       or "n/a"),
         f"data: {result.get('data', 'n/a')}",
-        f"N: {_count(result.get('n'))}",
-        f"R²: {_general(result.get('r2'))}; adjusted R²: {_general(result.get('adj_r2'))}"
+        f"N: {fmt.count(result.get('n'))}",
+        f"R²: {fmt.general(result.get('r2'))}; adjusted R²: {fmt.general(result.get('adj_r2'))}"
         + (f" (paper, different scale: {paper.adj_r2:.3f})" if paper else ""),
     ]
     dropped = result.get("dropped") or []
@@ -489,16 +296,16 @@ def _regression(name: str, result: Any) -> list[Block]:
     rows = []
     for c in coefficients:
         c = c if isinstance(c, dict) else {}
-        row = [str(c.get("name", "?")), _count(c.get("count")), _general(c.get("coef")),
-               _general(c.get("se")), _general(c.get("t")), _p_value(c.get("p"))]
+        row = [str(c.get("name", "?")), fmt.count(c.get("count")), fmt.general(c.get("coef")),
+               fmt.general(c.get("se")), fmt.general(c.get("t")), fmt.p_value(c.get("p"))]
         if paper:
-            row.append(_general(paper.coefficient(str(c.get("name", "")))))
+            row.append(fmt.general(paper.coefficient(str(c.get("name", "")))))
         rows.append(row)
     for d in dropped:  # an empty bucket has no coefficient; the paper's, if any, still shows
         name = str(d.get("name", "?")) if isinstance(d, dict) else str(d)
         row = [name, "—", "dropped", "", "", ""]
         if paper:
-            row.append(_general(paper.coefficient(name)))
+            row.append(fmt.general(paper.coefficient(name)))
         rows.append(row)
     blocks.append(Table(header, rows))
     if paper:
@@ -508,20 +315,20 @@ def _regression(name: str, result: Any) -> list[Block]:
     return blocks
 
 
-def _regressions(sources: Sources) -> list[Block]:
+def regressions(sources: Sources) -> list[Block]:
     blocks: list[Block] = [Heading("Regressions of log-probability differences (TG §4.2)")]
     if sources.regressions is None:
         return [*blocks, _missing("regressions", sources, "regressions")]
     if not sources.regressions:
         return [*blocks, Paragraph("regressions: regressions.json lists no regression.")]
     for name, result in sources.regressions.items():
-        blocks += _regression(str(name), result)
+        blocks += regression(str(name), result)
     blocks += _figure(sources, fig.REGRESSION_COEFFICIENTS,
                       "Regression coefficients ± 1.96 se; hollow diamonds: the paper's (different scale).")
     return blocks
 
 
-def _mdl(sources: Sources) -> list[Block]:
+def mdl(sources: Sources) -> list[Block]:
     blocks: list[Block] = [Heading("MDL probing: online code length (TG §4.3, Voita & Titov 2020)")]
     if "mdl" in sources.problems:
         return [*blocks, _missing("MDL probing", sources, "mdl")]
@@ -537,7 +344,7 @@ def _mdl(sources: Sources) -> list[Block]:
         facts = []
         for column, label in (("uniform_bits", "uniform code length (bits)"), ("n", "N"), ("n_classes", "K")):
             if column in rows.columns:
-                values = sorted({_general(v) for v in rows[column]})
+                values = sorted({fmt.general(v) for v in rows[column]})
                 facts.append(f"{label}: {', '.join(values)}")
         if facts:
             blocks.append(Paragraph("; ".join(facts) + "."))
@@ -550,8 +357,8 @@ def _mdl(sources: Sources) -> list[Block]:
         for column, title, scale in (("online_bits", "online code length (kbits)", 1000.0),
                                      ("compression", "compression", 1.0)):
             means = grouped[column].mean()
-            header = ["model / representation / probe", *(f"layer {_label(layer)}" for layer in layers)]
-            body = [[" / ".join(key), *(_fixed(_scaled(means.get((*key, layer)), 1 / scale))
+            header = ["model / representation / probe", *(f"layer {fmt.label(layer)}" for layer in layers)]
+            body = [[" / ".join(key), *(fmt.fixed(fmt.scaled(means.get((*key, layer)), 1 / scale))
                                         for layer in layers)] for key in keys]
             blocks += [Paragraph(f"{title}:"), Table(header, body)]
     blocks += _figure(sources, fig.MDL_CODE_LENGTH, "Online code length per task and layer (cf. TG Fig. 5); "
@@ -561,14 +368,14 @@ def _mdl(sources: Sources) -> list[Block]:
     return blocks
 
 
-def _scoring(sources: Sources) -> list[Block]:
+def scoring(sources: Sources) -> list[Block]:
     """How each number was scored (exact, gold trees, proposals, beam, their union) and, where one model's
     task was scored by several methods (labelled entries), how far each is from its gold-tree value."""
     scoring = sources.settings.get("scoring") or {}
     if not scoring:
         return []
     order = model_order({m for by_model in scoring.values() for m in by_model})
-    rows = [[folder, model, "; ".join(_text(e.get("description")) for e in scoring[folder][model])]
+    rows = [[folder, model, "; ".join(fmt.text(e.get("description")) for e in scoring[folder][model])]
             for folder in sorted(scoring) for model in order if model in scoring[folder]]
     blocks: list[Block] = [
         Heading("How each number was scored"),
@@ -597,10 +404,10 @@ def _scoring(sources: Sources) -> list[Block]:
                 if r is None:
                     continue
                 gap = "—"
-                if gold is not None and method != "gold" and _is_number(gold.mean) and gold.mean:
+                if gold is not None and method != "gold" and fmt.is_finite(gold.mean) and gold.mean:
                     gap = f"{100 * (r.mean - gold.mean) / abs(gold.mean):+.1f} %"
                 tight.append([model, metric_title(_labelled_metric(metric, folder)), method,
-                              _mean_sd(r.mean, r.sd, percent_scale(metric)), gap])
+                              fmt.mean_sd(r.mean, r.sd, percent_scale(metric)), gap])
     if tight:
         blocks += [Heading("One task, several methods", 3),
                    Paragraph("The same models and sentences scored by each method; the last column is the "
@@ -619,7 +426,7 @@ KNOWN_FIGURES = (fig.DISTRIBUTIONS, fig.SG_CIRCUITS, fig.REGRESSION_COEFFICIENTS
                  fig.MDL_COMPRESSION)
 
 
-def _proposals(sources: Sources) -> list[Block]:
+def proposals(sources: Sources) -> list[Block]:
     """The proposal sets joint models were scored over: the parser's 1-best and oracle F1 at each N."""
     sets = sources.settings.get("proposals") or []
     if not sets:
@@ -628,9 +435,9 @@ def _proposals(sources: Sources) -> list[Block]:
     rows = []
     for s in sets:
         oracle = s.get("oracle_f1") or {}
-        rows.append([_text(s.get("parser_run")), _text(s.get("set")), _count(s.get("n")),
-                     _count(s.get("sentences")), _fixed(s.get("one_best_f1")),
-                     *(_fixed(oracle.get(str(n))) for n in ns), _text(s.get("problem", ""))])
+        rows.append([fmt.text(s.get("parser_run")), fmt.text(s.get("set")), fmt.count(s.get("n")),
+                     fmt.count(s.get("sentences")), fmt.fixed(s.get("one_best_f1")),
+                     *(fmt.fixed(oracle.get(str(n))) for n in ns), fmt.text(s.get("problem", ""))])
     return [
         Heading("Proposal sets"),
         Paragraph("Joint models scored over proposals give an upper bound on perplexity (a lower bound on "
@@ -642,7 +449,7 @@ def _proposals(sources: Sources) -> list[Block]:
     ]
 
 
-def _other_figures(sources: Sources) -> list[Block]:
+def other_figures(sources: Sources) -> list[Block]:
     folder = sources.analysis_dir / "figures"
     pngs = folder.glob("*.png") if folder.is_dir() else []
     others = sorted(p.stem for p in pngs if p.stem not in KNOWN_FIGURES)
@@ -656,20 +463,20 @@ def _other_figures(sources: Sources) -> list[Block]:
     return blocks
 
 
-def _results(sources: Sources) -> list[Block]:
+def results(sources: Sources) -> list[Block]:
     beside = "" if _paper(sources.settings) is None else " beside the paper's published numbers"
     return [
         Heading(f"Results (mean ± sd over seeds){beside}"),
-        *_headline_table(sources),
+        *headline_table(sources),
         *_figure(sources, fig.DISTRIBUTIONS, "Metrics over seeds per model (cf. TG Fig. 3)."),
         *_figure(sources, fig.SG_CIRCUITS, "SG score per circuit, mean over seeds ± sd (cf. TG Fig. 4)."),
     ]
 
 
 SECTIONS = (
-    ("headline", _headline), ("results", _results), ("all metrics", _all_metrics), ("Welch tests", _welch),
-    ("variance components", _variance), ("regressions", _regressions), ("MDL probing", _mdl),
-    ("scoring methods", _scoring), ("proposal sets", _proposals), ("other figures", _other_figures),
+    ("headline", headline), ("results", results), ("all metrics", all_metrics), ("Welch tests", welch),
+    ("variance components", variance), ("regressions", regressions), ("MDL probing", mdl),
+    ("scoring methods", scoring), ("proposal sets", proposals), ("other figures", other_figures),
 )
 
 
@@ -687,96 +494,3 @@ def build_report(sources: Sources) -> list[Block]:
             blocks.append(Paragraph(f"{name}: could not be rendered: {type(error).__name__}: {error}."))
     return blocks
 
-
-# ----------------------------------------------------------------------------------------------------------
-# Rendering
-
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]|#])")
-
-
-def _md(text: str) -> str:
-    """``text`` as literal Markdown: special characters backslash-escaped, HTML characters as entities."""
-    text = " ".join(str(text).split("\n"))
-    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return _MARKDOWN_SPECIAL.sub(r"\\\1", text)
-
-
-def render_markdown(blocks: list[Block]) -> str:
-    out = []
-    for block in blocks:
-        if isinstance(block, Heading):
-            out.append(f"{'#' * block.level} {_md(block.text)}")
-        elif isinstance(block, Paragraph):
-            out.append(f"**{_md(block.text)}**" if block.strong else _md(block.text))
-        elif isinstance(block, Bullets):
-            out.append("\n".join(f"- {_md(item)}" for item in block.items))
-        elif isinstance(block, Table):
-            lines = ["| " + " | ".join(_md(h) for h in block.header) + " |",
-                     "|" + "|".join("---" for _ in block.header) + "|"]
-            lines += ["| " + " | ".join(_md(c) for c in row) + " |" for row in block.rows]
-            out.append("\n".join(lines))
-        elif isinstance(block, Image):
-            pdf = f" ([PDF]({quote(block.pdf)}))" if block.pdf else ""
-            out.append(f"![{_md(block.caption)}]({quote(block.src)})\n\n*{_md(block.caption)}*{pdf}")
-    return "\n\n".join(out) + "\n"
-
-
-CSS = """
-body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; max-width: 1200px; margin: 2em auto;
-       padding: 0 1em; color: #222; line-height: 1.45; }
-table { border-collapse: collapse; margin: 0.8em 0 1.2em; font-size: 0.9em; }
-th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; vertical-align: top; }
-th { background: #f2f2f2; }
-tr:nth-child(even) td { background: #fafafa; }
-p.strong { background: #fff4e5; border-left: 4px solid #e67e22; padding: 0.5em 0.8em; font-weight: 600; }
-figure { margin: 1em 0; }
-figure img { max-width: 100%; border: 1px solid #ddd; }
-figcaption { font-size: 0.9em; color: #555; }
-"""
-
-
-def _h(text: str) -> str:
-    return html.escape(str(text), quote=True)
-
-
-def render_html(blocks: list[Block], title: str) -> str:
-    body = []
-    for block in blocks:
-        if isinstance(block, Heading):
-            body.append(f"<h{block.level}>{_h(block.text)}</h{block.level}>")
-        elif isinstance(block, Paragraph):
-            css = ' class="strong"' if block.strong else ""
-            body.append(f"<p{css}>{_h(block.text)}</p>")
-        elif isinstance(block, Bullets):
-            body.append("<ul>\n" + "\n".join(f"<li>{_h(item)}</li>" for item in block.items) + "\n</ul>")
-        elif isinstance(block, Table):
-            head = "".join(f"<th>{_h(h)}</th>" for h in block.header)
-            rows = "\n".join("<tr>" + "".join(f"<td>{_h(c)}</td>" for c in row) + "</tr>"
-                             for row in block.rows)
-            body.append(f"<table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{rows}\n</tbody>\n</table>")
-        elif isinstance(block, Image):
-            pdf = f' (<a href="{_h(quote(block.pdf))}">PDF</a>)' if block.pdf else ""
-            body.append(f'<figure><img src="{_h(quote(block.src))}" alt="{_h(block.caption)}">'
-                        f"<figcaption>{_h(block.caption)}{pdf}</figcaption></figure>")
-    return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n<title>{_h(title)}</title>\n'
-            f"<style>{CSS}</style>\n</head>\n<body>\n" + "\n".join(body) + "\n</body>\n</html>\n")
-
-
-# ----------------------------------------------------------------------------------------------------------
-# Entry points
-
-
-def write_report(analysis_dir: Path, out_dir: Path | None = None) -> tuple[Path, Path]:
-    """Write ``report.md`` and ``report.html``, each atomically, into ``out_dir`` (default: analysis_dir)."""
-    sources = read_sources(analysis_dir, out_dir)
-    blocks = build_report(sources)
-    title = blocks[0].text if blocks and isinstance(blocks[0], Heading) else "synbench report"
-    md_path, html_path = sources.out_dir / "report.md", sources.out_dir / "report.html"
-    atomic_write_text(md_path, render_markdown(blocks))
-    atomic_write_text(html_path, render_html(blocks, title))
-    return md_path, html_path
-
-
-def headline_table(analysis_dir: Path) -> str:
-    """The Markdown of the headline table (mean ± sd per model x metric, the paper's numbers beside)."""
-    return render_markdown(_headline_table(read_sources(analysis_dir)))

@@ -1,0 +1,94 @@
+"""A loaded Transformer-XL core network with its vocabularies, scoring encoded sequences.
+
+``TXLModel`` is what every family built on the shared TXL LightningModule (``lightning_modules/models/
+txl_lm.py``: Transformer Grammars, their Transformer-XL baselines, the Dependency TG) has in common once a
+checkpoint is loaded: the module in eval mode on a device, the checkpoint's config and action vocabulary, the
+one loader of such checkpoints, and one forward pass over a batch of encoded sequences giving each example's
+label log-probs or its distributions at chosen positions. A family's subclass (in its own folder) names the
+checkpoints it loads and their network builder (``network``), cuts its examples into the chunks the network
+reads (``chunks``) and adds its words -> sequences view (the tree-marginal protocol,
+``tree_marginal.TreeModel``, for joint models).
+
+All numbers are natural logs; label log-probs are float64, computed from float32 logits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Self
+
+import numpy as np
+import torch
+
+from lightning_modules.data.encodings.choe_charniak import ActionVocab
+
+
+class TXLModel:
+    """A Transformer-XL core network with its vocabularies, scoring encoded sequences (module docstring).
+
+    Attributes every subclass has: ``module`` (eval mode, on ``device``), ``family`` (the checkpoint's), ``vocab``
+    (its ``ActionVocab``), ``config`` (the checkpoint's whole config) and ``length`` (the segment length L).
+    """
+
+    def __init__(self, module: Any, meta: dict[str, Any], vocab: ActionVocab, device: str = "cpu"):
+        self.module = module.to(device).eval()
+        self.device = torch.device(device)
+        self.family: str = meta["family"]
+        self.vocab = vocab
+        self.config: dict[str, Any] = meta["config"]
+        self.length = int(self.config["model"]["segment_length"])
+
+    @staticmethod
+    def network() -> tuple[tuple[str, ...], Callable[[dict[str, Any]], Any]]:
+        """The families this class loads and the builder of their network (from a flat model config)."""
+        raise NotImplementedError
+
+    @classmethod
+    def load(cls, checkpoint: str, device: str = "cpu") -> Self:
+        """The one loader of these checkpoints (module in eval mode, config, vocabularies): an instance of
+        ``cls``; the checkpoint's family must be one of ``network()``'s."""
+        from experiments.checkpoints import read_checkpoint
+
+        families, build = cls.network()
+        ckpt = read_checkpoint(checkpoint, families)
+        meta = ckpt["synbench"]
+        vocab = ActionVocab.from_json(meta["vocab"]["actions"])
+        module = build({**meta["config"]["model"], "vocab_size": len(vocab)})
+        module.load_state_dict(ckpt["state_dict"])
+        return cls(module, meta, vocab, device)
+
+    @property
+    def name(self) -> str:
+        return self.family
+
+    def chunks(self, examples: Sequence[Any]) -> list[Any]:
+        """The chunks one forward pass reads for ``examples`` (batch row b = example b; chunks of L positions,
+        each example's positions in order across them), on the model's device."""
+        raise NotImplementedError
+
+    def _forward(self, examples: Sequence[Any]) -> tuple[list[torch.Tensor], list[Any]]:
+        """One forward pass over ``examples``: logits per chunk, and the chunks."""
+        chunks = self.chunks(examples)
+        logits, _ = self.module(chunks)
+        return logits, chunks
+
+    @torch.no_grad()
+    def label_logprobs(self, examples: Sequence[Any]) -> list[np.ndarray]:
+        """Each example's label log-probs in one pass (float64; entry j = log p(token j+1 | tokens <= j),
+        0 where nothing is predicted)."""
+        logits, chunks = self._forward(examples)
+        per_chunk = []
+        for chunk_logits, chunk in zip(logits, chunks):
+            scores = chunk_logits.float()
+            picked = scores.gather(-1, chunk.labels[..., None]).squeeze(-1)
+            per_chunk.append((picked - torch.logsumexp(scores, -1)).masked_fill(chunk.labels == 0, 0.0))
+        lp = torch.cat(per_chunk, dim=1).double().cpu().numpy()  # chunks before the last have full length
+        return [lp[b, : len(e)] for b, e in enumerate(examples)]
+
+    @torch.no_grad()
+    def distributions(self, examples: Sequence[Any], positions: Sequence[Sequence[int]]) -> list[torch.Tensor]:
+        """Log-softmax over the vocabulary at ``positions[b]`` of example b ([len, V] each), in one pass."""
+        logits, _ = self._forward(examples)
+        length = self.length
+        return [torch.stack([logits[p // length][b, p % length] for p in ps]).float().log_softmax(-1).cpu()
+                for b, ps in enumerate(positions)]

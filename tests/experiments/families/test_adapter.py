@@ -1,0 +1,60 @@
+"""The adapter's parts: capabilities derive from them, and each method declares its options' only defaults."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from experiments.evaluate.scorer_choice import add_arguments
+from experiments.families import get_family, names, source_family
+from experiments.families.adapter import Method
+
+SENTENCE = {"perplexity", "score", "surprisal"}
+CAPABILITIES = {  # (family, config) -> what it is evaluated on (as the adapters declared it before the parts)
+    ("tg", None): SENTENCE | {"rerank", "terminals", "probe", "sample"},
+    ("txl-trees", None): SENTENCE | {"rerank", "terminals", "probe", "sample"},
+    ("txl-terminals", None): SENTENCE | {"terminals", "probe", "sample"},
+    ("tg", "document"): {"perplexity", "terminals", "probe"},
+    ("pushdown", None): SENTENCE | {"parse", "dyck"},
+    ("pushdown", "dyck"): {"dyck"},
+    ("pushdown", "ptb"): SENTENCE | {"parse"},
+    ("base-lm", None): SENTENCE | {"dyck"},
+    ("base-lm", "ptb"): SENTENCE,
+    ("dtg", None): SENTENCE | {"dependency_parse"},
+    ("txl-trans", None): SENTENCE | {"dependency_parse"},
+    ("palm-u", None): SENTENCE | {"parse"},
+    ("awd-lstm", None): SENTENCE,
+    ("som", None): SENTENCE | {"parse"},
+    ("hf", None): SENTENCE,
+    ("proposal-parser", None): {"propose"},
+    ("dep-parser", None): {"propose"},
+}
+CONFIGS = {None: None, "document": {"data": {"level": "document"}}, "dyck": {"data": {"corpus": "dyck"}},
+           "ptb": {"data": {"corpus": "ptb"}}}
+
+
+@pytest.mark.parametrize(("family", "config"), list(CAPABILITIES))
+def test_capabilities_are_what_the_parts_offer(family, config):
+    assert get_family(family).capabilities(CONFIGS[config]) == CAPABILITIES[family, config]
+
+
+def test_every_built_in_family_registers_without_a_list():
+    assert set(names()) >= {family for family, _ in CAPABILITIES}
+    assert source_family("hf:models/gpt2").name == "hf" and source_family("runs/x/best.ckpt") is None
+
+
+def test_method_defaults_are_declared_once_and_the_cli_leaves_them_unset():
+    # today's CLI values (numbers do not change); DTG's paper beam is 100/10/15, fast-track 0, Pushdown's 300
+    beam = {"beam": 20, "word_beam": 5, "max_actions": 8, "fast_track": None}
+    assert get_family("tg").method("beam").options == {**beam, "n": 300}
+    assert get_family("dtg").method("beam").options == beam
+    assert get_family("pushdown").method("beam").options == {"beam": 20}
+    for family in ("tg", "txl-trees", "dtg"):
+        assert get_family(family).method("proposals").options == {"n": 300}
+    p = argparse.ArgumentParser()
+    add_arguments(p)
+    args = p.parse_args(["model.ckpt"])
+    assert (args.n, args.beam, args.word_beam, args.max_actions, args.fast_track) == (None,) * 5
+    given = {"beam": 4, "n": None, "other": 1}
+    assert Method("beam", {"beam": 20, "n": 300}).resolve(given) == {"beam": 4, "n": 300}
