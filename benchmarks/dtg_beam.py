@@ -40,11 +40,11 @@ import torch
 
 from benchmarks.dtg_encoding import vocabularies
 from benchmarks.tg_beam import compare_speed
-from experiments.config import load_presets
 from experiments.families import dtg as dtg_family
 from experiments.families.dtg.beam import DTGBeamScorer
 from experiments.families.dtg.reference_beam import ReencodingDTGBeamScorer
 from experiments.families.dtg.scorers import DTGModel
+from experiments.presets import load_presets
 from lightning_modules.data.corpora import load_corpus
 from lightning_modules.families.dtg import encoding as dtg
 from lightning_modules.families.dtg.model import build

@@ -26,10 +26,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from experiments.config import load_presets
 from experiments.evaluate.scorers.tree_marginal import TreeScorer
 from experiments.families.tg.beam import BeamScorer
 from experiments.families.tg.scorers import TGModel
+from experiments.presets import load_presets
 from lightning_modules.data import treebank_sequences
 from lightning_modules.data.corpora import load_corpus
 from lightning_modules.data.encodings.choe_charniak import TokenType

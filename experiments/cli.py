@@ -49,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
     """Arguments as users type them: ``KEY=VALUE`` config overrides may follow options
-    (``synbench train tg --preset cpu-small train.max_steps=5``)."""
+    (``synbench train FAMILY --preset cpu-small train.max_steps=5``)."""
     args, extra = parser.parse_known_args(argv)
     overrides = [item for item in extra if "=" in item and not item.startswith("-")]
     if extra and (not hasattr(args, "overrides") or len(overrides) != len(extra)):

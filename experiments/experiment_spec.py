@@ -2,11 +2,11 @@
 
 ``experiments/configs/experiment/NAME.yaml``::
 
-    description: tiny TG and TXL for tests and demos
+    description: two models for tests and demos
     models:                      # required: one entry per model config
-      - family: tg               #   required
+      - family: FAMILY           #   required
         preset: cpu-small        #   optional: `synbench train --preset` (default: train's default)
-        name: tg-short           #   optional label (default: the family)
+        name: short              #   optional label (default: the family)
         overrides: {train.max_steps: 20, model: {n_layers: 2}}   # dotted keys or nested mappings
         seeds: 0                 #   optional: fixed seeds of this model (e.g. one proposal parser for all)
       - source: hf:models/gpt2   # or a pretrained LM instead of a family: evaluated, never trained (one run;
@@ -16,11 +16,11 @@
     seeds: 0-3                   # required: 7 | 0-99 | "0-9,20-29" | [0, 1, 5-7]
     evaluations: [perplexity]    # optional: names, or {name: ..., other options} (experiments/evaluation_plan.py)
     analysis: {...}              # optional: options of `synbench analyze` (analysis/pipeline.py)
-    compare_to: reproduce-tg-paper   # optional: the full-protocol spec this one scales down
+    compare_to: reproduce-PAPER-paper   # optional: the full-protocol spec this one scales down
     launcher:                    # optional per-executor options (see experiments/launchers)
       slurm: {time: "00:10:00", max_parallel: 4}
     tune:                        # optional: the search space of `synbench tune` (Optuna)
-      model: tg                  #   the model entry whose config is tuned (default: the first)
+      model: short               #   the model entry (name) whose config is tuned (default: the first)
       data: ptb-sample           #   the data entry (default: the first, if any)
       seed: 0                    #   the seed of every trial (default: the first seed)
       params:                    #   config key -> distribution
@@ -47,7 +47,8 @@ from typing import Any
 
 import yaml
 
-from experiments.config import _FLOAT, configs_dir, load_yaml, run_id
+from experiments.config import _FLOAT, run_id
+from experiments.presets import configs_dir, load_yaml
 from lightning_modules.errors import InputError
 
 TOP_KEYS = ("name", "description", "models", "data", "seeds", "evaluations", "launcher", "tune", "analysis",

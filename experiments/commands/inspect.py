@@ -1,10 +1,10 @@
 """``synbench inspect ENCODING``: print what a model sees for a tree (or sentence), as JSON.
 
-Each family's adapter names the encodings it prints (``tg``, ``txl``, ``pushdown``, ...), reads its inputs
+Each family's adapter names the encodings it prints (``synbench inspect --help`` lists them), reads its inputs
 (``--tree`` or ``--trees-file``: PTB-style trees unless the family reads another format) and declares its
 options; an option of another family is refused. One JSON object per input: with ``--tree`` (or
 ``--jsonl``) one per line, otherwise a JSON list, except for families whose contract reads one input per file
-without ``--jsonl`` (dtg: the file holds one sentence, printed as one object). The records are the contracts
+without ``--jsonl`` (the file holds one sentence, printed as one object). The records are the contracts
 of DESIGN.md.
 """
 
@@ -30,7 +30,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--tree", help="one input, e.g. '(S (NP (DT a) (NN cat)) (VP (VBZ meows)))'")
     source.add_argument("--trees-file", metavar="FILE",
-                        help="a file of inputs (bracketed trees: .mrg or one per line; dtg: CoNLL-U)")
+                        help="a file of inputs (bracketed trees: .mrg or one per line; or what the encoding "
+                             "reads, e.g. CoNLL-U)")
     p.add_argument("--jsonl", action="store_true", help="one JSON object per line (per input)")
     seen: set[str] = set()
     for adapter in encodings.values():

@@ -18,7 +18,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "treebank's POS tags over the words (XX for --sentences input); --logq FILE also writes "
                     '{"sentence": k, "logq": [log q(y|x) in nats]}.',
     )
-    p.add_argument("checkpoint", help="a proposal-parser or dep-parser checkpoint (RUN_DIR/checkpoints/best.ckpt)")
+    p.add_argument("checkpoint", help="a checkpoint of a family that proposes trees (RUN_DIR/checkpoints/best.ckpt)")
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--corpus", help="corpus name or treebank file; its trees' words are parsed")
     source.add_argument("--sentences", type=Path, help="file with one tokenized sentence per line")

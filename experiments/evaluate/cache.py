@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from experiments.evaluate.results import canonical_hash
+from experiments.evaluate.scorers import HF_PREFIX
 from lightning_modules.data.atomic import atomic_write_text
 from lightning_modules.errors import InputError
 
@@ -35,8 +36,8 @@ Record = dict[str, Any]
 
 def run_dir_of(model_path: str | Path) -> Path:
     """``RUN`` for ``RUN/checkpoints/X.ckpt``; ``DIR`` for an ``hf:DIR`` model; otherwise the model file's folder."""
-    if str(model_path).startswith("hf:"):
-        return Path(str(model_path)[3:]).resolve()
+    if str(model_path).startswith(HF_PREFIX):
+        return Path(str(model_path).removeprefix(HF_PREFIX)).resolve()
     parent = Path(model_path).resolve().parent
     return parent.parent if parent.name == "checkpoints" else parent
 

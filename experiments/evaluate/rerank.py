@@ -222,6 +222,7 @@ def run(args: argparse.Namespace) -> int:
     chosen = choose(args)
     if not chosen.joint:
         raise InputError(f"{chosen.family} is a string model: reranking needs a joint model p(x, y)", args.checkpoint)
-    result, computed = evaluate(chosen, args.checkpoint, gold, args.proposals, args.n, args.logq, args.limit, args.out)
+    result, computed = evaluate(chosen, args.checkpoint, gold, args.proposals, chosen.options["n"], args.logq,
+                                args.limit, args.out)
     return print_result(args.json, result, computed, result["settings"]["sentences"],
                         lambda r: bracket_report(r, ("reranked", "oracle", "parser_1best")))

@@ -95,6 +95,7 @@ class ChosenScorer:
     level: str = "sentence"  # "document": the scorer is a DocumentScorer (score_documents)
     adapter: Any = None  # the family adapter of a checkpoint (None for n-gram and hf: sources)
     capabilities: frozenset[str] = frozenset({"perplexity", "score", "surprisal"})
+    options: dict[str, Any] = field(default_factory=dict)  # the method's options, resolved (Method.resolve)
 
 
 def is_ngram_file(path: Path) -> bool:
@@ -156,9 +157,6 @@ def choose(args: argparse.Namespace, gold: TreeSource | None = None, documents: 
                          f"and the proposals), not {method}", "--method")
     declared = adapter.method(method, meta["config"])
     options = declared.resolve({key: getattr(args, key, None) for key in METHOD_OPTIONS})
-    for key, value in options.items():  # TRANSITIONAL: for callers that still read args.n (eval rerank)
-        if getattr(args, key, None) is None:
-            setattr(args, key, value)
     request = ScoringRequest(method=method, options=options, batch_size=args.batch_size, gold=gold,
                              documents=documents, device=getattr(args, "device", "cpu"))
     extra: dict[str, Any] = {}
@@ -181,7 +179,7 @@ def choose(args: argparse.Namespace, gold: TreeSource | None = None, documents: 
                 "scorer_convention": scoring.scorer.convention.to_dict()}
     return ChosenScorer(scoring.scorer, adapter.name, adapter.kind(meta["config"]) == "joint", identity, settings,
                         scoring.description, {**data, **scoring.data}, scoring.chunk, scoring.level, adapter,
-                        adapter.capabilities(meta["config"]))
+                        adapter.capabilities(meta["config"]), options)
 
 
 def _source(adapter: Any, args: argparse.Namespace, method: str | None) -> ChosenScorer:

@@ -1,6 +1,6 @@
 """What a model family plugs in: the adapter every part of synbench asks instead of naming a family.
 
-An adapter has a **core** every family provides: its ``names``, ``kind``, ``paper``, presets, ``build_data``,
+An adapter has a **core** every family provides: its ``names``, ``kind``, presets, ``build_data``,
 ``build_module``, ``final_metrics`` and ``load`` (the one loader of its checkpoints). Everything else is an
 **optional part**, offered for what the family can do; each part returns None (or nothing) where the family
 does not offer it, and a capability exists exactly when its part does (``capabilities`` derives them):
@@ -209,7 +209,6 @@ class Family(ABC):
     """The adapter base: the core every family provides, and the optional parts (None or empty by default)."""
 
     names: tuple[str, ...] = ()  # the family names this adapter registers (e.g. tg, txl-trees, txl-terminals)
-    paper: str | None = None  # the paper registry key of the paper that introduces it
     config_ranges: Mapping[str, Range] = MappingProxyType({})  # key name -> range, beyond the shared rules
     source_prefix: str | None = None  # models named PREFIX... instead of a checkpoint file (``hf:DIR``)
 
@@ -228,8 +227,8 @@ class Family(ABC):
     def model_presets(self) -> tuple[dict[str, Any], str]:
         """The model presets by name and where they come from (for messages): by default the YAML file
         ``presets/FAMILY.yaml`` beside the adapter's module, ``extends`` resolved
-        (``experiments.config.load_presets``); a plug-in may keep them in code."""
-        from experiments.config import load_presets, presets_file
+        (``experiments.presets.load_presets``); a plug-in may keep them in code."""
+        from experiments.presets import load_presets, presets_file
 
         path = presets_file(self)
         return load_presets(path), str(path)
@@ -237,9 +236,9 @@ class Family(ABC):
     def train_presets(self) -> dict[str, Any]:
         """The data/train preset of each model preset, by model preset name, and the ``runtime`` defaults: the
         preset of ``configs/train.yaml`` (shared by the families) that the model preset's ``train_preset``
-        names, else the one of its own name (``experiments.config.train_presets_for``); with presets kept in
+        names, else the one of its own name (``experiments.presets.train_presets_for``); with presets kept in
         code, ``train.yaml`` as it is."""
-        from experiments.config import configs_dir, load_yaml, presets_file, train_presets_for
+        from experiments.presets import configs_dir, load_yaml, presets_file, train_presets_for
 
         return train_presets_for(presets_file(self), load_yaml(configs_dir() / "train.yaml"))
 

@@ -3,18 +3,9 @@ from pathlib import Path
 
 import pytest
 
-from experiments.config import (
-    check_types,
-    config_hash,
-    load_presets,
-    load_yaml,
-    merge,
-    parse_overrides,
-    resolve_train_config,
-    run_id,
-    train_presets_for,
-)
+from experiments.config import check_types, config_hash, parse_overrides, resolve_train_config, run_id
 from experiments.families import get_family, names
+from experiments.presets import load_presets, load_yaml, merge, train_presets_for
 from lightning_modules.errors import InputError
 
 BASE = {"family": "tg", "model": {"d_model": 64, "dropout": 0.1, "attention": "dense"},

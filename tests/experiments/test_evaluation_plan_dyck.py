@@ -5,10 +5,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from experiments.config import configs_dir
 from experiments.evaluation_plan import Planner
 from experiments.experiment_runs import experiment_runs
 from experiments.experiment_spec import load_spec
+from experiments.presets import configs_dir
 from lightning_modules.errors import InputError
 
 MODELS = [{"name": "pushdown", "family": "pushdown", "preset": "dyck"},

@@ -6,8 +6,9 @@ import textwrap
 
 import pytest
 
-from experiments.config import configs_dir, parse_overrides, run_id
+from experiments.config import parse_overrides, run_id
 from experiments.experiment_spec import expand, format_override, load_spec, parse_seeds
+from experiments.presets import configs_dir
 from lightning_modules.errors import InputError
 
 

@@ -35,6 +35,7 @@ import torch
 
 from experiments.evaluate.results import file_sha256
 from experiments.evaluate.scorer import Convention, SentenceScore, Text, check_sentences, text_of_words
+from experiments.evaluate.scorers import HF_PREFIX
 from lightning_modules.errors import InputError
 
 # huggingface_hub reads this when it is first imported (transformers is imported lazily, in ``load``): never
@@ -48,7 +49,7 @@ TOKENIZER_CONFIGS = ("tokenizer.json", "tokenizer_config.json", "special_tokens_
 
 def load(source: str, device: str = "cpu", precision: str = "float32", batch_size: int = 16) -> HFScorer:
     """The Scorer of ``hf:PATH`` (or a bare PATH); every problem is an ``InputError`` at the folder."""
-    folder = Path(source.removeprefix("hf:")).expanduser()
+    folder = Path(source.removeprefix(HF_PREFIX)).expanduser()
     where = str(folder)
     if not folder.exists():
         raise InputError("model folder not found", where)

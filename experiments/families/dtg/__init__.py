@@ -134,10 +134,10 @@ class DTGFamily(Family):
         import torch
 
         from lightning_modules.families.dtg import model as dtg
-        from lightning_modules.models import txl_lm as tg
+        from lightning_modules.models import txl_lm
 
         cfg = dtg.config_from_dict(config, prefix=prefix)
         with torch.device("meta"):
             module = dtg.build(cfg)
-        return {"parameters": tg.parameter_count(module), "parts": tg.parameter_breakdown(module),
+        return {"parameters": txl_lm.parameter_count(module), "parts": txl_lm.parameter_breakdown(module),
                 "config": asdict(cfg)}

@@ -6,8 +6,8 @@ All four are string models on Mikolov-style text, scored exactly: ``awd-lstm`` (
 attention scores. Training reads the corpus as one stream in truncated-BPTT windows
 (``lightning_modules.families.palm.data``); the run's final metrics are the papers' stream-level perplexity.
 
-Presets: ``configs/model/palm.yaml`` holds the PaLM presets (the three variants share "exactly the same
-architecture and hyperparameters", Appendix A) and ``configs/model/awd-lstm.yaml`` the baseline's.
+Presets: ``presets/palm.yaml`` holds the PaLM presets (the three variants share "exactly the same
+architecture and hyperparameters", Appendix A) and ``presets/awd-lstm.yaml`` the baseline's.
 """
 
 from __future__ import annotations
@@ -38,7 +38,6 @@ class PalmFamily(Family):
     # switch_after 0: the NT trigger switches; finetune_after 0: no finetuning; max_steps 0: an untrained model
     # (Table 4's random-initialisation row)
     config_ranges = {"switch_after": Range(0), "finetune_after": Range(0), "max_steps": Range(0)}
-    paper = "palm"
 
     def kind(self, config: dict[str, Any] | None = None) -> str:
         return "string"
@@ -48,10 +47,10 @@ class PalmFamily(Family):
 
     # -- presets and training ------------------------------------------------------------------------------
     def model_presets(self) -> tuple[dict[str, Any], str]:
-        from experiments.config import configs_dir, load_yaml
+        from experiments.presets import load_presets, presets_file
 
-        path = configs_dir() / "model" / ("awd-lstm.yaml" if self.name == "awd-lstm" else "palm.yaml")
-        return load_yaml(path), str(path)
+        path = presets_file(self).with_name("awd-lstm.yaml" if self.name == "awd-lstm" else "palm.yaml")
+        return load_presets(path), str(path)
 
     def train_presets(self) -> dict[str, Any]:
         """The shared presets with the recipe's stream batches and ``data.test_split`` (the split of the final

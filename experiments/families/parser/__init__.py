@@ -21,7 +21,6 @@ class ParserFamily(Family):
     """The proposal parser q(y | x) that draws the trees joint models are marginalised over (TG §3.1)."""
 
     names = ("proposal-parser",)
-    paper = "tg"
 
     def kind(self, config: dict[str, Any] | None = None) -> str:
         return "tool"

@@ -29,7 +29,6 @@ class SOMFamily(Family):
     """Syntactic Ordered Memory: Γ from UD trees, grid labels, Algorithm 1 (Shen et al. 2021)."""
 
     names = ("som",)
-    paper = "som"
 
     def kind(self, config: dict[str, Any] | None = None) -> str:
         return "string"

@@ -46,7 +46,6 @@ class TGFamily(Family):
     """Transformer Grammars and their Transformer-XL baselines (TG §2–§3)."""
 
     names = ("tg", "txl-trees", "txl-terminals")
-    paper = "tg"
 
     # -- identity ------------------------------------------------------------------------------------------
     def kind(self, config: dict[str, Any] | None = None) -> str:
@@ -152,13 +151,13 @@ class TGFamily(Family):
     def model_info(self, config: dict[str, Any], prefix: str) -> dict[str, Any]:
         import torch
 
-        from lightning_modules.models import txl_lm as tg
+        from lightning_modules.models import txl_lm
 
-        cfg = tg.config_from_dict(config, prefix=prefix)
+        cfg = txl_lm.config_from_dict(config, prefix=prefix)
         with torch.device("meta"):
-            module = tg.build(cfg)
-        return {"parameters": tg.parameter_count(module), "parts": tg.parameter_breakdown(module),
-                "config": tg.asdict(cfg)}
+            module = txl_lm.build(cfg)
+        return {"parameters": txl_lm.parameter_count(module), "parts": txl_lm.parameter_breakdown(module),
+                "config": txl_lm.asdict(cfg)}
 
     def probing(self, config: dict[str, Any] | None = None) -> Any:
         def prober(checkpoint: str | Path, device: str = "cpu") -> Any:
