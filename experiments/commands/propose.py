@@ -23,7 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     source.add_argument("--corpus", help="corpus name or treebank file; its trees' words are parsed")
     source.add_argument("--sentences", type=Path, help="file with one tokenized sentence per line")
     p.add_argument("--split", help="corpus split (required with --corpus)")
-    p.add_argument("-n", type=positive_int, default=300, help="trees per sentence (default 300, as TG §3.1)")
+    p.add_argument("-n", type=positive_int, help="trees per sentence (default: the family's, 300 as TG §3.1)")
     p.add_argument("--method", choices=["sample", "beam"], default="sample",
                    help="sample: without replacement (default); beam: top-N beam search")
     p.add_argument("--seed", type=natural, default=0, help="sampling seed (per sentence: seed and its index)")
@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     from lightning_modules.errors import InputError
 
     for flag, value in (("-n", args.n), ("--max-rows", args.max_rows)):
-        if value < 1:
+        if value is not None and value < 1:
             raise InputError("must be at least 1", flag)
     if args.corpus is not None and args.split is None:
         raise InputError("--corpus needs --split", "--split")
@@ -54,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
     proposing = adapter.proposing(meta["config"])
     if proposing is None:
         raise InputError(f"a {adapter.name} checkpoint does not propose trees", str(args.checkpoint))
-    print(proposing.write(ProposeRequest(args.checkpoint, args.out, args.n, args.method, args.seed, args.max_rows,
+    n = proposing.n if args.n is None else args.n
+    print(proposing.write(ProposeRequest(args.checkpoint, args.out, n, args.method, args.seed, args.max_rows,
                                          args.corpus, args.split, args.sentences, args.data_dir, args.logq)))
     return 0

@@ -143,7 +143,7 @@ def add_rerank_command(tasks: argparse._SubParsersAction) -> None:
     p.add_argument("--corpus", default="ud-ewt", help="dependency corpus (default ud-ewt; NAME-dep converts)")
     p.add_argument("--split", default="test", help="split (default test)")
     add_limit_argument(p)
-    p.add_argument("-n", type=positive_int, default=300, help="proposal trees per sentence (default 300)")
+    p.add_argument("-n", type=positive_int, help="proposal trees per sentence (default: the family's, 300)")
     p.add_argument("--parser-seed", type=natural, default=0, help="seed of the sampling without replacement")
     p.add_argument("--batch-size", type=positive_int, default=32, help="trees per forward pass (same results)")
     p.add_argument("--device", default="cpu", help="torch device of the model (default cpu)")

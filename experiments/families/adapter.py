@@ -134,6 +134,7 @@ class Proposing:
 
     proposer: Callable[[str | Path, str], Proposer]
     write: Callable[[ProposeRequest], str]
+    n: int = 300  # trees per sentence when not given (TG §3.1's N)
 
 
 # -- parsing and inspection ----------------------------------------------------------------------------------
