@@ -14,6 +14,7 @@ All numbers are natural logs; label log-probs are float64, computed from float32
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any, Self
 
@@ -23,7 +24,7 @@ import torch
 from lightning_modules.data.encodings.choe_charniak import ActionVocab
 
 
-class TXLModel:
+class TXLModel(ABC):
     """A Transformer-XL core network with its vocabularies, scoring encoded sequences (module docstring).
 
     Attributes every subclass has: ``module`` (eval mode, on ``device``), ``family`` (the checkpoint's), ``vocab``
@@ -39,9 +40,9 @@ class TXLModel:
         self.length = int(self.config["model"]["segment_length"])
 
     @staticmethod
+    @abstractmethod
     def network() -> tuple[tuple[str, ...], Callable[[dict[str, Any]], Any]]:
         """The families this class loads and the builder of their network (from a flat model config)."""
-        raise NotImplementedError
 
     @classmethod
     def load(cls, checkpoint: str, device: str = "cpu") -> Self:
@@ -61,10 +62,10 @@ class TXLModel:
     def name(self) -> str:
         return self.family
 
+    @abstractmethod
     def chunks(self, examples: Sequence[Any]) -> list[Any]:
         """The chunks one forward pass reads for ``examples`` (batch row b = example b; chunks of L positions,
         each example's positions in order across them), on the model's device."""
-        raise NotImplementedError
 
     def _forward(self, examples: Sequence[Any]) -> tuple[list[torch.Tensor], list[Any]]:
         """One forward pass over ``examples``: logits per chunk, and the chunks."""
