@@ -8,6 +8,8 @@ network over actions, trained like any family and evaluated by nothing.
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -67,18 +69,7 @@ class ParserFamily(Family):
         return load_parser(checkpoint)
 
     def proposing(self, config: dict[str, Any] | None = None) -> Proposing:
-        def proposer(checkpoint: str | Path, method: str = "sample") -> Any:
-            from experiments.families.parser.proposals import propose
-
-            model, payload = self.load(checkpoint)
-            return lambda sentences, n, seed: [p.trees for p in propose(model, payload, sentences, n, method, seed)]
-
-        def write(request: ProposeRequest) -> str:
-            from experiments.families.parser.proposals import write
-
-            return write(request)
-
-        return Proposing(proposer, write)
+        return parser_proposing("experiments.families.parser.proposals", lambda found: found.trees)
 
 
 @register
@@ -128,19 +119,23 @@ class DepParserFamily(Family):
         return load_parser(checkpoint)
 
     def proposing(self, config: dict[str, Any] | None = None) -> Proposing:
-        def proposer(checkpoint: str | Path, method: str = "sample") -> Any:
-            from experiments.families.parser.dep_proposals import propose
+        return parser_proposing("experiments.families.parser.dep_proposals", lambda found: found.trees())
 
-            model, payload = self.load(checkpoint)
-            return lambda sentences, n, seed: [p.trees() for p in propose(model, payload, sentences, n, method,
-                                                                          seed)]
 
-        def write(request: ProposeRequest) -> str:
-            from experiments.families.parser.dep_proposals import write
+def parser_proposing(module: str, trees: Callable[[Any], list[Any]]) -> Proposing:
+    """The ``proposing`` part of a parser whose search module (imported when used: it needs torch) has
+    ``load_parser``, ``propose`` and ``write``; ``trees`` reads one sentence's trees from what it found."""
 
-            return write(request)
+    def proposer(checkpoint: str | Path, method: str = "sample") -> Any:
+        search = importlib.import_module(module)
+        model, payload = search.load_parser(checkpoint)
+        return lambda sentences, n, seed: [trees(found) for found in search.propose(model, payload, sentences, n,
+                                                                                     method, seed)]
 
-        return Proposing(proposer, write)
+    def write(request: ProposeRequest) -> str:
+        return importlib.import_module(module).write(request)
+
+    return Proposing(proposer, write)
 
 
 def action_metrics(module: Any, data: Any, best_path: str) -> dict[str, Any]:

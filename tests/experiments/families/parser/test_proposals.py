@@ -76,6 +76,17 @@ def test_propose_from_sentences_with_beam(parser_run, tmp_path):
     assert {tag for t in rows[1]["trees"] for _, tag in parse_tree(t).pos()} == {"XX"}
 
 
+def test_propose_without_n_takes_the_familys_n(parser_run, tmp_path):
+    """-n left out: the proposing part's N (TG §3.1's 300), recorded in the meta file."""
+    root, _, _ = parser_run
+    sentences = tmp_path / "sentences.txt"
+    sentences.write_text("It rained\n")
+    out = tmp_path / "p.jsonl"
+    assert main(["propose", str(root / "run" / "checkpoints" / "best.ckpt"), "--sentences", str(sentences),
+                 "--method", "beam", "--out", str(out)]) == 0
+    assert json.loads(out.with_suffix(".meta.json").read_text())["n"] == 300
+
+
 def test_bad_input_is_one_error_line_and_nothing_written(parser_run, tmp_path, capsys):
     root, treebank, _ = parser_run
     ckpt = str(root / "run" / "checkpoints" / "best.ckpt")
