@@ -9,9 +9,11 @@
 2. a treebank registered with ``synbench prepare --treebank NAME=PATH`` (kept in ``DATA_DIR/treebanks.json``):
    a file gives the single split ``file``; a directory gives one split per file named with a ``train``,
    ``valid``, ``dev`` or ``test`` token (``en_ewt-ud-dev.conllu``, ``ptb.train.txt``, ``test.trees``);
-3. ``NAME-dep`` for a constituency corpus ``NAME`` of 1. or 2. (``ptb-sample-dep``): the same sentences as
-   dependency trees, converted with the Collins head table (``head_rules.to_dependency``; cleaned first), so
-   every family can be compared on the same sentences;
+3. ``NAME-dep``, ``NAME-sd`` and ``NAME-ud`` for a constituency corpus ``NAME`` of 1. or 2.
+   (``ptb-sample-dep``): the same sentences and splits as dependency trees, converted with the Collins head
+   table (``head_rules.to_dependency``; cleaned first), to Stanford basic dependencies (``-sd``) or to
+   Universal Dependencies (``-ud``) as CoreNLP converts (``dependency_schemes``), so every family can be
+   compared on the same sentences;
 4. a path to a bracketed (``.mrg``, one tree per line) or CoNLL-U file, with the single split ``file``.
 
 A **text** corpus (kind ``"text"``) is plain tokenized text without trees, for string models: files named
@@ -38,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lightning_modules.data.dependency import DepTree, parse_conllu
+from lightning_modules.data.dependency_schemes import convert as convert_scheme
 from lightning_modules.data.head_rules import to_dependency
 from lightning_modules.data.tree import Tree, _read_text, clean, parse_bracketed
 from lightning_modules.errors import InputError
@@ -46,7 +49,8 @@ Sentence = tuple[str, Tree | DepTree]  # (source location "FILE:LINE", raw tree)
 
 SPLIT_TOKENS = ("train", "valid", "dev", "test")
 REGISTRY_FILE = "treebanks.json"
-DEPENDENCY_SUFFIX = "-dep"  # NAME-dep: constituency corpus NAME converted to dependency trees
+# NAME-dep / NAME-sd / NAME-ud: constituency corpus NAME converted to dependency trees by this scheme
+DEPENDENCY_SUFFIXES = {"-dep": "collins", "-sd": "sd", "-ud": "ud"}
 
 
 @dataclass(frozen=True)
@@ -158,12 +162,13 @@ def load_corpus(name_or_path: str | Path, data_dir: str | Path | None = None) ->
     registered = registered_treebanks(root)
     if name in BUILTIN or name in registered:
         return _build(name, *_named_files(name, root, registered))
-    stem = name.removesuffix(DEPENDENCY_SUFFIX)
-    if stem != name and (stem in BUILTIN or stem in registered):
-        kind, split_files = _named_files(stem, root, registered)
-        if kind != "constituency":
-            raise InputError(f"corpus {stem!r} already has dependency trees: use {stem!r}")
-        return _build(name, "dependency", split_files, convert=True)
+    for suffix, scheme in DEPENDENCY_SUFFIXES.items():
+        stem = name.removesuffix(suffix)
+        if stem != name and (stem in BUILTIN or stem in registered):
+            kind, split_files = _named_files(stem, root, registered)
+            if kind != "constituency":
+                raise InputError(f"corpus {stem!r} already has dependency trees: use {stem!r}")
+            return _build(name, "dependency", split_files, scheme=scheme)
     path = Path(name_or_path).expanduser()
     if path.is_file() or path.is_dir():
         splits = treebank_splits(path)
@@ -188,38 +193,47 @@ def _named_files(name: str, root: Path, registered: dict[str, dict]) -> tuple[st
     return entry["kind"], {s: [Path(p)] for s, p in entry["splits"].items()}
 
 
-def _build(name: str, kind: str, split_files: dict[str, list[Path]], convert: bool = False) -> Corpus:
+def _build(name: str, kind: str, split_files: dict[str, list[Path]], scheme: str | None = None) -> Corpus:
     splits = {}
     for split, files in split_files.items():
-        splits[split] = [doc for path in files for doc in _read_documents(path, kind, convert)]
+        splits[split] = [doc for path in files for doc in _read_documents(path, kind, scheme)]
     return Corpus(name, kind, splits)
 
 
 # -- reading files (cached) ---------------------------------------------------------------------------
-_CACHE: dict[tuple[str, int, int, bool], tuple[Document, ...]] = {}
+_CACHE: dict[tuple[str, int, int, str | None], tuple[Document, ...]] = {}
 
 
-def _read_documents(path: Path, kind: str, convert: bool = False) -> tuple[Document, ...]:
-    """The documents of one file; ``convert``: a bracketed file read as head-rule dependency trees."""
+def _read_documents(path: Path, kind: str, scheme: str | None = None) -> tuple[Document, ...]:
+    """The documents of one file; ``scheme`` (``collins``, ``sd``, ``ud``): a bracketed file read as
+    dependency trees of that scheme."""
     try:
         st = path.stat()
     except OSError as e:
         raise InputError(f"cannot read file: {e.strerror}", str(path)) from None
-    key = (str(path.resolve()), st.st_size, st.st_mtime_ns, convert)
+    key = (str(path.resolve()), st.st_size, st.st_mtime_ns, scheme)
     if key not in _CACHE:
-        if convert:
-            _CACHE[key] = tuple(_converted(doc) for doc in _read_documents(path, "constituency"))
+        if scheme is not None:
+            _CACHE[key] = tuple(_converted(doc, scheme) for doc in _read_documents(path, "constituency"))
         else:
             read = {"dependency": _conllu_documents, "text": _text_document}.get(kind, _bracketed_document)
             _CACHE[key] = read(path, _read_text(path))
     return _CACHE[key]
 
 
-def _converted(doc: Document) -> Document:
+def to_scheme(tree: Tree, scheme: str) -> DepTree:
+    """A raw constituency tree as a dependency tree of ``scheme``: ``collins`` (the head table of
+    ``head_rules``), ``sd`` or ``ud`` (CoreNLP's Stanford basic / Universal dependencies)."""
+    if scheme == "collins":
+        return to_dependency(tree)
+    return convert_scheme(tree, scheme)
+
+
+def _converted(doc: Document, scheme: str) -> Document:
     sentences = []
     for location, tree in doc.sentences:
         try:
-            sentences.append((location, to_dependency(tree)))  # type: ignore[arg-type]
+            sentences.append((location, to_scheme(tree, scheme)))  # type: ignore[arg-type]
         except InputError as e:
             raise InputError(e.message, e.location or location) from None
     return Document(doc.name, tuple(sentences))
