@@ -32,6 +32,7 @@ COMMANDS = [
     "experiments.commands.evaluate",
     "experiments.commands.analyze",
     "experiments.commands.report",
+    "experiments.commands.leaderboard",
     "experiments.commands.reproduce",
 ]
 
