@@ -21,8 +21,9 @@ from lightning_modules.errors import InputError
 
 VOLATILE_SECTIONS = ("runtime",)
 # runtime settings that change what training computes (numerics; the effective batch: train.batch_size per
-# process): part of the run's identity when they differ from these defaults, so ids of default runs stay put
-RESULT_RUNTIME = {"precision": "32-true", "devices": 1}
+# process; the seeds of a group whose dropout masks differ from solo runs'): part of the run's identity when
+# they differ from these defaults, so ids of default runs stay put
+RESULT_RUNTIME = {"precision": "32-true", "devices": 1, "seed_group": None}
 _FLOAT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
 
 

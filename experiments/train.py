@@ -51,24 +51,13 @@ def _train(cfg: dict[str, Any], seed: int, run_dir: Path, callbacks: list[Any]) 
     from experiments.families import get_family
     from experiments.training_callbacks import Heartbeat, LastCheckpoint, NaNGuard, StepSeeding
 
-    try:
-        finished = read_done(run_dir)
-    except InputError as damaged:  # e.g. a copy cut short: resume from the last checkpoint and write it again
-        print(f"synbench: warning: {damaged}; finishing the run again", file=sys.stderr)
-        (run_dir / DONE).unlink()
-        finished = None
+    finished = start_run(cfg, seed, run_dir)
     if finished is not None:
         return finished
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / FAILED).unlink(missing_ok=True)  # a new attempt: an earlier failure no longer applies
-    atomic_write_text(run_dir / "config.json", json.dumps({"seed": seed, **cfg}, indent=2, sort_keys=True))
 
     rt, tc = cfg["runtime"], cfg["train"]
     hardware = trainer_hardware(rt)
-    if rt.get("threads"):
-        torch.set_num_threads(int(rt["threads"]))
-    elif os.environ.get("SLURM_CPUS_PER_TASK"):
-        torch.set_num_threads(int(os.environ["SLURM_CPUS_PER_TASK"]))
+    set_threads(rt)
     pl.seed_everything(seed, workers=True, verbose=False)
     torch.use_deterministic_algorithms(bool(tc.get("deterministic", True)), warn_only=True)
 
@@ -83,7 +72,7 @@ def _train(cfg: dict[str, Any], seed: int, run_dir: Path, callbacks: list[Any]) 
     last = LastCheckpoint(ckpt_dir / "last.ckpt", int(tc["ckpt_every"]))  # also owns preemption (SIGUSR1/TERM)
     loggers: list[Any] = [CSVLogger(save_dir=str(run_dir), name="csv")]
     if rt.get("wandb", "offline") != "disabled":
-        loggers.append(_wandb_logger(cfg, seed, run_dir))
+        loggers.append(wandb_logger(cfg, seed, run_dir))
     trainer = pl.Trainer(
         max_steps=int(tc["max_steps"]),
         val_check_interval=int(tc["val_every"]),
@@ -144,6 +133,33 @@ def _train(cfg: dict[str, Any], seed: int, run_dir: Path, callbacks: list[Any]) 
     return metrics
 
 
+def start_run(cfg: dict[str, Any], seed: int, run_dir: Path) -> dict[str, Any] | None:
+    """The final metrics of a finished run; else prepare ``run_dir`` for an attempt (folder, no ``FAILED``,
+    ``config.json``) and return None. A damaged ``DONE`` is a warning and the run is finished again."""
+    try:
+        finished = read_done(run_dir)
+    except InputError as damaged:  # e.g. a copy cut short: resume from the last checkpoint and write it again
+        print(f"synbench: warning: {damaged}; finishing the run again", file=sys.stderr)
+        (run_dir / DONE).unlink()
+        finished = None
+    if finished is not None:
+        return finished
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / FAILED).unlink(missing_ok=True)  # a new attempt: an earlier failure no longer applies
+    atomic_write_text(run_dir / "config.json", json.dumps({"seed": seed, **cfg}, indent=2, sort_keys=True))
+    return None
+
+
+def set_threads(rt: dict[str, Any]) -> None:
+    """torch's threads: ``runtime.threads``, else ``$SLURM_CPUS_PER_TASK``, else torch's choice."""
+    import torch
+
+    if rt.get("threads"):
+        torch.set_num_threads(int(rt["threads"]))
+    elif os.environ.get("SLURM_CPUS_PER_TASK"):
+        torch.set_num_threads(int(os.environ["SLURM_CPUS_PER_TASK"]))
+
+
 PRECISIONS = ("32-true", "bf16-mixed", "16-mixed")
 
 
@@ -189,7 +205,9 @@ def _progress(rt: dict[str, Any]) -> bool:
     return bool(mode)
 
 
-def _wandb_logger(cfg: dict[str, Any], seed: int, run_dir: Path) -> Any:
+def wandb_logger(cfg: dict[str, Any], seed: int, run_dir: Path, **options: Any) -> Any:
+    """The run's W&B logger (offline by default); ``options`` go to ``wandb.init`` (a seed group opens one run
+    per seed in one process: ``reinit="create_new"``)."""
     from pytorch_lightning.loggers import WandbLogger
 
     from experiments.config import run_id
@@ -211,4 +229,5 @@ def _wandb_logger(cfg: dict[str, Any], seed: int, run_dir: Path) -> Any:
         offline=rt.get("wandb", "offline") == "offline",
         resume="allow",
         config={"seed": seed, **cfg},
+        **options,
     )

@@ -1,4 +1,5 @@
-"""``synbench train FAMILY [key=value ...] --seed N``: train one run into its run folder."""
+"""``synbench train FAMILY [key=value ...] --seed N``: train one run into its run folder; ``--seeds A-B``: train
+the seeds of one config in one process (a seed group, ``experiments.seed_group``), each into its own run folder."""
 
 from __future__ import annotations
 
@@ -23,8 +24,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
                    help="config overrides, e.g. train.max_steps=500 model.d_model=256 data.tree_transform=left")
     p.add_argument("--preset", default="cpu-small", help="cpu-small (default) | ptb | bllip")
-    p.add_argument("--seed", type=natural, default=0)
-    p.add_argument("--run-dir", type=Path, help="run folder (default: RUNS/train/RUN_ID)")
+    seeds = p.add_mutually_exclusive_group()
+    seeds.add_argument("--seed", type=natural, default=0)
+    seeds.add_argument("--seeds", metavar="A-B",
+                       help="several seeds (e.g. 0-7 or 0,3,5) trained in one process with their parameters "
+                            "stacked (a seed group); each seed writes its own run folder RUNS/train/RUN_ID")
+    p.add_argument("--run-dir", type=Path, help="run folder (default: RUNS/train/RUN_ID; one seed only)")
     p.add_argument("--runs-dir", type=Path, help="parent of run folders (default: $SYNBENCH_RUNS or ./runs)")
     p.add_argument("--print-config", action="store_true", help="print the resolved config and run id, then exit")
     p.set_defaults(func=run)
@@ -36,6 +41,8 @@ def run(args: argparse.Namespace) -> int:
     from experiments.config import resolve_train_config, run_id
 
     cfg = resolve_train_config(args.family, args.preset, args.overrides)
+    if args.seeds is not None:
+        return _run_group(args, cfg)
     rid = run_id(cfg, args.seed)
     if args.print_config:
         print(json.dumps({"run_id": rid, "seed": args.seed, **cfg}, indent=2))
@@ -48,3 +55,34 @@ def run(args: argparse.Namespace) -> int:
     metrics = train(cfg, args.seed, run_dir)
     print(json.dumps({"run_id": rid, "run_dir": str(run_dir), **metrics}, indent=2))
     return 0
+
+
+def _run_group(args: argparse.Namespace, cfg: dict) -> int:
+    """``--seeds``: one seed group (a single seed trains as a solo run); prints one result object per seed."""
+    import os
+
+    from experiments.config import run_id
+    from experiments.experiment_spec import parse_seeds
+    from experiments.seed_group import group_config, train_group
+    from experiments.train import train
+    from lightning_modules.errors import InputError
+
+    seeds = parse_seeds(args.seeds, "--seeds")
+    if args.run_dir is not None and len(seeds) > 1:
+        raise InputError("--run-dir names one run folder; a seed group writes one per seed (use --runs-dir)",
+                         "--run-dir")
+    cfg = group_config(cfg, seeds)
+    ids = {seed: run_id(cfg, seed) for seed in seeds}
+    if args.print_config:
+        print(json.dumps({"run_ids": list(ids.values()), "seeds": list(seeds), **cfg}, indent=2))
+        return 0
+    runs = args.runs_dir or Path(os.environ.get("SYNBENCH_RUNS", "runs"))
+    dirs = {seed: args.run_dir or runs / "train" / rid for seed, rid in ids.items()}
+    if len(seeds) == 1:
+        results = {seeds[0]: train(cfg, seeds[0], dirs[seeds[0]])}
+    else:
+        results = train_group(cfg, list(seeds), [dirs[s] for s in seeds])
+    for seed in seeds:
+        state = results.get(seed) or {"failed": (dirs[seed] / "FAILED").read_text().strip()}
+        print(json.dumps({"run_id": ids[seed], "run_dir": str(dirs[seed]), **state}))
+    return 0 if len(results) == len(seeds) else 1

@@ -107,6 +107,7 @@ class TransformerXL(nn.Module):
         self.memory_length = memory_length
         self.min_rel, self.max_rel = min_rel, max_rel
         self.relative = relative
+        self.shortcuts = True  # Python branches on tensor values (off where the forward runs under vmap)
         self.embedding_scale = math.sqrt(d_model) if scale_embeddings else 1.0
         self.embedding = nn.Embedding(vocab_size, d_model)
         self.output_bias = nn.Parameter(torch.zeros(vocab_size))
@@ -178,7 +179,8 @@ class TransformerXL(nn.Module):
             memory = memory.masked_fill(reset[None, :, None, None], 0.0)
         # When every row starts a sequence (always so in sentence-level training), the memory is empty and
         # masked: attend over the chunk alone. Exact (masked keys carry zero weight) and saves M key columns.
-        attend_memory = memory is not None and not bool(reset.all())
+        # A branch on tensor values, so skipped under vmap (``shortcuts`` off: seed groups).
+        attend_memory = memory is not None and not (self.shortcuts and bool(reset.all()))
         if memory is not None and not attend_memory:
             attn_mask = attn_mask[..., self.memory_length :]
             relpos = None if relpos is None else relpos[..., self.memory_length :]

@@ -1,0 +1,392 @@
+"""Train a seed group: S seeds of one config in one process, their parameters stacked on a seed axis
+(``lightning_modules.models.seed_stack.SeedStack``), each seed still an ordinary run in its own folder.
+
+What each seed gets is what its solo run (``experiments.train``) gets: its initialisation (``seed_everything``
+with its seed before the module is built), its batches (``StepBatches`` drawn from its seed), its own optimizer
+and scheduler state (slices of the stacked optimizer's), gradient clipping by its own global norm, validation,
+``best.ckpt`` (lowest ``val/loss``) and ``last.ckpt``, a CSV log (``csv/version_K``), a W&B run with its run id
+and ``DONE``, so ``evaluate``, ``aggregate``, ``status`` and every analysis see ordinary runs. With every
+dropout at 0 a seed ends where its solo run ends (float rounding apart). With dropout, the group draws one mask
+per seed from one generator reseeded at every step from the group's first seed: the masks differ from the solo
+run's, so such runs record the group in ``runtime.seed_group`` and their run ids differ from the solo ones.
+
+Faults, per seed: a seed with ``DONE`` is not trained again; a seed whose training loss is not finite fails
+alone (its ``FAILED`` line) while the others carry on; ``SIGUSR1``/``SIGTERM`` save ``last.ckpt`` of every
+seed at the step boundary (SIGUSR1 then requeues the SLURM task); a rerun resumes every seed from its
+``last.ckpt`` (seeds whose checkpoints are at different steps train as separate groups, one after another).
+Checkpoints hold the solo format's keys (``state_dict``, ``optimizer_states``, ``lr_schedulers``,
+``global_step``, ``synbench``), so evaluation loads them as any other; a group resumes from a solo run's
+``last.ckpt`` too, but a solo run does not resume from a group's (Lightning's loop state is not written).
+"""
+
+from __future__ import annotations
+
+import math
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from experiments.runs import DONE, FAILED, write_done, write_failed, write_heartbeat
+from lightning_modules.errors import InputError
+
+
+def dropout_settings(cfg: dict[str, Any]) -> dict[str, float]:
+    """The model's dropout rates above 0 (``model.*dropout*``): where a group's numbers differ from solo runs."""
+    return {k: v for k, v in cfg["model"].items() if "dropout" in k and isinstance(v, int | float) and v > 0}
+
+
+def group_config(cfg: dict[str, Any], seeds: Sequence[int]) -> dict[str, Any]:
+    """The config each seed of a group records: unchanged when the group computes what solo runs compute (one
+    seed, or no dropout); else with ``runtime.seed_group`` naming the group (part of the run id)."""
+    if len(seeds) < 2 or not dropout_settings(cfg):
+        return cfg
+    return {**cfg, "runtime": {**cfg["runtime"], "seed_group": ",".join(str(s) for s in seeds)}}
+
+
+def train_group(cfg: dict[str, Any], seeds: Sequence[int], run_dirs: Sequence[Path]) -> dict[int, dict[str, Any]]:
+    """Train (or resume) the seeds ``seeds`` of ``cfg`` into ``run_dirs`` (one per seed); returns the final
+    metrics of each seed that finished (a failed seed is absent, its ``FAILED`` says why)."""
+    from experiments.train import start_run
+
+    if len(seeds) != len(run_dirs) or len(set(seeds)) != len(seeds):
+        raise ValueError("one run folder per distinct seed")
+    results: dict[int, dict[str, Any]] = {}
+    pending: list[tuple[int, Path]] = []
+    for seed, run_dir in zip(seeds, map(Path, run_dirs), strict=True):
+        finished = start_run(cfg, seed, run_dir)
+        if finished is None:
+            pending.append((seed, run_dir))
+        else:
+            results[seed] = finished
+    if not pending:
+        return results
+    try:
+        results.update(_train_pending(cfg, pending, seeds[0]))
+    except BaseException as e:  # as a solo run: every seed still training records why the group stopped
+        if not isinstance(e, KeyboardInterrupt | SystemExit):
+            for _, run_dir in pending:  # a seed that failed alone keeps its own reason
+                if not (run_dir / DONE).exists() and not (run_dir / FAILED).exists():
+                    write_failed(run_dir, str(e) or type(e).__name__)
+        raise
+    return results
+
+
+def _train_pending(cfg: dict[str, Any], pending: list[tuple[int, Path]], group_seed: int) -> dict[int, dict[str, Any]]:
+    """Train the seeds not yet done; ``group_seed`` (the group's first seed) seeds its dropout masks."""
+    import pytorch_lightning as pl
+
+    from experiments.checkpoints import read_checkpoint
+    from experiments.families import get_family
+    from experiments.train import set_threads, trainer_hardware
+    from lightning_modules.data.atomic import remove_temporaries
+    from lightning_modules.models.seed_stack import stackable
+
+    results: dict[int, dict[str, Any]] = {}
+    rt = cfg["runtime"]
+    hardware = trainer_hardware(rt)
+    if hardware["devices"] != 1 or hardware["precision"] != "32-true":
+        raise InputError("a seed group trains on one device in 32-true precision", "--seeds")
+    set_threads(rt)
+    torch.use_deterministic_algorithms(bool(cfg["train"].get("deterministic", True)), warn_only=True)
+    family = get_family(cfg["family"])
+    pl.seed_everything(pending[0][0], workers=True, verbose=False)
+    data = family.build_data(cfg)
+    device = _device(hardware["accelerator"])
+
+    members = []
+    for seed, run_dir in pending:
+        pl.seed_everything(seed, workers=True, verbose=False)  # as the solo run: initialisation from the seed
+        module = family.build_module(cfg, data)
+        if not stackable(module):
+            raise InputError(f"{cfg['family']} cannot train seeds as a group ({type(module).__name__} has no "
+                             "stacked form): train one seed per process (--seed)", "--seeds")
+        for folder in (run_dir, run_dir / "checkpoints"):
+            remove_temporaries(folder)
+        last = run_dir / "checkpoints" / "last.ckpt"
+        resume = read_checkpoint(last, cfg["family"]) if last.exists() else None
+        members.append(_Member(seed, run_dir, module.to(device), resume))
+    by_step: dict[int, list[_Member]] = {}
+    for m in members:  # seeds at different steps (an earlier failure) train as separate groups
+        by_step.setdefault(m.start_step, []).append(m)
+    for _, group in sorted(by_step.items()):
+        results.update(_GroupRun(cfg, family, data, group, group_seed).fit())
+    return results
+
+
+def _device(accelerator: str) -> torch.device:
+    if accelerator in ("cuda", "gpu") or (accelerator == "auto" and torch.cuda.is_available()):
+        return torch.device("cuda")
+    return torch.device("cpu")
+
+
+@dataclass
+class _Member:
+    """One seed of a group: its folder, its freshly initialised module and the checkpoint it resumes from."""
+
+    seed: int
+    run_dir: Path
+    module: Any
+    resume: dict[str, Any] | None
+    alive: bool = True
+    best: float | None = None
+    loggers: list[Any] = field(default_factory=list)
+
+    @property
+    def start_step(self) -> int:
+        return int(self.resume["global_step"]) if self.resume else 0
+
+
+class _GroupRun:
+    """The training loop of one group whose seeds all start at the same step."""
+
+    SIGNALS = (signal.SIGUSR1, signal.SIGTERM)
+
+    def __init__(self, cfg: dict[str, Any], family: Any, data: Any, members: list[_Member], group_seed: int):
+        from experiments.checkpoints import FORMAT_VERSION
+        from lightning_modules.models.seed_stack import SeedStack
+
+        self.cfg, self.family, self.data, self.members = cfg, family, data, members
+        self.group_seed = group_seed
+        self.tc = cfg["train"]
+        self.stack = SeedStack([m.module for m in members])
+        configured = self.stack.stacked.configure_optimizers()
+        self.optimizer = configured["optimizer"]
+        scheduler = configured.get("lr_scheduler")
+        if isinstance(scheduler, dict):
+            if scheduler.get("interval", "epoch") != "step":
+                raise InputError("a seed group needs a learning rate stepped per optimizer step", "--seeds")
+            scheduler = scheduler["scheduler"]
+        self.scheduler = scheduler
+        self.step = members[0].start_step
+        self.payload = {m.seed: {"format": FORMAT_VERSION, "family": cfg["family"], "config": cfg, "seed": m.seed,
+                                 "vocab": data.vocab} for m in members}
+        self.received: int | None = None
+        self._beat = 0.0
+        if members[0].resume:
+            self._restore()
+
+    # ---- state ---------------------------------------------------------------------------------------------
+    def _restore(self) -> None:
+        """Every seed's parameters, optimizer and scheduler state and best score from its ``last.ckpt``."""
+        states = []
+        for i, m in enumerate(self.members):
+            self.stack.load_state_dict(i, m.resume["state_dict"])
+            states.append(m.resume["optimizer_states"][0])
+            m.best = _best_score(m.resume)
+        stacked = {"param_groups": states[0]["param_groups"], "state": {}}
+        for key, first in states[0]["state"].items():
+            stacked["state"][key] = {
+                name: torch.stack([s["state"][key][name] for s in states]) if value.dim() > 0 else value
+                for name, value in first.items()}
+        self.optimizer.load_state_dict(stacked)
+        if self.scheduler is not None:
+            self.scheduler.load_state_dict(self.members[0].resume["lr_schedulers"][0])
+
+    def _checkpoint(self, i: int) -> dict[str, Any]:
+        """Seed ``i``'s checkpoint in the solo format (its slices of the stacked state)."""
+        opt = self.optimizer.state_dict()
+        sliced = {"param_groups": opt["param_groups"],
+                  "state": {k: {n: (v[i] if v.dim() > 0 else v).clone() for n, v in s.items()}
+                            for k, s in opt["state"].items()}}
+        m = self.members[i]
+        return {"state_dict": self.stack.state_dict(i), "optimizer_states": [sliced],
+                "lr_schedulers": [self.scheduler.state_dict()] if self.scheduler is not None else [],
+                "global_step": self.step, "epoch": 0, "seed_group": {"best_val_loss": m.best},
+                "synbench": self.payload[m.seed]}
+
+    def _save(self, i: int, name: str) -> None:
+        import lightning_modules.data.atomic as atomic
+
+        path = self.members[i].run_dir / "checkpoints" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        ckpt = self._checkpoint(i)
+        atomic.atomic_write_with(path, lambda f: torch.save(ckpt, f))
+
+    # ---- the loop ------------------------------------------------------------------------------------------
+    def fit(self) -> dict[int, dict[str, Any]]:
+        from experiments.batching import StepBatches
+        from experiments.training_callbacks import step_seed
+
+        tc = self.tc
+        acc, max_steps = int(tc.get("accumulate", 1)), int(tc["max_steps"])
+        val_every, ckpt_every = int(tc["val_every"]), int(tc["ckpt_every"])
+        log_every, clip = int(tc.get("log_every", 10)), float(self.stack.stacked.config.grad_clip_norm)
+        start = self.step * acc
+        streams: list[Iterator[Any]] = []
+        for m in self.members:
+            batches = self.data.train_batches(int(tc["batch_size"]), m.seed, lambda: start)
+            if batches is None:
+                batches = StepBatches(self.data.train, int(tc["batch_size"]), m.seed, self.data.collate,
+                                      consumed=lambda: start)
+            streams.append(iter(batches))
+        self._open_logs()
+        previous = self._install_handlers()
+        try:
+            self.stack.train(True)
+            for m in self.members:
+                write_heartbeat(m.run_dir, self.step)
+            while self.step < max_steps and any(m.alive for m in self.members):
+                losses = torch.zeros(len(self.members))
+                for a in range(acc):
+                    torch.manual_seed(step_seed(self.group_seed, self.step * acc + a))
+                    batch = self.stack.stack_chunks([self._to_device(next(s)) for s in streams])
+                    total, count = self.stack.losses(batch)
+                    loss = total / count.clamp(min=1)
+                    alive = torch.tensor([m.alive for m in self.members], device=loss.device)
+                    (torch.where(alive, loss, torch.zeros_like(loss)).sum() / acc).backward()
+                    losses += loss.detach().cpu() / acc
+                    if (self.step * acc + a + 1) % val_every == 0 and a < acc - 1:  # Lightning counts batches
+                        self._validate(self.step)
+                self.stack.clip_per_seed(clip)
+                self.optimizer.step()
+                self.optimizer.zero_grad(set_to_none=True)
+                if self.scheduler is not None:
+                    self.scheduler.step()
+                self.step += 1
+                self._after_step(losses, log_every)
+                if (self.step * acc) % val_every == 0:
+                    self._validate(self.step)
+                if self.received is not None or (ckpt_every > 0 and self.step % ckpt_every == 0):
+                    for i, m in enumerate(self.members):
+                        if m.alive:
+                            self._save(i, "last.ckpt")
+                if self.received is not None:
+                    self._preempt()
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+        return self._finish(max_steps)
+
+    def _to_device(self, batch: Sequence[Any]) -> Sequence[Any]:
+        device = next(iter(self.stack.parameters().values())).device
+        return batch if device.type == "cpu" else [chunk.to(device) for chunk in batch]
+
+    def _after_step(self, losses: torch.Tensor, log_every: int) -> None:
+        """Log each seed's training loss; a seed whose loss is not finite fails alone."""
+        for i, m in enumerate(self.members):
+            if not m.alive:
+                continue
+            value = float(losses[i])
+            if not math.isfinite(value):
+                m.alive = False
+                error = InputError(f"training loss is {value} (diverged); lower model.peak_lr or check the data",
+                                   f"training step {self.step - 1}")
+                write_failed(m.run_dir, str(error))
+                print(f"synbench: seed {m.seed}: {error}", file=sys.stderr, flush=True)
+                self._close_logs(m, "failed")
+                continue
+            if self.step % log_every == 0:
+                self._log(m, {"train/loss": value}, self.step - 1)
+        now = time.time()
+        if now - self._beat >= 10.0:
+            self._beat = now
+            for m in self.members:
+                if m.alive:
+                    write_heartbeat(m.run_dir, self.step, now)
+
+    @torch.no_grad()
+    def _validate(self, step: int) -> None:
+        """Every seed's token-level validation NLL on the same batches; a better one is its ``best.ckpt``."""
+        limit = self.tc.get("limit_val_batches") or 1.0
+        batches = list(self.data.valid_batches(int(self.tc.get("eval_batch_size", self.tc["batch_size"]))))
+        batches = batches[:int(limit)] if isinstance(limit, int) else batches[:int(len(batches) * limit)]
+        self.stack.train(False)
+        total = torch.zeros(len(self.members), dtype=torch.float64)
+        count = torch.zeros(len(self.members), dtype=torch.float64)
+        for batch in batches:
+            chunks = self.stack.stack_chunks([self._to_device(batch)])
+            t, c = self.stack.losses([{k: v[0] for k, v in chunk.items()} for chunk in chunks], batched=False)
+            total += t.double().cpu()
+            count += c.double().cpu()
+        self.stack.train(True)
+        for i, m in enumerate(self.members):
+            if not m.alive:
+                continue
+            loss = float(total[i] / count[i]) if count[i] else float("nan")
+            self._log(m, {"val/loss": loss, "val/nll_sum": float(total[i]), "val/tokens": float(count[i])},
+                      step - 1)
+            if math.isfinite(loss) and (m.best is None or loss < m.best):
+                m.best = loss
+                self._save(i, "best.ckpt")
+            for logger in m.loggers:
+                logger.save()
+
+    def _finish(self, max_steps: int) -> dict[int, dict[str, Any]]:
+        results = {}
+        for i, m in enumerate(self.members):
+            if not m.alive:
+                continue
+            best = m.run_dir / "checkpoints" / "best.ckpt"
+            if max_steps == 0 and not best.exists():  # an untrained model (a random-initialisation baseline)
+                self._save(i, "best.ckpt")
+            self._close_logs(m, "success")
+            metrics = {"best_val_loss": m.best, "global_step": self.step, "family": self.cfg["family"],
+                       "seed": m.seed}
+            metrics.update(self.family.final_metrics(self.stack.solo_module(i), self.data,
+                                                     str(best) if best.exists() else ""))
+            write_done(m.run_dir, metrics)
+            results[m.seed] = metrics
+        return results
+
+    # ---- logs ----------------------------------------------------------------------------------------------
+    def _open_logs(self) -> None:
+        from pytorch_lightning.loggers import CSVLogger
+
+        from experiments.train import wandb_logger
+
+        for m in self.members:
+            m.loggers = [CSVLogger(save_dir=str(m.run_dir), name="csv")]
+            m.loggers[0].log_hyperparams(m.module.hparams)
+            if self.cfg["runtime"].get("wandb", "offline") != "disabled":
+                m.loggers.append(wandb_logger(self.cfg, m.seed, m.run_dir, reinit="create_new"))
+
+    @staticmethod
+    def _log(m: _Member, metrics: dict[str, float], step: int) -> None:
+        for logger in m.loggers:
+            logger.log_metrics({**metrics, "epoch": 0}, step=step)
+
+    @staticmethod
+    def _close_logs(m: _Member, status: str) -> None:
+        from pytorch_lightning.loggers import WandbLogger
+
+        for logger in m.loggers:
+            logger.finalize(status)
+            if isinstance(logger, WandbLogger) and logger._experiment is not None:
+                logger.experiment.finish()
+        m.loggers = []
+
+    # ---- preemption ----------------------------------------------------------------------------------------
+    def _install_handlers(self) -> dict[int, Any]:
+        if threading.current_thread() is not threading.main_thread():
+            return {}
+
+        def handler(signum: int, frame: Any) -> None:
+            self.received = self.received or signum
+
+        return {signum: signal.signal(signum, handler) for signum in self.SIGNALS}
+
+    def _preempt(self) -> None:
+        """Every seed's ``last.ckpt`` is saved: close the logs, requeue on SIGUSR1, stop (``Preempted``)."""
+        from experiments.training_callbacks import Preempted, requeue_slurm_task
+
+        for m in self.members:
+            self._close_logs(m, "preempted")
+        requeued = requeue_slurm_task() if self.received == signal.SIGUSR1 else None
+        raise Preempted(self.received, self.step, requeued)
+
+
+def _best_score(ckpt: dict[str, Any]) -> float | None:
+    """The best validation loss so far recorded in a checkpoint: a group's, or a solo run's ModelCheckpoint."""
+    if "seed_group" in ckpt:
+        return ckpt["seed_group"]["best_val_loss"]
+    for key, state in ckpt.get("callbacks", {}).items():
+        if key.startswith("ModelCheckpoint") and state.get("best_model_score") is not None:
+            return float(state["best_model_score"])
+    return None

@@ -1,0 +1,195 @@
+"""S seeds of one model as one: parameters stacked on a leading seed axis, one vmapped forward for all seeds.
+
+``SeedStack`` takes S modules of one config (each initialised from its own seed) and holds
+
+* ``stacked``: a copy of the first module whose every parameter is the [S, ...] stack of the seeds' (a parameter
+  shared between sub-modules stays shared), so the module's own ``configure_optimizers`` builds the optimizer
+  and scheduler of all seeds at once. Adam(W) is element-wise, so seed s of the stacked optimizer moves exactly
+  as its solo optimizer would (the learning rate is the same at every step: the seeds step together);
+* ``template``: a copy of the first module, the functional form the forward runs through
+  (``torch.func.functional_call`` under ``torch.func.vmap`` over the seed axis of the parameters and batches).
+
+Gradient clipping is per seed (``clip_per_seed``: each seed's global norm, as ``clip_grad_norm_`` on its solo
+run). Buffers are shared, not stacked (the families' buffers are fixed tables, equal across seeds; checked).
+
+Batches: every seed draws its own batch; under vmap the S batches need one shape, so each chunk's tensors are
+padded to the largest seed's (``stack_chunks``), with the values the collate function pads with (padding
+attends to nothing and predicts nothing, so a seed's loss is unchanged). Which chunk fields exist and how they
+pad is the model's ``CHUNK_PADDING``: a module without it cannot be stacked (``stackable``).
+
+Dropout under vmap draws one mask per seed from the one torch generator (``randomness="different"``): with
+dropout the masks are not those of the seed's solo run (see ``experiments.seed_group``).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+# The chunk fields of the Transformer-XL core models (``txl_lm``) and the values their collate pads with.
+TXL_CHUNK_PADDING: dict[str, int | bool] = {
+    "inputs": 0, "labels": 0, "compose": False, "attn_mask": False, "relpos": 0, "mem_src": -1, "reset": False,
+    "added": 0,
+}
+
+
+def chunk_padding(module: nn.Module) -> dict[str, int | bool] | None:
+    """The chunk fields and padding values of a stackable module's batches, or None (not stackable)."""
+    from lightning_modules.models.txl_lm import TransformerGrammarLM
+
+    return TXL_CHUNK_PADDING if isinstance(module, TransformerGrammarLM) else None
+
+
+def stackable(module: nn.Module) -> bool:
+    """Whether seeds of this module can train as one ``SeedStack``."""
+    return chunk_padding(module) is not None
+
+
+class _Loss(nn.Module):
+    """The module's summed NLL and token count of a batch, as its ``forward`` (what ``functional_call`` runs)."""
+
+    def __init__(self, module: nn.Module):
+        super().__init__()
+        self.module = module
+
+    def forward(self, batch: Sequence[Mapping[str, Tensor]]) -> tuple[Tensor, Tensor]:
+        return self.module.nll(batch)
+
+
+class SeedStack:
+    """S modules of one config trained as one (see the module docstring); ``modules`` are not modified."""
+
+    def __init__(self, modules: Sequence[nn.Module]):
+        if not modules:
+            raise ValueError("a seed stack needs at least one module")
+        first = modules[0]
+        self.padding = chunk_padding(first)
+        if self.padding is None:
+            raise ValueError(f"{type(first).__name__} cannot be stacked over seeds")
+        self.size = len(modules)
+        for name, buffer in first.named_buffers():
+            for other in modules[1:]:
+                if not torch.equal(dict(other.named_buffers())[name], buffer):
+                    raise ValueError(f"buffer {name} differs between seeds: it cannot be shared")
+        self.template = copy.deepcopy(first)
+        for sub in self.template.modules():  # no branches on tensor values under vmap
+            if hasattr(sub, "shortcuts"):
+                sub.shortcuts = False
+        self._loss = _Loss(self.template)
+        self.stacked = copy.deepcopy(first)
+        names = dict(first.named_parameters())  # shared parameters appear once
+        replacement: dict[int, nn.Parameter] = {}
+        for name in names:
+            stacked = torch.stack([dict(m.named_parameters())[name].detach() for m in modules])
+            replacement[id(dict(self.stacked.named_parameters())[name])] = nn.Parameter(stacked)
+        for sub in self.stacked.modules():
+            for key, param in list(sub._parameters.items()):
+                if param is not None and id(param) in replacement:
+                    sub._parameters[key] = replacement[id(param)]
+
+    # ---- parameters and state per seed -------------------------------------------------------------------
+    def parameters(self) -> dict[str, nn.Parameter]:
+        """The stacked parameters by name (each shared parameter once)."""
+        return dict(self.stacked.named_parameters())
+
+    def state_dict(self, seed: int) -> dict[str, Tensor]:
+        """Seed ``seed``'s (index in the stack) state dict, as its solo module's ``state_dict()``."""
+        return {k: (v[seed] if isinstance(v, nn.Parameter) else v).detach().clone()
+                for k, v in self.stacked.state_dict(keep_vars=True).items()}
+
+    def load_state_dict(self, seed: int, state: Mapping[str, Tensor]) -> None:
+        """Set seed ``seed``'s parameters from its solo state dict."""
+        with torch.no_grad():
+            for k, v in self.stacked.state_dict(keep_vars=True).items():
+                if isinstance(v, nn.Parameter):
+                    v[seed].copy_(state[k])
+
+    def solo_module(self, seed: int) -> nn.Module:
+        """A solo module holding seed ``seed``'s current parameters (a copy)."""
+        module = copy.deepcopy(self.template)
+        for sub in module.modules():
+            if hasattr(sub, "shortcuts"):
+                sub.shortcuts = True
+        module.load_state_dict(self.state_dict(seed))
+        return module
+
+    # ---- forward -----------------------------------------------------------------------------------------
+    def losses(self, batch: Sequence[Mapping[str, Tensor]], batched: bool = True) -> tuple[Tensor, Tensor]:
+        """Summed NLL [S] and token counts [S] of every seed: ``batch`` chunks of stacked [S, ...] tensors
+        (``stack_chunks``; ``batched=False``: one batch, the same for every seed, e.g. validation)."""
+        from torch.func import functional_call, vmap
+
+        def one(params: dict[str, Tensor], chunks: Sequence[Mapping[str, Tensor]]) -> tuple[Tensor, Tensor]:
+            named = {f"module.{k}": v for k, v in params.items()}
+            return functional_call(self._loss, named, (chunks,))
+
+        self.template.train(self.stacked.training)
+        run = vmap(one, in_dims=(0, 0 if batched else None), randomness="different")
+        params = self.parameters()
+        if next(iter(params.values())).is_cuda:
+            return run(params, batch)
+        # On the CPU SDPA's vmap rule picks the flash kernel, which has no gradient for the position bias; the
+        # solo run's SDPA falls back to the math kernel there, so the group uses that kernel too.
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        with sdpa_kernel(SDPBackend.MATH):
+            return run(params, batch)
+
+    def train(self, mode: bool = True) -> SeedStack:
+        """Training (dropout on) or evaluation mode."""
+        self.stacked.train(mode)
+        return self
+
+    def clip_per_seed(self, max_norm: float) -> Tensor:
+        """Scale each seed's gradients to global norm <= ``max_norm`` (``clip_grad_norm_`` per seed); returns
+        the norms [S] before clipping."""
+        grads = [p.grad for p in self.parameters().values() if p.grad is not None]
+        norms = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g.flatten(1), dim=1)
+                                                      for g in grads], dim=1), dim=1)
+        coef = (max_norm / (norms + 1e-6)).clamp(max=1.0)
+        for g in grads:
+            g.mul_(coef.view(-1, *([1] * (g.dim() - 1))))
+        return norms
+
+    def stack_chunks(self, batches: Sequence[Sequence[Any]]) -> list[dict[str, Tensor]]:
+        """S batches (one list of chunks per seed) -> one list of chunks of [S, ...] tensors, each field padded
+        to the largest seed's shape and the shorter batches given empty chunks (rows that attend to and predict
+        nothing, as the collate function's empty rows)."""
+        n_chunks = max(len(b) for b in batches)
+        out = []
+        for c in range(n_chunks):
+            present = [b[c] for b in batches if c < len(b)]
+            fields = [n for n in self.padding if _field(present[0], n) is not None]
+            chunk = {}
+            for name in fields:
+                tensors = [_field(b[c], name) if c < len(b) else None for b in batches]
+                reference = next(t for t in tensors if t is not None)
+                shape = [max(t.shape[d] for t in tensors if t is not None) for d in range(reference.dim())]
+                chunk[name] = torch.stack([_padded(t, shape, self.padding[name], reference) for t in tensors])
+            out.append(chunk)
+        return out
+
+
+def _field(chunk: Any, name: str) -> Tensor | None:
+    if isinstance(chunk, Mapping):
+        return chunk.get(name)
+    return getattr(chunk, name, None)
+
+
+def _padded(t: Tensor | None, shape: list[int], value: int | bool, reference: Tensor) -> Tensor:
+    """``t`` padded at the end of every dimension to ``shape`` with ``value`` (None: all ``value``)."""
+    if t is None:
+        return torch.full(shape, value, dtype=reference.dtype, device=reference.device)
+    pad: list[int] = []
+    for d in reversed(range(t.dim())):
+        pad += [0, shape[d] - t.shape[d]]
+    if not any(pad):
+        return t
+    if t.dtype == torch.bool:
+        return F.pad(t.to(torch.uint8), pad, value=int(value)).bool()
+    return F.pad(t, pad, value=value)
