@@ -22,8 +22,11 @@ from experiments.families.adapter import Family, Method, ParseView, Scoring, Sco
 from lightning_modules.errors import InputError
 
 # the data/train presets of configs/train.yaml that the AWD-LSTM recipe changes: parallel streams per batch
-# (Merity et al.: 20 for PTB, evaluation 10)
-STREAM_BATCHES = {"ptb": {"batch_size": 20, "eval_batch_size": 10}}
+# (Merity et al.: 20 for PTB, 80 for WikiText-2, evaluation 10)
+STREAM_BATCHES = {"ptb": {"batch_size": 20, "eval_batch_size": 10},
+                  "wikitext-2": {"batch_size": 80, "eval_batch_size": 10}}
+# data/train presets of the family's own: name -> (the configs/train.yaml preset it starts from, its corpus)
+OWN_TRAIN_PRESETS = {"wikitext-2": ("ptb", "wikitext-2")}
 EVAL_STREAMS = 10  # parallel streams of the final stream-level perplexities (the official evaluation batch)
 STREAM_CONVENTION = ("stream-level (val_ppl, ppl_stream: the split's Mikolov text as one stream, <eos> predicted, "
                      f"{EVAL_STREAMS} parallel streams, state carried across windows) as the papers report; the "
@@ -35,9 +38,10 @@ class PalmFamily(Family):
     """AWD-LSTM and PaLM-U/S/RB: LSTM language models over a token stream, PaLM with span attention."""
 
     names = ("awd-lstm", "palm-u", "palm-s", "palm-rb")
-    # switch_after 0: the NT trigger switches; finetune_after 0: no finetuning; max_steps 0: an untrained model
-    # (Table 4's random-initialisation row)
-    config_ranges = {"switch_after": Range(0), "finetune_after": Range(0), "max_steps": Range(0)}
+    # switch_after and switch_after_epochs 0: the NT trigger switches; finetune_after 0: no finetuning;
+    # max_steps 0: an untrained model (Table 4's random-initialisation row)
+    config_ranges = {"switch_after": Range(0), "switch_after_epochs": Range(0), "finetune_after": Range(0),
+                     "max_steps": Range(0)}
 
     def kind(self, config: dict[str, Any] | None = None) -> str:
         return "string"
@@ -54,8 +58,13 @@ class PalmFamily(Family):
 
     def train_presets(self) -> dict[str, Any]:
         """The shared presets with the recipe's stream batches and ``data.test_split`` (the split of the final
-        stream-level test perplexity, ``ppl_stream``; skipped when the corpus has no such split)."""
+        stream-level test perplexity, ``ppl_stream``; skipped when the corpus has no such split), and the
+        family's own (``OWN_TRAIN_PRESETS``: ``wikitext-2``, the ``ptb`` loop on the registered copy)."""
         presets = super().train_presets()
+        models, _ = self.model_presets()
+        for name, (base, corpus) in OWN_TRAIN_PRESETS.items():
+            if name in models and base in presets:  # the WikiText-2 copy registered by the user
+                presets[name] = {**presets[base], "data": {**presets[base]["data"], "corpus": corpus}}
         for name, preset in presets.items():
             if "data" not in preset:  # the runtime defaults
                 continue

@@ -24,12 +24,13 @@ from torch import Tensor
 class StreamBatch:
     """One window of a batch of parallel streams: ``inputs``/``targets`` [B, T]; ``span_targets`` [B, T, m]
     (palm-s; the normalised gold selections of each input position) or None; ``reset``: the streams start
-    here (no state carried in)."""
+    here (no state carried in); ``epoch``: the training epoch (0-based pass over the stream) of the window."""
 
     inputs: Tensor
     targets: Tensor
     span_targets: Tensor | None = None
     reset: bool = False
+    epoch: int = 0
 
 
 def batchify(ids: np.ndarray, rows: int, aligned: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray | None]:
@@ -52,12 +53,13 @@ def window_lengths(total: int, bptt: int, rng: np.random.Generator) -> list[int]
     return lengths
 
 
-def window(stream: np.ndarray, aligned: np.ndarray | None, start: int, length: int, reset: bool) -> StreamBatch:
+def window(stream: np.ndarray, aligned: np.ndarray | None, start: int, length: int, reset: bool,
+           epoch: int = 0) -> StreamBatch:
     """The window of inputs ``[start, start + length)`` and their next tokens as a ``StreamBatch``."""
     inputs = torch.from_numpy(np.ascontiguousarray(stream[:, start : start + length])).long()
     targets = torch.from_numpy(np.ascontiguousarray(stream[:, start + 1 : start + 1 + length])).long()
     spans = None if aligned is None else torch.from_numpy(np.ascontiguousarray(aligned[:, start : start + length]))
-    return StreamBatch(inputs, targets, spans, reset)
+    return StreamBatch(inputs, targets, spans, reset, epoch)
 
 
 def fixed_windows(stream: np.ndarray, aligned: np.ndarray | None, bptt: int) -> list[StreamBatch]:
@@ -89,7 +91,7 @@ class StreamBatches:
             step -= len(self.epoch_lengths(epoch))
             epoch += 1
         lengths = self.epoch_lengths(epoch)
-        return window(self.stream, self.aligned, sum(lengths[:step]), lengths[step], step == 0)
+        return window(self.stream, self.aligned, sum(lengths[:step]), lengths[step], step == 0, epoch)
 
     def __iter__(self) -> Iterator[StreamBatch]:
         step = self._consumed() if self._consumed is not None else self._start

@@ -19,7 +19,9 @@ a stream in consecutive windows of variable length (``StreamBatch``): the LSTM s
 carried from window to window (detached: truncated BPTT) and reset where the stream restarts; the learning
 rate of a step is scaled by its length / ``bptt``. Optimiser: ``NTASGD`` — SGD (Merity) or Adam (PaLM) until
 the switch to averaged SGD, which happens at the validation where the non-monotone trigger fires (``nonmono``)
-or, with ``switch_after`` > 0, after that many validations (PaLM: after 40 epochs of Adam). From then on
+or, with ``switch_after`` > 0, after that many validations, or, with ``switch_after_epochs`` > 0, at the first
+window of that epoch (PaLM: "Adam ... for 40 epochs, and then switch to ASGD"; counted in passes over the
+stream, whatever the validation interval). From then on
 validation uses the averaged weights and every checkpoint's ``state_dict`` holds them (the raw weights go
 under ``training_state_dict`` and are put back when a run resumes). Validation is stream-level: the whole
 split read in windows with the state carried, as the papers report perplexity.
@@ -29,8 +31,10 @@ validations after the switch the weights of the best validation so far (the aver
 put back and averaged SGD starts afresh from them (a new average, a new NT history); in this stage the
 non-monotone trigger ends the run (``finetune.py`` stops there) — or ``train.max_steps`` does.
 
-Initialisation: the tied embedding uniform in ±√(3 / d_embedding) and the output bias 0 (the official PaLM
-code); the LSTMs and the PaLM layers keep PyTorch's defaults (the official code: block-orthogonal LSTM matrices).
+Initialisation (the official PaLM code's ``init_weights``, ``initialisation``): the tied embedding uniform in
+±√(3 / d_embedding) and the output bias 0; every LSTM matrix orthogonal gate by gate and every LSTM bias 0;
+Eq. 6's MLP and gate Xavier-uniform with zero biases; the span attention as its own module says (rational RNNs
+Xavier with gain 5/3 and zero biases, the score MLP Xavier with ``b1`` = 0).
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ from torch import Tensor, nn
 from lightning_modules.errors import InputError
 from lightning_modules.families.palm.awd_dropout import WeightDroppedLSTM, embedding_dropout, locked_dropout
 from lightning_modules.families.palm.bptt import StreamBatch
+from lightning_modules.families.palm.initialisation import init_linear_, init_lstm_
 from lightning_modules.families.palm.nt_asgd import NTASGD, nonmonotone_trigger
 from lightning_modules.families.palm.span_attention import SpanAttention, SpanMemory
 from lightning_modules.models.config_fields import checked_values
@@ -80,6 +85,7 @@ class PalmConfig:
     grad_clip_norm: float = 0.25
     nonmono: int = 5
     switch_after: int = 0  # > 0: switch to averaged SGD after this many validations instead of the trigger
+    switch_after_epochs: int = 0  # > 0: switch at the first window of this epoch (0-based) instead (PaLM: 40)
     finetune_after: int = 0  # > 0: validations of averaged SGD before the finetuning stage (0: none)
     bptt: int = 70
 
@@ -98,9 +104,12 @@ class PalmConfig:
             if not 0.0 <= getattr(self, key) < 1.0:
                 raise bad(key, "must be in [0, 1)")
         for key in ("span_loss_weight", "ar_alpha", "tar_beta", "asgd_lr", "weight_decay", "grad_clip_norm",
-                    "switch_after", "finetune_after"):
+                    "switch_after", "switch_after_epochs", "finetune_after"):
             if getattr(self, key) < 0:
                 raise bad(key, "must be >= 0")
+        if self.switch_after and self.switch_after_epochs:
+            raise bad("switch_after_epochs", "the switch is counted in validations (switch_after) or in epochs, "
+                      "not both: set the other to 0")
         if self.lr <= 0:
             raise bad("lr", "must be positive")
         if self.optimizer not in ("sgd", "adam"):
@@ -163,6 +172,11 @@ class PalmLM(pl.LightningModule):
             self.mix_gate = nn.Linear(c.d_hidden + 2 * c.d_rrnn, c.d_hidden)  # Eq. 6's g_r
         init = (3.0 / c.d_embedding) ** 0.5  # the official uniform initialisation of the tied matrix
         nn.init.uniform_(self.embedding.weight, -init, init)
+        for lstm in self.lstms:
+            init_lstm_(lstm.lstm)
+        if self.span_attention is not None:
+            init_linear_(self.mix)
+            init_linear_(self.mix_gate, gain=nn.init.calculate_gain("sigmoid"))
         self.nt_history: list[float] = []
         self.switched_at: int | None = None  # validations before the switch to averaged SGD
         self.finetune_history: list[float] | None = None  # None: not finetuning
@@ -274,7 +288,7 @@ class PalmLM(pl.LightningModule):
             return
         if not optimizer.averaging:
             due = (len(self.nt_history) + 1 >= c.switch_after if c.switch_after
-                   else nonmonotone_trigger(self.nt_history, loss, c.nonmono))
+                   else not c.switch_after_epochs and nonmonotone_trigger(self.nt_history, loss, c.nonmono))
             if due:
                 optimizer.start_averaging(c.asgd_lr or None)
                 self.switched_at = len(self.nt_history) + 1
@@ -294,19 +308,40 @@ class PalmLM(pl.LightningModule):
 
     # ---- Lightning hooks -----------------------------------------------------------------------------------
     def training_step(self, batch: StreamBatch, batch_idx: int) -> Tensor:
+        c, optimizer = self.config, self.nt_asgd()
+        if c.switch_after_epochs and batch.epoch >= c.switch_after_epochs and not optimizer.averaging:
+            optimizer.start_averaging(c.asgd_lr or None)  # PaLM: Adam for exactly that many epochs
+            self.switched_at = len(self.nt_history)
         state = None if batch.reset else self._train_state
         out = self(batch.inputs, state)
         self._train_state = out.state.detach()
         terms = self.losses(batch, out)
         loss = sum(terms.values())
-        for group in self.nt_asgd().param_groups:
-            group["lr_scale"] = batch.inputs.shape[1] / self.config.bptt
+        for group in optimizer.param_groups:
+            group["lr_scale"] = batch.inputs.shape[1] / c.bptt
         tokens = batch.targets.numel()
         self.log("train/loss", loss, prog_bar=True, batch_size=tokens)
         for key, value in terms.items():
             self.log(f"train/{key}", value, batch_size=tokens)
-        self.log("train/averaging", float(self.nt_asgd().averaging), batch_size=tokens)
+        self.log("train/averaging", float(optimizer.averaging), batch_size=tokens)
+        if self.span_attention is not None and (self.global_step + 1) % max(self.trainer.log_every_n_steps, 1) == 0:
+            for key, norm in self.span_attention_gradient_norms(terms).items():
+                self.log(f"train/grad_norm_span_attention_{key}", norm, batch_size=tokens)
         return loss  # type: ignore[return-value]
+
+    def span_attention_gradient_norms(self, terms: Mapping[str, Tensor]) -> dict[str, float]:
+        """L2 norm of the gradient of the LM loss (``lm``) and of the span loss (``span``, λ included; palm-s)
+        on the span attention's weights, each term alone, before clipping: what λ weighs against (logged at
+        the logging steps, as ``train/grad_norm_span_attention_{lm,span}``)."""
+        assert self.span_attention is not None
+        params = [p for p in self.span_attention.parameters() if p.requires_grad]
+        out = {}
+        for key in ("lm", "span"):
+            if key in terms and terms[key].requires_grad:
+                grads = torch.autograd.grad(terms[key], params, retain_graph=True, allow_unused=True)
+                norms = [g.float().norm() for g in grads if g is not None]
+                out[key] = float(torch.linalg.vector_norm(torch.stack(norms))) if norms else 0.0
+        return out
 
     def on_validation_epoch_start(self) -> None:
         self._use_averaged_weights()

@@ -34,13 +34,19 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from lightning_modules.families.palm.initialisation import init_linear_
+
 
 class RationalRNN(nn.Module):
-    """The gates of Eq. 1 (one direction) and the plain recurrence (Eq. 1c)."""
+    """The gates of Eq. 1 (one direction) and the plain recurrence (Eq. 1c).
+
+    Initialised as the official ``RRNNCell``: Xavier-uniform with fan-in ``d_in``, fan-out ``d_state`` and
+    the tanh gain 5/3, zero biases."""
 
     def __init__(self, d_in: int, d_state: int):
         super().__init__()
         self.proj = nn.Linear(d_in, 2 * d_state)
+        init_linear_(self.proj, fan_in=d_in, fan_out=d_state, gain=nn.init.calculate_gain("tanh"))
 
     def gates(self, h: Tensor) -> tuple[Tensor, Tensor]:
         """``(log f, u)`` [B, T, d] of Eq. 1a–b."""

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from lightning_modules.families.palm.initialisation import init_linear_
 from lightning_modules.families.palm.rational_rnn import RationalRNN, backward_spans, forward_spans, windows_ending_at
 
 
@@ -48,7 +49,11 @@ class SpanAttentionOutput:
 
 
 class SpanAttention(nn.Module):
-    """Span attention of one PaLM layer (learned MLP scores, or PaLM-RB's fixed right-branching scores)."""
+    """Span attention of one PaLM layer (learned MLP scores, or PaLM-RB's fixed right-branching scores).
+
+    The score MLP is initialised as the official ``SpanScorer``: Xavier-uniform, the token and span matrices
+    with fan-in ``d_in + 2 d_rrnn`` (both inputs of the first layer) and fan-out ``d_mlp``, the output vector
+    with its own fans; the first layer's bias (``b1``) zero."""
 
     def __init__(self, d_in: int, d_rrnn: int, d_mlp: int, max_span: int, right_branching: bool = False):
         super().__init__()
@@ -59,6 +64,9 @@ class SpanAttention(nn.Module):
             self.token = nn.Linear(d_in, d_mlp)
             self.span = nn.Linear(2 * d_rrnn, d_mlp, bias=False)
             self.score = nn.Linear(d_mlp, 1, bias=False)
+            for layer in (self.token, self.span):
+                init_linear_(layer, fan_in=d_in + 2 * d_rrnn, fan_out=d_mlp)
+            init_linear_(self.score)
 
     def empty_memory(self, batch: int, like: Tensor, length: int | None = None) -> SpanMemory:
         """A memory that holds no token (the start of a stream)."""

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import numpy as np
+import pytest
+
 from experiments.papers import palm
 from tests.conftest import SHARED_DATA
 
@@ -24,7 +27,10 @@ def cells(model: str, metric: str) -> list[tuple[str, str, str]]:
 
 
 def test_our_labels_and_metrics_map_to_tables_1_3_and_4() -> None:
-    assert cells("awd-lstm", "ppl_stream") == [("Table 1", "AWD-LSTM", "57.3")]
+    # like with like: our awd-lstm is not finetuned, PaLM's AWD-LSTM row is (Merity et al. give both)
+    assert cells("awd-lstm", "ppl_stream") == [("Merity et al. 2018 Table 1", "AWD-LSTM (no finetuning)", "58.8")]
+    assert cells("awd-lstm", "val_ppl") == [("Merity et al. 2018 Table 1", "AWD-LSTM (no finetuning)", "60.7")]
+    assert cells("awd-lstm-finetuned", "ppl_stream") == [("Table 1", "AWD-LSTM", "57.3")]
     assert cells("palm-s", "val_ppl") == [("Table 1", "PaLM-S", "57.9")]
     assert cells("palm-rb", "ppl_stream") == [("Table 1", "PaLM-RB", "57.5")]
     assert cells("palm-u", "ppl") == []  # the shared sentence-level protocol: not the paper's convention
@@ -39,3 +45,35 @@ def test_our_labels_and_metrics_map_to_tables_1_3_and_4() -> None:
     assert cells("awd-lstm", "gold_splits.left") == [] and cells("tg", "ppl_stream") == []
     [random, _] = palm.PAPER.numbers_for("palm-u-init", "splits.left")
     assert random.seeds == 25 and random.source == "Table 4, WSJ-40 test, test, 24M params, 25 seeds"
+
+
+def test_wikitext2_numbers_are_table_2s_palm_rows() -> None:
+    lines = PAPER_TEXT.read_text().splitlines()
+    for row, (dev, test) in palm.TABLE2.items():
+        assert f"{row} 36M {dev} {test}" in lines
+    found = [(n.table, n.row, n.text()) for n in palm.PAPER.numbers_for("palm-u", "ppl_stream", "wikitext-2")]
+    assert found == [("Table 2", "PaLM-U", "65.4")]
+    assert palm.PAPER.numbers_for("awd-lstm", "ppl_stream", "wikitext-2") == []  # Table 2's is finetuned
+
+
+@pytest.mark.parametrize(("spec", "tokens", "streams"), [("reproduce-palm-paper", 929_589, 20),
+                                                          ("reproduce-palm-wikitext2", 2_088_628, 80)])
+def test_paper_scale_schedules_are_written_in_epochs(spec, tokens, streams) -> None:
+    """val_every is one epoch of the official variable-length windows (the mean over epochs) and PaLM
+    switches after 40 epochs of Adam, counted in epochs."""
+    from experiments.config import resolve_train_config
+    from experiments.experiment_spec import load_spec
+    from lightning_modules.families.palm.bptt import window_lengths
+
+    epochs = [len(window_lengths(tokens // streams, 70, np.random.default_rng(k))) for k in range(40)]
+    for model in load_spec(spec).models:
+        if model.name == "palm-u-init":
+            continue
+        overrides = [f"{k}={v}" for k, v in model.overrides.items()]
+        cfg = resolve_train_config(model.family, model.preset, overrides)
+        assert cfg["train"]["batch_size"] == streams and cfg["model"]["bptt"] == 70
+        assert abs(cfg["train"]["val_every"] - np.mean(epochs)) < 1
+        assert cfg["train"]["max_steps"] == (500 if spec.endswith("paper") else 750) * cfg["train"]["val_every"]
+        if model.family != "awd-lstm":
+            assert cfg["model"]["switch_after_epochs"] == 40 and cfg["model"]["switch_after"] == 0
+            assert cfg["model"]["asgd_lr"] == 30.0  # the official ASGD's lr (--lr), not Adam's 1e-3

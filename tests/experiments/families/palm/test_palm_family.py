@@ -50,6 +50,11 @@ def test_every_variant_trains_switches_to_averaging_and_checkpoints_the_averages
     assert "training_state_dict" in ckpt and ckpt["optimizer_states"][0]["param_groups"][0]["averaging"]
     assert get_family(family).kind() == "string"
     assert ("parse" in get_family(family).capabilities()) == (family != "awd-lstm")
+    # log_every 1: each step logs the gradient norms of the LM (and PaLM-S's span) loss on the span attention
+    [log] = best.parent.parent.glob("csv/version_0/metrics.csv")
+    header = log.read_text().splitlines()[0].split(",")
+    logged = {k.rsplit("_", 1)[-1] for k in header if k.startswith("train/grad_norm_span_attention_")}
+    assert logged == ({"lm", "span"} if family == "palm-s" else set() if family == "awd-lstm" else {"lm"})
 
 
 @pytest.mark.parametrize("family", ["awd-lstm", "palm-u"])

@@ -22,7 +22,8 @@ TINY = {"vocab_size": 30, "d_embedding": 8, "d_hidden": 12, "max_span": 4, "d_rr
 @pytest.mark.parametrize("family,hidden", [("awd-lstm", 1150), ("palm-u", 1020), ("palm-s", 1020), ("palm-rb", 1020)])
 def test_paper_sizes_have_about_24m_parameters(family, hidden):
     """Table 1: AWD-LSTM, PaLM-U, PaLM-RB and PaLM-S all have 24M parameters on PTB."""
-    assert 23.5e6 < parameter_count(build({"d_hidden": hidden}, family)) < 24.5e6
+    with torch.device("meta"):  # shapes only: no orthogonal initialisation of 1150-wide LSTMs to wait for
+        assert 23.5e6 < parameter_count(build({"d_hidden": hidden}, family)) < 24.5e6
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -95,6 +96,27 @@ def test_palm_s_loss_is_lambda_times_the_mean_cross_entropy_to_the_gold_selectio
     assert "span" not in build(TINY, "palm-u").losses(StreamBatch(x, x, None), build(TINY, "palm-u")(x))
 
 
+def test_span_attention_gradient_norms_are_each_terms_own_gradient_on_the_attention_weights():
+    """What the CSV log's train/grad_norm_span_attention_{lm,span} hold: λ scales the span term's alone."""
+    x = torch.randint(0, 30, (2, 6), generator=torch.Generator().manual_seed(0))
+    targets = torch.zeros(2, 6, 4)
+    targets[:, 3:, 1] = 1.0
+    norms = {}
+    for weight in (0.01, 1.0):
+        torch.manual_seed(4)
+        model = build({**TINY, "span_loss_weight": weight}, "palm-s").eval()
+        terms = model.losses(StreamBatch(x, x, targets), model(x))
+        norms[weight] = model.span_attention_gradient_norms(terms)
+        params = list(model.span_attention.parameters())
+        manual = torch.autograd.grad(terms["lm"], params, retain_graph=True, allow_unused=True)
+        expected = torch.sqrt(sum(g.pow(2).sum() for g in manual if g is not None))
+        assert norms[weight]["lm"] == pytest.approx(float(expected), rel=1e-5)
+    assert norms[1.0]["lm"] == pytest.approx(norms[0.01]["lm"], rel=1e-6) and norms[1.0]["span"] > 0
+    assert norms[1.0]["span"] == pytest.approx(100 * norms[0.01]["span"], rel=1e-4)
+    model = build(TINY, "palm-u")
+    assert set(model.span_attention_gradient_norms(model.losses(StreamBatch(x, x), model(x)))) == {"lm"}
+
+
 @pytest.mark.parametrize("family", FAMILIES)
 def test_a_one_token_window_has_finite_losses(family):
     """An epoch's last BPTT window may hold a single token: TAR has no step to penalise there."""
@@ -125,6 +147,11 @@ def test_bad_config_values_name_the_key():
         build({**TINY, "optimizer": "rmsprop"}, "palm-u")
     with pytest.raises(InputError, match="n_layers"):
         build({**TINY, "n_layers": 1}, "palm-u")
+    with pytest.raises(InputError, match="not both") as both:
+        build({**TINY, "switch_after": 2, "switch_after_epochs": 40}, "palm-u")
+    assert both.value.location == "model.switch_after_epochs"
+    with pytest.raises(InputError, match="switch_after_epochs"):
+        build({**TINY, "switch_after_epochs": -1}, "palm-u")
 
 
 # ---- NT-ASGD in a Lightning run --------------------------------------------------------------------------
@@ -135,8 +162,10 @@ def streams(seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     return train, valid
 
 
-def fit(model, max_steps: int, tmp_path: Path, ckpt: Path | None = None) -> pl.Trainer:
-    train, valid = streams()
+def fit(model, max_steps: int, tmp_path: Path, ckpt: Path | None = None, train: np.ndarray | None = None
+        ) -> pl.Trainer:
+    train = streams()[0] if train is None else train
+    valid = streams()[1]
     trainer = pl.Trainer(max_steps=max_steps, val_check_interval=2, check_val_every_n_epoch=None,
                          num_sanity_val_steps=0, logger=False, enable_checkpointing=False,
                          enable_progress_bar=False, enable_model_summary=False, default_root_dir=str(tmp_path))
@@ -182,6 +211,25 @@ def test_the_nonmonotone_trigger_switches_on_a_stalled_validation_loss(tmp_path)
     assert not model.nt_asgd().averaging
     model._after_validation(5.5)  # worse than 5.0: stalled
     assert model.nt_asgd().averaging and model.nt_history == [5.0, 4.0, 3.0, 4.9, 5.5]
+
+
+def test_switch_after_epochs_starts_averaging_at_the_first_window_of_that_epoch(tmp_path):
+    """PaLM's "Adam for 40 epochs": counted in passes over the stream, not in validations, and the NT trigger
+    does not switch before."""
+    config = {**TINY, "optimizer": "adam", "lr": 0.01, "switch_after_epochs": 1, "nonmono": 1}
+    train, _ = batchify(np.random.default_rng(1).integers(0, 30, 80), 4)  # 3 or 4 windows an epoch
+    first_epoch = len(StreamBatches(train, None, TINY["bptt"], seed=0).epoch_lengths(0))
+    torch.manual_seed(7)
+    model = build(config, "palm-u")
+    fit(model, first_epoch + 3, tmp_path, train=train)
+    optimizer = model.nt_asgd()
+    assert optimizer.averaging and optimizer.param_groups[0]["averaged_steps"] == 3  # from step first_epoch
+    assert model.switched_at == first_epoch // 2  # the validations (every 2 steps) before the switch
+    model = build(config, "palm-u")
+    fit(model, 2, tmp_path, train=train)
+    model.nt_history = [5.0, 4.0]
+    model._after_validation(9.0)  # stalled: the NT trigger would switch, but the switch is counted in epochs
+    assert not model.nt_asgd().averaging
 
 
 @pytest.mark.parametrize("finetune_after", [0, 1])  # 1: switch at step 4, finetuning from step 6
