@@ -23,7 +23,8 @@ three), ``proposals`` (the label of a
 model of the spec whose family has the ``propose`` capability: its first seed's best checkpoint draws the
 trees once per sentence
 set, shared by every evaluated run), ``n``, ``beam``, ``word_beam``, ``max_actions``, ``fast_track`` (passed
-when the method reads them; unset, the method's own default applies, ``adapter.Method``),
+when the method reads them; unset, the method's own default applies, ``adapter.Method``; a source model's
+``hf_convention`` comes from its model entry, i.e. its run config),
 ``items_per_suite``, ``suites``, ``pairs_per_paradigm``, ``paradigms``; for ``dyck``: ``sets`` (default all),
 ``size``, ``seed`` (of the test sets) and ``beam`` (families with a beam). ``label`` tells apart several entries
 of one task (e.g. ``{name: ppl, corpus: ud-gum, split: test, label: gum}``): they write ``RUN/eval/NAME@LABEL/``
@@ -326,9 +327,10 @@ class Planner:
             if proposals is not None:
                 needs.append(proposals)
                 args += ["--proposals", str(proposals), "-n", str(method_options(entry, run)["n"])]
-            for key in options:
-                if key in o and key != "n":
-                    args += [f"--{key.replace('_', '-')}", str(o[key])]
+            for key in options:  # the entry's, else the run config's (a source's ``hf_convention``)
+                given = o if key in o else run.config
+                if key in given and key != "n":
+                    args += [f"--{key.replace('_', '-')}", str(given[key])]
         return StageTask(f"{run.run_id}-{name}", out, self._cli(*args), out / "results.json",
                          f"{name} {run.model} seed {run.seed}", tuple(needs))
 

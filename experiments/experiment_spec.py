@@ -12,6 +12,7 @@
       - source: hf:models/gpt2   # or a pretrained LM instead of a family: evaluated, never trained (one run;
         name: gpt2               #   label default hf-DIRNAME; evaluations default to the first data entry's
                                  #   corpus, else the first trained model's)
+        hf_convention: lm-eval   #   optional: minicons (default) or lm-eval (``scorers/hf.py``), in its config
     data: [ptb-sample]           # optional: corpus names (= data.corpus), or {name, overrides} entries
     seeds: 0-3                   # required: 7 | 0-99 | "0-9,20-29" | [0, 1, 5-7]
     evaluations: [perplexity]    # optional: names, or {name: ..., other options} (experiments/evaluation_plan.py)
@@ -57,7 +58,7 @@ TUNE_KEYS = ("model", "data", "seed", "params", "pruner", "sampler_seed", "heart
 PARAM_KEYS = {"float": ("type", "low", "high", "log", "step"), "int": ("type", "low", "high", "log", "step"),
               "categorical": ("type", "choices")}
 MODEL_KEYS = ("family", "preset", "name", "overrides", "seeds")
-SOURCE_KEYS = ("source", "name")
+SOURCE_KEYS = ("source", "name", "hf_convention")
 DATA_KEYS = ("name", "overrides")
 MAX_SEEDS = 100_000
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
@@ -72,7 +73,7 @@ class ModelEntry:
     name: str
     family: str
     preset: str | None
-    overrides: dict[str, Any]
+    overrides: dict[str, Any]  # a source: its scoring settings (``hf_convention``), put in its run config
     where: str
     seeds: tuple[int, ...] | None = None  # fixed seeds of this model (e.g. one proposal parser), else the spec's
     source: str | None = None  # ``hf:DIR``: a pretrained model, evaluated as it is (family ``hf``)
@@ -299,6 +300,7 @@ def _source_model(entry: dict, models: list[ModelEntry], loc: _Locator, keys: tu
     """A ``{source: hf:DIR, name}`` entry: one run (seed 0) of the family whose models are named by the
     source's prefix (``hf``); the path is kept as written, relative paths resolve against the directory
     synbench runs in."""
+    from experiments.evaluate.scorers import HF_CONVENTIONS as CONVENTIONS
     from experiments.evaluate.scorers import HF_PREFIX
     from experiments.families import source_family
 
@@ -312,7 +314,11 @@ def _source_model(entry: dict, models: list[ModelEntry], loc: _Locator, keys: tu
     label = _name(entry.get("name", f"{family.name}-" + Path(source[len(prefix):]).name), loc, (*keys, "name"))
     if any(m.name == label for m in models):
         raise loc.error(f"two models are named {label!r}; give each a distinct 'name'", *keys)
-    return ModelEntry(label, family.name, None, {}, loc.where(*keys), (0,), source)
+    settings = {key: entry[key] for key in SOURCE_KEYS[2:] if key in entry}
+    if settings.get("hf_convention", CONVENTIONS[0]) not in CONVENTIONS:
+        raise loc.error(f"expected {' or '.join(CONVENTIONS)}, got {settings['hf_convention']!r}", *keys,
+                        "hf_convention")
+    return ModelEntry(label, family.name, None, settings, loc.where(*keys), (0,), source)
 
 
 def parse_spec(data: dict[str, Any], path: Path, lines: dict[tuple, int] | None = None) -> ExperimentSpec:
@@ -520,7 +526,7 @@ def expand(spec: ExperimentSpec, resolve: Resolver, seeds: tuple[int, ...] | Non
         try:
             if model.source is not None:  # a pretrained model: its config names the source, nothing to resolve
                 config = {"family": model.family, "source": model.source,
-                          "data": {"corpus": data.name if data else _default_corpus(spec, resolve)}}
+                          "data": {"corpus": data.name if data else _default_corpus(spec, resolve)}, **model.overrides}
                 overrides = []
             else:
                 config = resolve(model.family, model.preset, overrides)

@@ -20,7 +20,7 @@ from experiments.evaluate.blimp import Pair
 from experiments.evaluate.blimp import evaluate as aggregate_pairs
 from experiments.evaluate.cache import ItemCache, Record, default_out_dir
 from experiments.evaluate.results import write_results
-from experiments.evaluate.scorer import Text, score_texts
+from experiments.evaluate.scorer import Text, score_choices
 from experiments.evaluate.scorer_choice import ChosenScorer, add_arguments, choose
 from experiments.evaluate.subcommands import print_result
 from experiments.evaluate.tokenize import tokenize
@@ -79,7 +79,7 @@ def evaluate(chosen: ChosenScorer, model_path: str | Path, paradigms: dict[str, 
 
     def compute(wanted: list[str]) -> list[Record]:
         texts = [text_of(sentence, w) for i in wanted for sentence, w in zip((pairs[i].good, pairs[i].bad), words[i])]
-        scores = score_texts(chosen.scorer, texts)
+        scores = score_choices(chosen.scorer, texts)
         out = []
         for k, i in enumerate(wanted):
             good, bad = scores[2 * k], scores[2 * k + 1]

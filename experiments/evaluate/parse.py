@@ -49,7 +49,7 @@ def evaluate(chosen: ChosenScorer, model_path: str | Path, gold: Sentences, unkn
     identity = {"task": "parse", **chosen.identity, "gold": gold.name, "limit": limit, "unknown": unknown,
                 "data_sha256": gold.checksum()}
     out_dir = Path(out) if out is not None else default_out_dir(model_path, "parse", identity)
-    tags = gold.tags
+    tags = [list(view.tags(t)) for t in gold.trees] if view.tags is not None else gold.tags
 
     def valid(r: Record) -> bool:
         return (isinstance(r["tree"], str) and is_number(r["logprob"]) and is_number(r["marginal"])

@@ -4,8 +4,10 @@
 includes the end of the sentence: ``log p(</s> | x)`` for string models, the closing of the constituents still
 open after the last word for joint models — the probability of the whole string, as TG §3.1 defines it. For
 string models the value is exact; for joint models ``log p(x) >= log Σ_{y ∈ Y'} p(x, y)`` (proposals, beam,
-or the gold tree alone), so the perplexity is an upper bound. The perplexity without the end-of-sentence
-term is reported as well, for comparison with conventions that leave it out.
+or the gold tree alone), so the perplexity is an upper bound. Two other conventions are reported beside:
+without the end-of-sentence term (``word_ppl_without_end``), and with the end of every scored string counted
+as a token as well as summed (``ppl_end_counted`` = exp(-Σ log p(x) / (N_w + end_tokens)), one end token per
+item: Kim et al. (2019)'s convention, whose RNNLM/RNNG/URNNG perplexities papers such as SOM's Table 3 quote).
 
 Items are sentences (``items.jsonl``: log p(x) or its bound, the end term, words, unknown words), cached by
 the task identity (``cache.py``).
@@ -138,7 +140,9 @@ def perplexity(items: Sequence[Record]) -> dict[str, Any]:
     without_end = logprob - math.fsum(r["end_logprob"] for r in items)
     unknown = sum(r["unknown_words"] for r in items)
     sentences = sum(r.get("sentences", 1) for r in items)  # document items say how many sentences they hold
+    ends = len(items)  # one end of sentence (of document, for document items) per scored string
     return {"word_ppl": math.exp(-logprob / words), "word_ppl_without_end": math.exp(-without_end / words),
+            "ppl_end_counted": math.exp(-logprob / (words + ends)), "end_tokens": ends,
             "nll_per_word": -logprob / words, "logprob": logprob, "sentences": sentences, "words": words,
             "unknown_words": unknown, "oov_rate": unknown / words}
 
@@ -154,15 +158,17 @@ def describe(chosen: ChosenScorer, words: int) -> str:
         "sentences' chosen trees (DOC) counted with the last sentence)" if chosen.joint else
         "document-level: log p(x_i | previous sentences), exact, </s> once at the end of the document")
     kind = ("an upper bound: log p(x) >= log Σ_{y in Y'} p(x, y), Y' = " + chosen.description if chosen.joint
-            else "exact")
+            else "exact" if chosen.scorer.convention.method == "exact" else chosen.description)
     return (f"word perplexity exp(-Σ_x log p(x) / N_w), N_w = {words} words (the end of sentence is not "
-            f"counted); {included}; {kind}; {level}")
+            f"counted; ppl_end_counted counts one end token per scored string as well, Kim et al. 2019); "
+            f"{included}; {kind}; {level}")
 
 
 def format_report(result: dict[str, Any]) -> str:
     m = result["metrics"]
     lines = [f"{'word perplexity':28} {m['word_ppl']:.4f}",
              f"{'without end of sentence':28} {m['word_ppl_without_end']:.4f}",
+             f"{'end of sentence counted':28} {m['ppl_end_counted']:.4f}",
              f"{'sentences / words':28} {m['sentences']} / {m['words']}",
              f"{'OOV rate':28} {m['oov_rate']:.4f}",
              f"convention: {result['convention']}",

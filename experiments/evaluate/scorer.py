@@ -153,3 +153,10 @@ def score_texts(scorer: Scorer, texts: Sequence[Text]) -> list[SentenceScore]:
     if isinstance(scorer, TextScorer):
         return scorer.score_texts(texts)
     return scorer.score([t.words for t in texts])
+
+
+def score_choices(scorer: Scorer, texts: Sequence[Text]) -> list[SentenceScore]:
+    """What BLiMP calls: each text one sentence of a minimal pair. A scorer with ``score_choices`` scores them as
+    the answers of a multiple-choice item (``hf:`` under lm-eval's convention: after a space); others as texts."""
+    choices = getattr(scorer, "score_choices", None)
+    return choices(texts) if choices is not None else score_texts(scorer, texts)

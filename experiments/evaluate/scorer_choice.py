@@ -2,7 +2,8 @@
 
 A model source is a checkpoint (``synbench train``; its family adapter builds the scorer), an n-gram baseline
 (the JSON file of ``scorers/ngram.py``'s ``save``) or ``hf:DIR``, a causal LM saved locally with
-``transformers`` (``scorers/hf.py``: exact, on raw text through its own tokenizer). The method defaults to
+``transformers`` (``scorers/hf.py``: exact, on raw text through its own tokenizer, as minicons or lm-eval build
+its inputs: ``--hf-convention``). The method defaults to
 the family's first (``exact`` for string models, ``beam`` for joint sentence-level models); ``proposals``
 takes a proposal file (``--proposals``) or the built-in parser (``--parser``). A method option left unset
 (``-n``, ``--beam``, ...) takes the default the family's method declares (``adapter.Method``).
@@ -28,12 +29,13 @@ from typing import Any
 
 from experiments.cli_options import add_device_argument, checked_device, natural, positive_int
 from experiments.evaluate.scorer import Scorer
+from experiments.evaluate.scorers import HF_CONVENTIONS as CONVENTIONS
 from experiments.families.adapter import ScoringRequest
 from lightning_modules.data.checksums import file_sha256
 from lightning_modules.data.tree import Tree
 from lightning_modules.errors import InputError
 
-METHOD_OPTIONS = ("n", "beam", "word_beam", "max_actions", "fast_track")  # read by the family's methods
+METHOD_OPTIONS = ("n", "beam", "word_beam", "max_actions", "fast_track", "hf_convention")  # read by the methods
 TreeSource = Callable[[Sequence[Sequence[str]]], list[list[Tree]]]
 
 
@@ -58,19 +60,25 @@ def add_arguments(p: argparse.ArgumentParser, methods: Sequence[str] = ("exact",
     p.add_argument("-n", type=positive_int, help="proposal trees per sentence (default: the family's, 300 as TG §3.1)")
     p.add_argument("--parser-seed", type=natural, default=0, help="seed of the parser's sampling without replacement")
     p.add_argument("--beam", type=positive_int,
-                   help="action beam of --method beam (default: the family's, 20; paper-style 300)")
+                   help="action beam of --method beam (default: the family's beam method's)")
     p.add_argument("--word-beam", type=positive_int,
-                   help="hypotheses kept after each word (default: the family's, 5)")
+                   help="hypotheses kept after each word (default: the family's beam method's)")
     p.add_argument("--max-actions", type=positive_int,
-                   help="most nonterminal actions between two words in the beam (default: the family's, 8)")
+                   help="most actions between two words in the beam (DTG: token steps, an arc two; default: the "
+                        "family's beam method's)")
     p.add_argument("--fast-track", type=natural, default=None, metavar="K",
                    help="word-synchronous beams over nonterminal actions: words compete for the action beam and "
-                        "the best K are kept regardless (Stern et al. 2017; DTG: 0); default: every word kept")
+                        "the best K are kept regardless (Stern et al. 2017); default: the family's beam method's "
+                        "(TG: every word kept; DTG: 0, the official code's, whose words always compete)")
     p.add_argument("--batch-size", type=positive_int, default=32,
                    help="sequences per forward pass (results do not depend on it)")
     add_device_argument(p)
     p.add_argument("--precision", default="float32", choices=("float32", "float16", "bfloat16"),
                    help="hf: models only: weights' precision (half precision on GPU only; default float32)")
+    p.add_argument("--hf-convention", choices=CONVENTIONS,
+                   help="hf: models only: whose requests to reproduce: minicons (the default; every text after "
+                        "the BOS token) or lm-eval (lm-evaluation-harness: BLiMP sentences after a space, other "
+                        "texts in rolling windows)")
     p.add_argument("--out", type=Path, metavar="DIR",
                    help="results folder (default: RUN_DIR/eval/TASK-HASH, the hash of the task identity; "
                         "hf: models: DIR/eval/TASK-HASH)")
@@ -132,6 +140,8 @@ def choose(args: argparse.Namespace, gold: TreeSource | None = None, documents: 
             raise InputError(f"an {source.source_prefix} model is a string model: --proposals/--parser do not apply",
                              args.checkpoint)
         return _source(source, args, method)
+    if getattr(args, "hf_convention", None) is not None:
+        raise InputError("applies to hf: models only", "--hf-convention")
     path = Path(args.checkpoint)
     if not path.is_file():
         raise InputError("model file not found", str(path))
@@ -189,15 +199,16 @@ def _source(adapter: Any, args: argparse.Namespace, method: str | None) -> Chose
     if method not in (None, only.name):
         raise InputError(f"an {adapter.source_prefix} model is a string model: --method {method} does not apply",
                          "--method")
-    request = ScoringRequest(only.name, only.resolve(), args.batch_size, device=getattr(args, "device", "cpu"),
+    options = only.resolve({key: getattr(args, key, None) for key in METHOD_OPTIONS})
+    request = ScoringRequest(only.name, options, args.batch_size, device=getattr(args, "device", "cpu"),
                              precision=getattr(args, "precision", "float32"))
     scoring = adapter.scoring(args.checkpoint, {"family": adapter.name, "config": {}}, request)
     scorer = scoring.scorer
     identity = {"model": args.checkpoint, "family": adapter.name, "method": only.name, **scoring.identity}
     settings = {"method": only.name, "family": adapter.name, "description": scoring.description,
-                "source": args.checkpoint, "scorer_convention": scorer.convention.to_dict()}
+                "source": args.checkpoint, **options, "scorer_convention": scorer.convention.to_dict()}
     return ChosenScorer(scorer, adapter.name, False, identity, settings, scoring.description, {}, scoring.chunk,
-                        capabilities=adapter.capabilities())
+                        capabilities=adapter.capabilities(), options=options)
 
 
 def _ngram(path: Path, sha: str, method: str | None) -> ChosenScorer:

@@ -6,8 +6,10 @@ is 0), the suites' ``metric: sum``. An item passes when the suite's **first** pr
 its region surprisals (what Hu et al. and the Pushdown/DTG evaluators score; ``fgd_hierarchy``'s second
 prediction compares surprisals with ``=``); passing *all* predictions is reported too. A suite's accuracy
 is the fraction of items that pass, a circuit's the mean of its suites' accuracies, and the overall score
-the mean over the 31 suites of the paper's analysis (the suite -> circuit table ships as package data,
-``experiments/data/syntaxgym_circuits.json``, from the paper's ``notebooks/main.py``).
+the mean over a named suite set (``SUITE_SETS``): ``score`` over ``hu2020-31``, the 31 suites of Hu et al.'s
+analysis; ``suite_set_scores`` over each set, ``all-34`` being the one the official DTG script averages (the
+suite -> circuit table ships as package data, ``experiments/data/syntaxgym_circuits.json``, from the paper's
+``notebooks/main.py``).
 """
 
 from __future__ import annotations
@@ -149,25 +151,41 @@ def default_suites_dir(data_dir: str | Path | None = None) -> Path:
     return suites
 
 
+SCORE_SET = "hu2020-31"  # the set of ``score``, the overall number
+SUITE_SETS = {
+    "hu2020-31": "the 31 suites of Hu et al. (2020)'s analysis (their circuits; fgd-embed3, fgd-embed4 and "
+                 "nn-nv-rpl left out)",
+    "all-34": "all 34 suites of Hu et al.'s release: what the official DTG script (beam_search_standard.py) "
+              "averages, every file of its test_suites/json",
+}
+
+
 @dataclass(frozen=True)
 class Circuits:
-    """The suite -> circuit table of Hu et al. (2020) and the suites of the paper's overall score."""
+    """The suite -> circuit table of Hu et al. (2020), the suites of the paper's overall score and all the
+    suites of the release (``all_suites``; empty: the circuits' suites only)."""
 
     circuits: dict[str, tuple[str, ...]]  # circuit -> suites
+    all_suites: tuple[str, ...] = ()
 
     @property
     def paper_suites(self) -> tuple[str, ...]:
         return tuple(sorted(s for suites in self.circuits.values() for s in suites))
+
+    def suite_sets(self) -> dict[str, tuple[str, ...]]:
+        """Each named suite set (``SUITE_SETS``) -> its suites."""
+        return {"hu2020-31": self.paper_suites, "all-34": tuple(sorted(self.all_suites or self.paper_suites))}
 
 
 def load_circuits() -> Circuits:
     """The project's copy of the circuit table (package data, the same file ``prepare`` stages)."""
     text = resources.files("experiments").joinpath("data/syntaxgym_circuits.json").read_text(encoding="utf-8")
     circuits: dict[str, list[str]] = {}
-    for suite, info in sorted(json.loads(text)["suites"].items()):
+    table = json.loads(text)["suites"]
+    for suite, info in sorted(table.items()):
         if not info["excluded_in_paper_analysis"]:
             circuits.setdefault(info["circuit"], []).append(suite)
-    return Circuits({name: tuple(suites) for name, suites in circuits.items()})
+    return Circuits({name: tuple(suites) for name, suites in circuits.items()}, tuple(sorted(table)))
 
 
 # -- region surprisals ---------------------------------------------------------------------------------
@@ -299,10 +317,12 @@ def score_suite(suite: Suite, cell: dict[tuple[int, str, int], float]) -> dict:
 
 
 def score(suites: dict[str, Suite], table: SurprisalTable, circuits: Circuits | None = None) -> dict:
-    """The ``synbench eval sg --json`` object: ``{"suites", "circuits", "score"}``.
+    """The ``synbench eval sg --json`` object: ``{"suites", "circuits", "score", "score_suite_set",
+    "suite_set_scores"}``: ``score`` is the mean over ``score_suite_set`` (``hu2020-31``), ``suite_set_scores``
+    the mean over each named set (``SUITE_SETS``).
 
-    Only suites present in ``table`` are scored; a circuit whose suites are not all scored, and the
-    overall score unless all 31 paper suites are, are ``null`` (a partial run is never mistaken for one).
+    Only suites present in ``table`` are scored; a circuit whose suites are not all scored, and a set's score
+    unless all its suites are, are ``null`` (a partial run is never mistaken for one).
     """
     circuits = circuits or load_circuits()
     scored = {name: score_suite(suites[name], table[name]) for name in sorted(table)}
@@ -310,9 +330,10 @@ def score(suites: dict[str, Suite], table: SurprisalTable, circuits: Circuits | 
         name: _mean([scored[s]["accuracy"] for s in members]) if all(s in scored for s in members) else None
         for name, members in circuits.circuits.items()
     }
-    paper = circuits.paper_suites
-    overall = _mean([scored[s]["accuracy"] for s in paper]) if all(s in scored for s in paper) else None
-    return {"suites": scored, "circuits": by_circuit, "score": overall}
+    by_set = {name: _mean([scored[s]["accuracy"] for s in members]) if all(s in scored for s in members) else None
+              for name, members in circuits.suite_sets().items()}
+    return {"suites": scored, "circuits": by_circuit, "score": by_set[SCORE_SET], "score_suite_set": SCORE_SET,
+            "suite_set_scores": by_set}
 
 
 def _mean(values: Iterable[float]) -> float:

@@ -31,7 +31,16 @@ from experiments.evaluate.cache import ItemCache, Record, default_out_dir
 from experiments.evaluate.results import write_results
 from experiments.evaluate.scorer import Text, score_texts
 from experiments.evaluate.scorer_choice import ChosenScorer, add_arguments, choose
-from experiments.evaluate.sg import Suite, SurprisalTable, condition_text, load_circuits, region_sums, score
+from experiments.evaluate.sg import (
+    SCORE_SET,
+    SUITE_SETS,
+    Suite,
+    SurprisalTable,
+    condition_text,
+    load_circuits,
+    region_sums,
+    score,
+)
 from experiments.evaluate.subcommands import print_result
 from experiments.evaluate.tokenize import tokenize
 from lightning_modules.data.atomic import atomic_write_text
@@ -41,8 +50,9 @@ from lightning_modules.numeric import is_number
 LN2 = math.log(2.0)
 CONVENTION = ("region surprisal = sum of -log2 p(w_i | w_<i) over the region's words (bits); regions joined "
               "with spaces, no period appended, PTB tokenization with character offsets; the end of sentence "
-              "is in no region; item passes when the first prediction holds; overall = mean over the 31 "
-              "suites of Hu et al. (2020)")
+              "is in no region; item passes when the first prediction holds; score = mean over the suite set "
+              "hu2020-31 (" + SUITE_SETS["hu2020-31"] + "); suite_set_scores also over all-34 (" +
+              SUITE_SETS["all-34"] + ")")
 
 
 def select(suites: dict[str, Suite], names: list[str] | None, items_per_suite: int | None) -> dict[str, Suite]:
@@ -79,7 +89,7 @@ def evaluate(chosen: ChosenScorer, model_path: str | Path, suites: dict[str, Sui
                        for key, (words, offsets, _) in sentences.items()}
     checksum = hashlib.sha256(json.dumps(sorted((f"{k[0]}/{k[1]}/{k[2]}", v[0]) for k, v in sentences.items()))
                               .encode("utf-8")).hexdigest()
-    settings = {**chosen.settings, "suites": sorted(suites), "n_suites": len(suites),
+    settings = {**chosen.settings, "suites": sorted(suites), "n_suites": len(suites), "score_suite_set": SCORE_SET,
                 "items_per_suite": items_per_suite, "items": sum(len(s.items) for s in suites.values())}
     identity = {"task": "sg", **chosen.identity, "suites": sorted(suites), "items_per_suite": items_per_suite,
                 "data_sha256": checksum}
@@ -126,10 +136,10 @@ def evaluate(chosen: ChosenScorer, model_path: str | Path, suites: dict[str, Sui
     oov = sum(r["unknown_words"] for r in items) / words
     paper = load_circuits().paper_suites
     n_paper = sum(name in paper for name in suites)
-    overall = "-" if scores["score"] is None else f"{scores['score']:.3f}"
     per_suite = (f"{items_per_suite} item{'s' if items_per_suite > 1 else ''} per suite" if items_per_suite
                  else "all items")
-    headline = (f"SG {overall} on {len(suites)} suites ({n_paper} of the paper's 31), {chosen.description}, "
+    sets = ", ".join(f"{_value(v)} ({name})" for name, v in scores["suite_set_scores"].items())
+    headline = (f"SG {sets} on {len(suites)} suites ({n_paper} of the paper's 31), {chosen.description}, "
                 f"{per_suite}, OOV {oov:.3f}")
     metrics = {**scores, "oov_rate": oov, "words": words, "headline": headline}
     write_results(out_dir, "sg", metrics, CONVENTION, settings, items, config=identity,
@@ -154,7 +164,8 @@ def add_command(tasks: argparse._SubParsersAction) -> None:
             "the region's words; empty regions may be omitted). From a model, each condition's regions are "
             "joined with spaces (no period appended), tokenized PTB-style, and word surprisals are summed "
             "into regions by character offsets. An item passes when the suite's first prediction holds; "
-            "the overall score is the mean over the paper's 31 suites."
+            "the overall score is the mean over the 31 suites of Hu et al.'s analysis (suite set hu2020-31); "
+            "the mean over all 34 suites (all-34, the official DTG script's) is reported beside it."
         ),
     )
     add_arguments(p, model_optional=True)
@@ -195,6 +206,10 @@ def format_report(result: dict) -> str:
     lines.append("")
     for name, acc in result["circuits"].items():
         lines.append(f"{name:28} {'-' if acc is None else format(acc, '8.4f'):>8}")
-    overall = result["score"]
-    lines.append(f"{'SyntaxGym score (31 suites)':28} {'-' if overall is None else format(overall, '8.4f'):>8}")
+    for name, value in result["suite_set_scores"].items():
+        lines.append(f"{'SyntaxGym score (' + name + ')':28} {_value(value, '8.4f'):>8}")
     return "\n".join(lines) + "\n"
+
+
+def _value(value: float | None, spec: str = ".3f") -> str:
+    return "-" if value is None else format(value, spec)

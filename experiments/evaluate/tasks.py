@@ -219,11 +219,17 @@ def _subset(size_key: str, names_key: str) -> Callable[[Mapping[str, Any]], str]
 
 
 def _ppl(m: Mapping[str, Any]) -> dict[str, float]:
-    return {"ppl": m["word_ppl"], "ppl_oov_rate": m["oov_rate"]}
+    out = {"ppl": m["word_ppl"], "ppl_oov_rate": m["oov_rate"]}
+    if "ppl_end_counted" in m:  # results written before it was reported have only the word perplexity
+        out["ppl_end_counted"] = m["ppl_end_counted"]
+    return out
 
 
 def _sg(m: Mapping[str, Any]) -> dict[str, float]:
-    return {"sg": m["score"], **{f"sg.circuit.{c}": v for c, v in m["circuits"].items() if v is not None}}
+    """``sg`` over the suite set hu2020-31; ``sg.all_34`` over all 34 suites (the official DTG script's)."""
+    every = (m.get("suite_set_scores") or {}).get("all-34")
+    return {"sg": m["score"], **({} if every is None else {"sg.all_34": every}),
+            **{f"sg.circuit.{c}": v for c, v in m["circuits"].items() if v is not None}}
 
 
 def _blimp(m: Mapping[str, Any]) -> dict[str, float]:
@@ -271,7 +277,7 @@ def _uas_rerank(m: Mapping[str, Any]) -> dict[str, float]:
 _EVALUATE = "experiments.evaluate"
 
 for _task in (
-    Task("ppl", "perplexity", f"{_EVALUATE}.ppl:add_command", _ppl, headline=("ppl",),
+    Task("ppl", "perplexity", f"{_EVALUATE}.ppl:add_command", _ppl, headline=("ppl",), secondary=("ppl_end_counted",),
          options=COMMON_OPTIONS + CORPUS_OPTIONS + SCORING_OPTIONS, default_split="test",
          arguments=corpus_split, methods=("proposals", "beam", "gold")),
     Task("sg", "surprisal", f"{_EVALUATE}.sg_eval:add_command", _sg, headline=("sg",), secondary=("sg.*",),

@@ -2,9 +2,13 @@
 
 UAS = the fraction of scored words whose predicted head is the gold head; LAS = head and relation both
 correct, the relation compared on its universal part (``nsubj:pass`` -> ``nsubj``, as the CoNLL 2018 shared
-task scorer does). Scored words: by default every syntactic word except those the **gold** tree tags
-``PUNCT`` (UPOS) — the usual convention of dependency parsing on the PTB (Chen & Manning 2014; DTG's
-reranking evaluation); ``--punct`` scores every word. Micro-averaged over words; the per-sentence mean UAS
+task scorer does). Scored words: every syntactic word except the punctuation of the named rule
+``punctuation`` (PUNCTUATION_RULES, recorded with every score): by default ``ptb-tags``, the words whose
+**gold** XPOS is a PTB punctuation tag (`` '' . , :), Chen & Manning (2014)'s rule that PTB dependency
+parsing reports UAS under (DTG's Table 3: Biaffine parsers on PTB-SD). It reads the PTB tag, not the
+scheme's UPOS, so a sentence's scored words are the same in every scheme (CoreNLP's UPOS also makes
+-LRB- -RRB- PUNCT; a tree without XPOS has no word skipped); ``upos`` skips gold UPOS ``PUNCT`` (the UD
+convention), ``none`` (``--punct``) scores every word. Micro-averaged over words; the per-sentence mean UAS
 is reported too. Sentences are paired in file order; a different number of sentences or a different word
 (form) in a pair is an error at the test file's ``FILE:LINE``.
 """
@@ -19,13 +23,21 @@ from pathlib import Path
 from typing import Any
 
 from lightning_modules.data.dependency import DepTree, read_conllu
+from lightning_modules.data.head_rules import UNSCORED_TAGS
 from lightning_modules.errors import InputError
 
+# The punctuation attachment scores skip, by name: what each rule scores.
+PUNCTUATION_RULES = {
+    "ptb-tags": "words whose gold XPOS is not a PTB punctuation tag (`` '' . , :)",
+    "upos": "words whose gold UPOS is not PUNCT",
+    "none": "every word",
+}
+DEFAULT_PUNCTUATION = "ptb-tags"
 
-def convention(punct: bool) -> str:
-    scored = "every word" if punct else "words whose gold UPOS is not PUNCT"
-    return (f"UAS/LAS over {scored}, micro-averaged over words; LAS compares the universal part of DEPREL "
-            "(before ':')")
+
+def convention(punctuation: str = DEFAULT_PUNCTUATION) -> str:
+    return (f"UAS/LAS over {PUNCTUATION_RULES[punctuation]} (punctuation rule {punctuation}), micro-averaged "
+            "over words; LAS compares the universal part of DEPREL (before ':')")
 
 
 def _word_line(lines: list[str], sentence_line: int, word: int) -> int:
@@ -36,7 +48,8 @@ def _word_line(lines: list[str], sentence_line: int, word: int) -> int:
     return sentence_line
 
 
-def attachment_scores(gold_path: str | Path, test_path: str | Path, punct: bool = False) -> dict[str, Any]:
+def attachment_scores(gold_path: str | Path, test_path: str | Path, punctuation: str = DEFAULT_PUNCTUATION
+                      ) -> dict[str, Any]:
     """``{"uas", "las", "words", "sentences", ...}`` (percentages), checked sentence by sentence."""
     gold, test = read_conllu(gold_path), read_conllu(test_path)
     if len(gold) != len(test):
@@ -47,7 +60,7 @@ def attachment_scores(gold_path: str | Path, test_path: str | Path, punct: bool 
     per_sentence = []
     for (_, g), (line, t) in zip(gold, test):
         _check_pair(g, t, test_lines, line, test_path)
-        scored = scored_words(g, punct)
+        scored = scored_words(g, punctuation)
         head = [g.heads[i] == t.heads[i] for i in scored]
         words += len(scored)
         heads += sum(head)
@@ -62,22 +75,26 @@ def attachment_scores(gold_path: str | Path, test_path: str | Path, punct: bool 
         "words": words,
         "correct_heads": heads,
         "correct_labeled": labels,
-        "punctuation": "scored" if punct else "excluded (gold UPOS PUNCT)",
-        "convention": convention(punct),
+        "punctuation": punctuation,
+        "convention": convention(punctuation),
     }
 
 
-def scored_words(gold: DepTree, punct: bool = False) -> list[int]:
-    """0-based indices of the words scored in a gold tree: every word, or (default) those not tagged PUNCT."""
-    return [i for i in range(len(gold)) if punct or (gold.upos[i] if gold.upos else "_") != "PUNCT"]
+def scored_words(gold: DepTree, punctuation: str = DEFAULT_PUNCTUATION) -> list[int]:
+    """0-based indices of the words of a gold tree that the punctuation rule scores."""
+    if punctuation == "ptb-tags":
+        return [i for i in range(len(gold)) if (gold.xpos[i] if gold.xpos else "_") not in UNSCORED_TAGS]
+    if punctuation == "upos":
+        return [i for i in range(len(gold)) if (gold.upos[i] if gold.upos else "_") != "PUNCT"]
+    return list(range(len(gold)))
 
 
-def attachment_counts(gold: Sequence[DepTree], heads: Sequence[Sequence[int]], punct: bool = False
-                      ) -> tuple[int, int]:
+def attachment_counts(gold: Sequence[DepTree], heads: Sequence[Sequence[int]],
+                      punctuation: str = DEFAULT_PUNCTUATION) -> tuple[int, int]:
     """(scored words, words with the gold head) of predicted ``heads`` (1-based, 0 = root) per gold tree."""
     words = correct = 0
     for g, h in zip(gold, heads, strict=True):
-        scored = scored_words(g, punct)
+        scored = scored_words(g, punctuation)
         words += len(scored)
         correct += sum(g.heads[i] == h[i] for i in scored)
     return words, correct
@@ -97,11 +114,15 @@ def add_command(tasks: argparse._SubParsersAction) -> None:
     p = tasks.add_parser(
         "uas", help="unlabeled/labeled attachment scores of CoNLL-U dependency trees",
         description="UAS and LAS of TEST against GOLD (CoNLL-U, sentences paired in order). Punctuation "
-                    "(gold UPOS PUNCT) is excluded unless --punct; LAS compares the universal part of DEPREL. "
+                    "is excluded by the rule of --punctuation; LAS compares the universal part of DEPREL. "
                     "A sentence or word mismatch is an error at TEST:LINE.")
     p.add_argument("gold", help="gold CoNLL-U file")
     p.add_argument("test", help="predicted CoNLL-U file")
-    p.add_argument("--punct", action="store_true", help="score punctuation too")
+    p.add_argument("--punctuation", choices=tuple(PUNCTUATION_RULES), default=DEFAULT_PUNCTUATION,
+                   help="which punctuation is not scored: ptb-tags (default), gold XPOS `` '' . , : (Chen & "
+                        "Manning 2014, PTB dependency UAS); upos, gold UPOS PUNCT; none, every word scored")
+    p.add_argument("--punct", dest="punctuation", action="store_const", const="none",
+                   help="score punctuation too (--punctuation none)")
     p.add_argument("--out", type=Path, metavar="DIR", help="also write results.json here")
     p.add_argument("--json", action="store_true", help="print the scores as JSON")
     p.set_defaults(func=run)
@@ -110,10 +131,11 @@ def add_command(tasks: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from experiments.evaluate.results import write_results
 
-    scores = attachment_scores(args.gold, args.test, args.punct)
+    scores = attachment_scores(args.gold, args.test, args.punctuation)
     if args.out is not None:
-        write_results(args.out, "uas", scores, scores["convention"], {"punct": args.punct},
-                      config={"task": "uas", "punct": args.punct}, data={"gold": args.gold, "test": args.test})
+        write_results(args.out, "uas", scores, scores["convention"], {"punctuation": args.punctuation},
+                      config={"task": "uas", "punctuation": args.punctuation},
+                      data={"gold": args.gold, "test": args.test})
     if args.json:
         json.dump(scores, sys.stdout, sort_keys=True)
         sys.stdout.write("\n")
@@ -132,7 +154,7 @@ def add_rerank_command(tasks: argparse._SubParsersAction) -> None:
         "uas-rerank", help="UAS of reranking N dependency proposals with a joint model (DTG Table 3)",
         description="For each sentence of a dependency corpus split, draw N distinct projective trees without "
                     "replacement from a dependency parser, score each with the joint model, log p(x, y), and "
-                    "take its best: UAS against the gold trees (gold PUNCT words not scored), beside the parser's "
+                    "take its best: UAS against the gold trees (gold XPOS `` '' . , : not scored), beside the parser's "
                     "greedy UAS and the oracle UAS of the proposals. Writes results.json and reranked.conllu.")
     p.add_argument("checkpoint", help="a joint dependency model's checkpoint (a family with dependency_parse)")
     source = p.add_mutually_exclusive_group(required=True)
@@ -140,7 +162,9 @@ def add_rerank_command(tasks: argparse._SubParsersAction) -> None:
                         "proposals (the parser's UAS: its greedy parse)")
     source.add_argument("--proposals", type=Path, metavar="FILE", help="proposals file of a dependency parser "
                         "(synbench propose; the parser's UAS: each sentence's first tree)")
-    p.add_argument("--corpus", default="ud-ewt", help="dependency corpus (default ud-ewt; NAME-dep converts)")
+    p.add_argument("--corpus", default="ud-ewt", help="dependency corpus (default ud-ewt; NAME-sd, NAME-ud and "
+                   "NAME-dep convert a constituency corpus to Stanford basic, Universal or Collins head-rule "
+                   "dependencies: DTG's Table 3 reads ptb-sd)")
     p.add_argument("--split", default="test", help="split (default test)")
     add_limit_argument(p)
     p.add_argument("-n", type=positive_int, help="proposal trees per sentence (default: the family's, 300)")

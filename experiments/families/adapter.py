@@ -149,7 +149,7 @@ class ParseView:
     of the best parse the family's parser can build for a gold tree (e.g. a binary parser against n-ary gold),
     scored as the ceiling beside the parses; ``decisions(score, tree)``: ``{name: (correct, scored)}`` of the
     parser's structural decisions against the labels the gold tree gives them (e.g. SOM's p and p'), pooled
-    over sentences into accuracies.
+    over sentences into accuracies; ``tags(tree)``: the tags of a sentence's lines, read from its gold tree.
     """
 
     gold: Callable[[Any], str]
@@ -164,6 +164,9 @@ class ParseView:
     # or None (either, as the corpus has them)
     oracle: Callable[[Any], str] | None = None  # (gold tree) -> the line of the family's best possible parse
     decisions: Callable[[Any, Any], dict[str, tuple[int, int]]] | None = None  # (score, gold tree) -> hits
+    # (gold tree) -> the POS tags its lines carry (e.g. SOM: UPOS of UD trees, whose PUNCT marks punctuation);
+    # None: the corpus's tags (constituency: preterminals; dependency: XPOS, else UPOS)
+    tags: Callable[[Any], Sequence[str]] | None = None
 
 
 @dataclass(frozen=True)

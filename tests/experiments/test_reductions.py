@@ -35,7 +35,7 @@ def test_reduced_settings_of_the_som_scales():
     # the full protocol's models a smaller scale does not train
     assert {"model esom-no-lm-loss: not trained", "model esom-ptb-trees: not trained",
             "model dsom-ptb-trees: not trained"} <= set(lines)
-    assert any(line.startswith("dsom: data.corpus ptb-sample-dep (full protocol: ptb-dep)")
+    assert any(line.startswith("dsom: data.corpus ptb-sample-ud (full protocol: ptb-ud)")
                and "model.d_sem 16 (full protocol: 300)" in line and "model.n_slots 12 (full protocol: 15)" in line
                for line in lines)
     # labelled entries are compared with the full protocol's entry of the same label

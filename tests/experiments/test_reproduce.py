@@ -197,7 +197,8 @@ def test_som_demo_end_to_end(tmp_path, prepared_data_dir, monkeypatch, capsys):
     assert settings["runs"]["done"] == 10 and settings["scale"] == "demo"
     for model, metric in [("esom", "ppl"), ("dsom-teacher-forcing", "parse_f1"), ("dsom", "decision_accuracy.p"),
                           ("esom", "decision_accuracy.p_prime"), ("dsom", "parse_f1_oracle@ptb-trees"),
-                          ("dsom", "ppl@gum"), ("dsom-left-branching", "parse_f1@pud")]:
+                          ("dsom", "ppl@gum"), ("dsom-left-branching", "parse_f1@pud"), ("dsom", "ppl@gold-tree"),
+                          ("esom", "ppl_end_counted")]:
         assert f"\n{metric},{model}," in summary, (metric, model)
     # no prediction network: no p' decisions to score
     assert "\ndecision_accuracy.p_prime,dsom-no-prediction-network," not in summary
@@ -207,6 +208,7 @@ def test_som_demo_end_to_end(tmp_path, prepared_data_dir, monkeypatch, capsys):
     assert "129.3 (Table 2, PTB test perplexity, test)" in text and "0.922 (Table 2, p acc, test)" in text
     assert "350.3 (Table 5, GUM perplexity, test)" in text and "perplexity (test) on gum" in text
     assert "66.8 (Table 8, PTB UF1 (n-ary trees), test)" in text
+    assert "60.9 (Table 2, PTB test perplexity, gold decisions, test)" in text  # "– Predicted tree + Gold tree"
     _resumes_without_work(argv, exp, 10, capsys)
 
 
@@ -220,7 +222,7 @@ def test_dtg_demo_end_to_end(tmp_path, prepared_data_dir, monkeypatch, capsys):
     for metric, model in (("ppl", "dtg"), ("ppl", "txl-tokens"), ("blimp", "dtg-swift"), ("sg", "dtg"),
                           ("uas_rerank", "txl-trans"), ("uas_rerank_parser", "dtg")):
         assert f"\n{metric},{model}," in summary
-    proposals = next((exp / "proposals").rglob("ptb-sample-dep-test-n4.jsonl")).read_text().splitlines()
+    proposals = next((exp / "proposals").rglob("ptb-sample-sd-test-n4.jsonl")).read_text().splitlines()
     assert json.loads(proposals[0])["trees"][0].startswith("1\t")  # CoNLL-U trees from the dependency parser
     assert "Paper numbers: Zhao, Lou and Tu (2024)" in text and "83.9 (Table 2, SG test suites, test)" in text
     _resumes_without_work(argv, exp, 11, capsys)

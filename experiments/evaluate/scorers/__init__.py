@@ -26,6 +26,7 @@ from lightning_modules.errors import InputError
 
 TreeSource = Callable[[Sequence[Sequence[str]]], list[list[Any]]]
 HF_PREFIX = "hf:"  # a model source ``hf:DIR``: a local transformers causal LM (``hf.py``)
+HF_CONVENTIONS = ("minicons", "lm-eval")  # whose requests an ``hf:`` score reproduces; the first is the default
 
 
 def load_scorer(checkpoint: str | Path, method: str = "exact", *, batch_size: int = 32,

@@ -1,24 +1,41 @@
 """``hf:PATH`` model sources: any locally saved ``transformers`` causal LM, scored exactly as a string model.
 
 PATH is a folder written by ``save_pretrained`` (``config.json``, the weights, the tokenizer files); nothing is
-ever downloaded. The numbers follow lm-evaluation-harness and minicons: a sentence is its raw text through the
-model's own tokenizer *without* special tokens, conditioned on the model's BOS token (``bos_token_id``, else
-``eos_token_id``, e.g. GPT-2's ``<|endoftext|>``)::
+ever downloaded. A text is scored under one of two **conventions** (``--hf-convention``, ``hf_convention:`` in
+a spec's model entry; recorded in every result), which build the model's inputs as the two common tools do:
 
-    log p(text) = Σ_j log p(piece_j | BOS, piece_1 .. piece_j-1)      (natural log, no end-of-sentence term)
+- ``minicons`` (the default): minicons' ``IncrementalLMScorer.sequence_score`` with the BOS token prepended,
+  for every task. The raw text through the model's own tokenizer *without* special tokens, conditioned on the
+  model's BOS token (``bos_token_id``, else ``eos_token_id``, e.g. GPT-2's ``<|endoftext|>``)::
+
+      log p(text) = Σ_j log p(piece_j | BOS, piece_1 .. piece_j-1)      (natural log, no end-of-sentence term)
+
+  A text longer than the model's positions (BOS included) is an error, never truncated.
+- ``lm-eval``: the requests lm-evaluation-harness (0.4) builds for its ``HFLM`` model. **BLiMP** is its
+  ``blimp_*`` multiple-choice task: each sentence is a continuation ``" " + sentence`` (the task's
+  ``target_delimiter``), tokenized without special tokens, after an empty context, i.e. the prefix token
+  (BOS, else EOS; the continuation's own first piece instead when it is that token); the delimiter makes the
+  first word's piece the space-prefixed one (GPT-2: ``ĠThe``, not ``The``). **Every other text** (perplexity
+  sentences, SyntaxGym conditions; lm-eval has no SyntaxGym task) is a ``loglikelihood_rolling`` request, as
+  its perplexity tasks (``wikitext``) score a document: the text through the tokenizer *with* its default
+  special tokens, in disjoint windows of the model's context length (lm-eval's ``max_length``: ``n_positions``,
+  ``max_position_embeddings`` or ``n_ctx`` of the config, else the tokenizer's ``model_max_length``, else
+  2048), the first conditioned on the prefix token, each later one on the pieces before it, so a long text is
+  scored whole.
 
 **Alignment of pieces to words.** The evaluator's words (``Text.words``, with character spans in ``Text.text``,
-in text order) get the sum of their pieces, found by the tokenizer's character offsets: a piece belongs to the
-word whose span contains the piece's first non-whitespace character; a piece of whitespace only, or whose first
-non-whitespace character lies in no word, goes to the next word starting after it (the last word if none).
-Every piece goes to exactly one word, so ``sum(word_logprobs) == total`` up to float rounding. SyntaxGym regions
-are separated by spaces and a byte-level BPE piece (GPT-2's) is either whitespace or one optional leading space
-followed by non-space characters, so it never crosses a region boundary: region sums are exact.
+in text order) get the sum of their scored pieces, found by the tokenizer's character offsets: a piece belongs
+to the word whose span contains the piece's first non-whitespace character; a piece of whitespace only, or whose
+first non-whitespace character lies in no word (a special token the tokenizer adds: an empty span), goes to the
+next word starting after it (the last word if none). Every piece goes to exactly one word, so
+``sum(word_logprobs) == total`` up to float rounding. SyntaxGym regions are separated by spaces and a byte-level
+BPE piece (GPT-2's) is either whitespace or one optional leading space followed by non-space characters, so it
+never crosses a region boundary: region sums are exact.
 
-**Batching never changes a number** beyond float noise: texts are sorted by their number of pieces, right-padded
-and run with an attention mask and explicit position ids (padding comes after every real piece, so a causal model
-never attends to it, and positions never shift); the log-softmax is taken in float32 whatever the weights'
-precision. A text longer than the model's positions is an error, never truncated.
+**Batching never changes a number** beyond float noise: the model reads each request's context and all but the
+last piece of its continuation; requests are sorted by length, right-padded and run with an attention mask and
+explicit position ids (padding comes after every real piece, so a causal model never attends to it, and
+positions never shift); the log-softmax is taken in float32 whatever the weights' precision.
 """
 
 from __future__ import annotations
@@ -35,6 +52,7 @@ import torch
 
 from experiments.evaluate.results import file_sha256
 from experiments.evaluate.scorer import Convention, SentenceScore, Text, check_sentences, text_of_words
+from experiments.evaluate.scorers import HF_CONVENTIONS as CONVENTIONS
 from experiments.evaluate.scorers import HF_PREFIX
 from lightning_modules.errors import InputError
 
@@ -45,12 +63,20 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 PRECISIONS = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 # tokenizer files beside the class's own vocabulary files (``vocab_files_names``) that change its output
 TOKENIZER_CONFIGS = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json")
+LM_EVAL_MAX_LENGTH = 2048  # lm-eval's context length when neither the config nor the tokenizer gives one
+TOKENIZER_INFINITY = 1000000000000000019884624838656  # transformers' "no limit" model_max_length
+# (context, continuation) pieces: log p(continuation | context) from one forward pass over both
+Window = tuple[list[int], list[int]]
 
 
-def load(source: str, device: str = "cpu", precision: str = "float32", batch_size: int = 16) -> HFScorer:
-    """The Scorer of ``hf:PATH`` (or a bare PATH); every problem is an ``InputError`` at the folder."""
+def load(source: str, device: str = "cpu", precision: str = "float32", batch_size: int = 16,
+         convention: str = CONVENTIONS[0]) -> HFScorer:
+    """The Scorer of ``hf:PATH`` (or a bare PATH) under ``convention`` (``minicons`` or ``lm-eval``); every
+    problem is an ``InputError`` at the folder."""
     folder = Path(source.removeprefix(HF_PREFIX)).expanduser()
     where = str(folder)
+    if convention not in CONVENTIONS:
+        raise InputError(f"unknown convention {convention!r}; expected {' or '.join(CONVENTIONS)}", "--hf-convention")
     if not folder.exists():
         raise InputError("model folder not found", where)
     if not folder.is_dir() or not (folder / "config.json").is_file():
@@ -76,7 +102,7 @@ def load(source: str, device: str = "cpu", precision: str = "float32", batch_siz
             model = AutoModelForCausalLM.from_pretrained(folder, config=config, dtype=dtype, local_files_only=True)
         except (OSError, ValueError) as e:
             raise InputError(f"cannot load a causal LM: {e}", where) from None
-    return HFScorer(folder, model.to(device).eval(), tokenizer, precision, batch_size)
+    return HFScorer(folder, model.to(device).eval(), tokenizer, precision, batch_size, convention)
 
 
 def _dtype(precision: str, device: str, where: str) -> torch.dtype:
@@ -136,6 +162,28 @@ def _no_progress_bars() -> Iterator[None]:
             logging.enable_progress_bar()
 
 
+def lm_eval_max_length(config: Any, tokenizer: Any) -> int:
+    """The context length lm-eval's ``HFLM`` reads a model with (its ``resolve_max_length``)."""
+    config = getattr(config, "text_config", None) or config
+    for name in ("n_positions", "max_position_embeddings", "n_ctx"):
+        if getattr(config, name, None) is not None:
+            return int(getattr(config, name))
+    if getattr(tokenizer, "model_max_length", None) not in (None, TOKENIZER_INFINITY):
+        return int(tokenizer.model_max_length)
+    return LM_EVAL_MAX_LENGTH
+
+
+def rolling_windows(pieces: Sequence[int], prefix: int, length: int) -> list[Window]:
+    """lm-eval's ``loglikelihood_rolling`` windows of ``pieces`` (context length 1, made disjoint): the first
+    predicts the first ``length`` pieces after ``prefix``; each later one the next ``length`` (fewer at the
+    end), conditioned on the pieces before them, so that the model reads exactly ``length`` positions."""
+    windows = [([prefix], list(pieces[:length]))] if pieces else []
+    for start in range(length, len(pieces), length):
+        end = min(start + length, len(pieces))
+        windows.append((list(pieces[end - length - 1 : start]), list(pieces[start:end])))
+    return windows
+
+
 def align_pieces(text: Text, offsets: Sequence[tuple[int, int]]) -> list[int]:
     """The index of the word each piece (a character span of ``text.text``) belongs to (see the module doc)."""
     starts = [start for start, _ in text.spans]
@@ -151,16 +199,19 @@ def align_pieces(text: Text, offsets: Sequence[tuple[int, int]]) -> list[int]:
 
 
 class HFScorer:
-    """A causal LM and its tokenizer as an exact Scorer of raw text (``score_texts``) and of words (``score``)."""
+    """A causal LM and its tokenizer as an exact Scorer of raw text (``score_texts``), of the sentences of a
+    minimal pair (``score_choices``) and of words (``score``), under one convention (see the module doc)."""
 
-    def __init__(self, folder: Path, model: Any, tokenizer: Any, precision: str, batch_size: int = 16):
+    def __init__(self, folder: Path, model: Any, tokenizer: Any, precision: str, batch_size: int = 16,
+                 convention: str = CONVENTIONS[0]):
         self.folder, self.model, self.tokenizer = folder, model, tokenizer
-        self.precision, self.batch_size = precision, batch_size
+        self.precision, self.batch_size, self.hf_convention = precision, batch_size, convention
         self.bos_id: int = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
         self.bos: str = tokenizer.convert_ids_to_tokens(self.bos_id)
         config = model.config
         positions = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
-        self.max_pieces: int | None = positions - 1 if positions else None  # the BOS takes one position
+        self.max_pieces: int | None = positions - 1 if positions else None  # minicons: the BOS takes one position
+        self.max_length = lm_eval_max_length(config, tokenizer)  # lm-eval: its rolling windows' length
         self.name = f"hf:{folder.resolve().name}"
         self.convention = Convention(method="exact", bound=False, end_of_sentence=False, unit="word",
                                      tokenizer=f"{type(tokenizer).__name__} (vocab {len(tokenizer)})",
@@ -172,65 +223,113 @@ class HFScorer:
         return self.score_texts([text_of_words(words) for words in sentences])
 
     def score_texts(self, texts: Sequence[Text]) -> list[SentenceScore]:
-        """Score raw sentences; each word gets the log-probabilities of its pieces (see the module doc)."""
-        if not texts:
-            return []
-        encoded = self.tokenizer([t.text for t in texts], add_special_tokens=False, return_offsets_mapping=True,
-                                 verbose=False)
-        ids, offsets = encoded["input_ids"], encoded["offset_mapping"]
-        for k, (text, pieces) in enumerate(zip(texts, ids)):
-            if self.max_pieces is not None and len(pieces) > self.max_pieces:
-                raise InputError(f"{len(pieces)} pieces, but the model reads the BOS token and at most "
-                                 f"{self.max_pieces} pieces (texts are never truncated): {text.text[:60]!r}...",
-                                 f"sentence {k}")
-            if pieces and not text.words:
+        """Score raw sentences, each on its own (lm-eval: a rolling request); each word gets the
+        log-probabilities of its pieces (see the module doc)."""
+        if self.hf_convention == "lm-eval":
+            encoded = self._encode(texts, special_tokens=True)
+            return self._scores(texts, encoded, [rolling_windows(ids, self.bos_id, self.max_length)
+                                                 for ids, _ in encoded])
+        return self._scores(texts, *self._after_bos(texts))
+
+    def score_choices(self, texts: Sequence[Text]) -> list[SentenceScore]:
+        """Score the sentences of minimal pairs (BLiMP): under lm-eval each is a multiple-choice continuation,
+        ``" " + sentence`` after the prefix token; under minicons, as ``score_texts``."""
+        if self.hf_convention != "lm-eval":
+            return self.score_texts(texts)
+        spaced = [Text(" " + t.text, t.words, tuple((s + 1, e + 1) for s, e in t.spans)) for t in texts]
+        return self._scores(spaced, *self._after_bos(spaced, limit=self.max_length))
+
+    def _encode(self, texts: Sequence[Text], special_tokens: bool) -> list[tuple[list[int], list[tuple[int, int]]]]:
+        """Each text's pieces and their character offsets (with the tokenizer's default special tokens or none)."""
+        encoded = self.tokenizer([t.text for t in texts], return_offsets_mapping=True, verbose=False,
+                                 **({} if special_tokens else {"add_special_tokens": False}))
+        for k, (text, ids) in enumerate(zip(texts, encoded["input_ids"])):
+            if ids and not text.words:
                 raise InputError(f"text {text.text[:60]!r} has no words to give its pieces to", f"sentence {k}")
-        logprobs = self._piece_logprobs(ids)
-        return [self._sentence(*row) for row in zip(texts, ids, offsets, logprobs)]
+        return [(ids, [tuple(o) for o in offsets])
+                for ids, offsets in zip(encoded["input_ids"], encoded["offset_mapping"])]
+
+    def _after_bos(self, texts: Sequence[Text], limit: int | None = None
+                   ) -> tuple[list[tuple[list[int], list[tuple[int, int]]]], list[list[Window]]]:
+        """The pieces of each text (no special tokens), scored in one window after the BOS token; lm-eval
+        (``limit``: its context length) takes a first piece that is the prefix token itself as the context."""
+        encoded = self._encode(texts, special_tokens=False)
+        most = self.max_pieces if limit is None else limit
+        windows = []
+        for k, (ids, offsets) in enumerate(encoded):
+            if limit is not None and ids and ids[0] == self.bos_id:
+                encoded[k] = ids, offsets = ids[1:], offsets[1:]
+            if most is not None and len(ids) > most:
+                raise InputError(f"{len(ids)} pieces, but the model reads the BOS token and at most {most} pieces "
+                                 f"(texts are never truncated): {texts[k].text[:60]!r}...", f"sentence {k}")
+            windows.append([([self.bos_id], ids)] if ids else [])
+        return encoded, windows
+
+    def _scores(self, texts: Sequence[Text], encoded: Sequence[tuple[list[int], list[tuple[int, int]]]],
+                windows: Sequence[list[Window]]) -> list[SentenceScore]:
+        """Run every text's windows (whose continuations are its scored pieces, in order) and sum into words."""
+        flat = [window for text_windows in windows for window in text_windows]
+        logprobs = iter(self._window_logprobs(flat))
+        out = []
+        for text, (ids, offsets), text_windows in zip(texts, encoded, windows):
+            pieces = [lp for _ in text_windows for lp in next(logprobs)]
+            out.append(self._sentence(text, ids, offsets, pieces))
+        return out
 
     def _sentence(self, text: Text, ids: list[int], offsets: list[tuple[int, int]],
                   logprobs: list[float]) -> SentenceScore:
-        """Sum the pieces' log-probabilities into the words they are aligned to."""
+        """Sum the pieces' log-probabilities into the words they are aligned to (``text`` as tokenized)."""
         per_word: list[list[float]] = [[] for _ in text.words]
         unknown = set()
-        for word, piece, logprob in zip(align_pieces(text, offsets), ids, logprobs):
+        for word, piece, (start, end), logprob in zip(align_pieces(text, offsets), ids, offsets, logprobs):
             per_word[word].append(logprob)
-            if piece == self.tokenizer.unk_token_id:
+            if piece == self.tokenizer.unk_token_id and start < end:  # not a special token the tokenizer adds
                 unknown.add(word)
         return SentenceScore(words=text.words, word_logprobs=tuple(math.fsum(w) for w in per_word),
                              total=math.fsum(logprobs), end_logprob=0.0, unknown_words=len(unknown))
 
     @torch.inference_mode()
-    def _piece_logprobs(self, ids: Sequence[list[int]]) -> list[list[float]]:
-        """log p(piece_j | BOS, earlier pieces) of every piece, in batches of texts of similar length."""
+    def _window_logprobs(self, windows: Sequence[Window]) -> list[list[float]]:
+        """log p(piece | context, earlier pieces) of every continuation piece, in batches of similar length."""
         device = self.model.device
-        order = sorted(range(len(ids)), key=lambda k: -len(ids[k]))
-        out: list[list[float]] = [[] for _ in ids]
+        inputs = [context + continuation[:-1] for context, continuation in windows]
+        order = sorted(range(len(windows)), key=lambda k: -len(inputs[k]))
+        out: list[list[float]] = [[] for _ in windows]
         for first in range(0, len(order), self.batch_size):
             batch = order[first : first + self.batch_size]
-            width = 1 + len(ids[batch[0]])
+            width = len(inputs[batch[0]])
             tokens = torch.full((len(batch), width), self.bos_id)
             mask = torch.zeros((len(batch), width), dtype=torch.long)
+            scored = torch.zeros((len(batch), width), dtype=torch.bool)  # the positions that predict a piece
+            targets = []
             for row, k in enumerate(batch):
-                tokens[row, 1 : 1 + len(ids[k])] = torch.tensor(ids[k], dtype=torch.long)
-                mask[row, : 1 + len(ids[k])] = 1
+                context, continuation = windows[k]
+                tokens[row, : len(inputs[k])] = torch.tensor(inputs[k], dtype=torch.long)
+                mask[row, : len(inputs[k])] = 1
+                scored[row, len(context) - 1 : len(inputs[k])] = True
+                targets.extend(continuation)
             positions = torch.arange(width).expand(len(batch), width)
             logits = self.model(input_ids=tokens.to(device), attention_mask=mask.to(device),
                                 position_ids=positions.to(device), use_cache=False).logits
-            real = mask[:, 1:].bool().to(device)  # the positions that predict a piece
-            logprobs = logits[:, :-1][real].float().log_softmax(-1)
-            picked = logprobs.gather(-1, tokens[:, 1:].to(device)[real].unsqueeze(-1)).squeeze(-1).tolist()
-            for k in batch:  # ``real`` is row-major: each text's pieces in turn
-                out[k], picked = picked[: len(ids[k])], picked[len(ids[k]) :]
+            logprobs = logits[scored.to(device)].float().log_softmax(-1)
+            picked = logprobs.gather(-1, torch.tensor(targets, device=device).unsqueeze(-1)).squeeze(-1).tolist()
+            for k in batch:  # ``scored`` is row-major: each window's pieces in turn
+                n = len(windows[k][1])
+                out[k], picked = picked[:n], picked[n:]
         return out
 
     def identity(self) -> dict[str, Any]:
-        """What changes a number: the sha256 of the config, weights and tokenizer files, the precision, the BOS."""
+        """What changes a number: the sha256 of the config, weights and tokenizer files, the precision, the BOS,
+        the convention."""
         names = {"config.json", *TOKENIZER_CONFIGS, *self.tokenizer.vocab_files_names.values()}
         files = [p for p in sorted(self.folder.iterdir()) if p.is_file()
                  and (p.name in names or p.suffix in (".safetensors", ".bin"))]
-        return {"files": {p.name: file_sha256(p) for p in files}, "precision": self.precision, "bos": self.bos}
+        return {"files": {p.name: file_sha256(p) for p in files}, "precision": self.precision, "bos": self.bos,
+                "hf_convention": self.hf_convention}
 
     def description(self) -> str:
-        """One line for the report headline, e.g. ``exact, tokenizer GPT2TokenizerFast (vocab 500), ...``."""
-        return f"exact, tokenizer {self.convention.tokenizer}, conditioned on {self.bos}, {self.precision}"
+        """One line for the report headline, e.g. ``exact, minicons convention, tokenizer GPT2TokenizerFast
+        (vocab 500), conditioned on <|endoftext|>, float32``."""
+        windows = f", windows of {self.max_length}" if self.hf_convention == "lm-eval" else ""
+        return (f"exact, {self.hf_convention} convention{windows}, tokenizer {self.convention.tokenizer}, "
+                f"conditioned on {self.bos}, {self.precision}")

@@ -3,8 +3,9 @@
 ``dtg`` generates a sentence with its projective dependency tree as a generative arc-standard, arc-eager or
 arc-swift transition sequence (``model.system``), with STACK/COMPOSE attention; ``txl-trans`` is a
 Transformer-XL over the same (undoubled) transitions with causal attention and linear relative positions.
-Both are joint models p(x, y). Training reads dependency corpora (UD, or ``NAME-dep`` for a constituency
-corpus converted by head rules). A loaded checkpoint scores given dependency trees and their marginal
+Both are joint models p(x, y). Training reads dependency corpora (UD, or a constituency corpus converted:
+``NAME-sd``, Stanford basic dependencies, the paper's scheme and the ``ptb``/``bllip`` presets'; ``NAME-dep``,
+the Collins head rules, an override). A loaded checkpoint scores given dependency trees and their marginal
 (``scorers.DTGModel`` with ``TreeScorer``): ``eval ppl --method gold`` gives the gold-tree bound on a
 dependency corpus; ``--method proposals --parser CKPT`` marginalises over N distinct trees per sentence drawn
 without replacement from a ``dep-parser`` checkpoint (found through the registry: its family's proposing
@@ -22,9 +23,9 @@ from experiments.families.adapter import Family, Inspection, InspectOption, Meth
 from experiments.families.dependency_presets import dependency_presets
 from lightning_modules.errors import InputError
 
-# today's CLI defaults, kept so that numbers do not change; the paper's (and the official code's) beam is
-# 100 / 10 with fast-track 0 and <= 15 actions per word
-BEAM = Method("beam", {"beam": 20, "word_beam": 5, "max_actions": 8, "fast_track": None})
+# the official code's SG beam (beam_search_standard.py: BEAM 100, WORD_BEAM 10, SHIFT 0, 15 token steps per
+# terminal; the paper's text says a beam of 300): the only defaults of the DTG beam (beam.py has none)
+BEAM = Method("beam", {"beam": 100, "word_beam": 10, "max_actions": 15, "fast_track": 0})
 METHODS = (BEAM, Method("proposals", {"n": 300}, trees="dependency"), Method("gold", trees="dependency"))
 
 
@@ -39,7 +40,7 @@ class DTGFamily(Family):
 
     # -- training ------------------------------------------------------------------------------------------
     def train_presets(self) -> dict[str, Any]:
-        return dependency_presets(super().train_presets())
+        return dependency_presets(super().train_presets(), pieces=True)
 
     def build_data(self, cfg: dict[str, Any]) -> Any:
         from lightning_modules.families.dtg import data as dtg_data
@@ -67,7 +68,8 @@ class DTGFamily(Family):
         return DTGModel.load(str(checkpoint), device)
 
     def scoring(self, checkpoint: str | Path, meta: dict[str, Any], request: ScoringRequest) -> Scoring:
-        """``beam``: the word-synchronous beam over the system's transitions (``beam.py``; SG, BLiMP);
+        """``beam``: the official word-synchronous beam over the system's transitions (``beam.py``; SG, BLiMP;
+        ``max_actions`` counts token steps per word, an arc two of them);
         ``proposals``: log of the summed p(x, y) over N distinct proposal trees (``--parser`` a dep-parser
         checkpoint, DTG §4), a lower bound on log p(x); ``gold``: log p(x, y_gold) of the corpus's dependency
         trees (non-projective ones lifted), a bound."""
@@ -77,16 +79,19 @@ class DTGFamily(Family):
         if request.method == "beam":
             from experiments.families.dtg.beam import DTGBeamScorer
 
-            scorer = DTGBeamScorer(self.load(checkpoint, request.device), o["beam"], o["word_beam"],
-                                   o["max_actions"], o["fast_track"])
+            model = self.load(checkpoint, request.device)
+            if model.pieces:
+                raise InputError("the word-synchronous beam generates one token per word; this checkpoint reads "
+                                 "SentencePiece pieces (data.terminals: sentencepiece): score it with --method "
+                                 "gold or --method proposals", "--method beam")
+            scorer = DTGBeamScorer(model, o["beam"], o["word_beam"], o["max_actions"], o["fast_track"])
+            # max_actions counts token steps (the official loop's): an arc is two tokens, the word one
             identity: dict[str, Any] = {"beam": o["beam"], "word_beam": o["word_beam"],
-                                        "max_actions": o["max_actions"]}
-            track = ""
-            if o["fast_track"] is not None:
-                identity["fast_track"] = o["fast_track"]
-                track = f", fast-track {o['fast_track']}"
-            return Scoring(scorer, identity, f"beam {o['beam']}/{o['word_beam']}{track}, <= "
-                           f"{o['max_actions']} actions per word (paper: 100/10, fast-track 0, <= 15)", 8)
+                                        "max_actions": o["max_actions"], "max_actions_counts": "tokens",
+                                        "fast_track": o["fast_track"]}
+            return Scoring(scorer, identity, f"beam {o['beam']}/{o['word_beam']}, fast-track {o['fast_track']}, "
+                           f"<= {o['max_actions']} token steps per word (official code: 100/10, fast-track 0, "
+                           "15; paper text: beam 300)", 8)
         if request.method == "proposals":
             if request.proposals is None:
                 raise InputError("--method proposals needs --parser CKPT (a dep-parser checkpoint)", "--method")

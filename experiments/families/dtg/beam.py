@@ -1,23 +1,42 @@
-"""The word-synchronous beam search of DTG and TXL (trans) on a key/value cache (DTG §4, Stern et al. 2017).
+"""The word-synchronous beam search of DTG and TXL (trans), as the official code runs it (``word_sync_beam_search``
+of ``beam_search_standard.py`` / ``beam_search_txl.py``, zhaoyd1/Dep_Transformer_Grammars), on a key/value cache.
 
-Word i is reached from the word beam by at most ``max_actions`` transitions between words. At each action
-step every frontier hypothesis may generate word i (GEN with the word's id, forced) — it then joins the
-*completed* set — or take one non-GEN transition its system allows there (``DTGState.check``, the §3.5
-constraints; a transition that would end the sequence while words remain is never proposed, nor a transition
-the checkpoint's vocabulary lacks, such as an arc-swift reach never seen in training). The best ``beam``
-transition extensions over the whole frontier form the next frontier (ties: frontier order, then vocabulary
-order). With ``fast_track`` K (DTG's setting: 0) completions compete with the extensions for the ``beam``
-places and the best K completions are kept regardless (Stern et al.'s rule, as the TG beam's ``_select``).
-Word i's prefix value is the logsumexp over the completed set, which is then pruned to the best
-``word_beam``. After the last word the sequence must still be completed — unlike TG's forced closings, DTG's
-remaining arcs are choices — so the search goes on over non-GEN transitions (the same action beam) until each
-hypothesis may end, and ``</s>`` is scored; ``total`` is the logsumexp over those complete sequences, a lower
-bound on log p(x) (every sequence the system allows counts, not only the oracle's).
+**Token steps.** Word i is reached from the word beam by a group of at most ``max_actions`` *token steps* (the
+official ``max_action_length_per_step``, 15). At each step every hypothesis that is free to choose either
+generates the word (GEN, forced to the word's id) or takes one transition its system allows there
+(``DTGState.check``, the §3.5 constraints: between words the official mask ``action_count <= word_count - 2``
+for arc-standard; never a transition that ends the sequence while words remain, nor one the checkpoint's
+vocabulary lacks, such as an arc-swift reach never seen in training). A transition spends its tokens: a DTG arc
+two (its forced duplicate takes the next step, with log-prob 0), every other transition, and every txl-trans
+transition, one. The word is a token too, so an arc-standard DTG takes at most 7 arcs between two words (the
+word is at most the 15th token) and a txl-trans at most 14 transitions.
+
+**Re-ranking.** A hypothesis that has generated the word keeps its place in the beam and competes again at every
+later step: the ``beam`` best of (those hypotheses with their score; the new completions; the new transition
+extensions; hypotheses halfway through an arc, unchanged) are kept (ties: beam order, then vocabulary order,
+completion last). After the last step the hypotheses that have not generated the word are dropped (they held
+their places at that step all the same, as in the official loop). ``fast_track`` K is the official
+``shift_size``: the K best candidates that generate the word (completions and hypotheses that already did) are
+kept whatever their rank and the best beam - K of the other candidates fill the rest; K = 0, the official
+setting, is a plain top-``beam``. Word i's prefix value is the logsumexp over the beam after its group, which is
+then pruned to the hypotheses at least as good as the ``word_beam``-th best (the official threshold: ties kept).
+
+**The end.** The official sentence ends with the terminals ``pop_root`` and ``</s>``, each reached by a group of
+its own (and the word beam after it). So here: after the last word, the transition that ends the sequence
+(arc-standard's ``pop_root``, arc-eager's POP of the root) is the target of a group, then ``</s>`` of another;
+arc-swift, which has no ending transition, has only the ``</s>`` group (``</s>`` once every word is attached).
+The official mask lets ``pop_root`` through on any stack and arcs after it (up to 2 x 7 arcs after the last
+word); our states represent complete trees only, so ``pop_root`` comes only on a one-word stack and nothing
+follows it, and the groups after the last word get ``2 * max_actions - 1`` token steps (the same 14 arcs,
+all before ``pop_root``). ``total`` is the logsumexp over the final beam, a lower bound on log p(x); -inf
+(``trees`` 0, no best tree) when no hypothesis completes within those steps (the prefix values stand).
 
 Each token is fed once through ``TransformerXL.step`` into a ``KeyValuePool`` row; its query reads the rows of
 its attend list: the STACK/COMPOSE units ``DTGState`` gives (keys, raw relative positions, COMPOSE flag, the
 arc's head id added at arc tokens) for ``dtg``, every earlier position (linear relative positions) for
-``txl-trans``. DTG is sentence level: a sentence whose sequence outgrows the checkpoint's segment is an error.
+``txl-trans``. A word's GEN token is fed after the word beam, for the survivors only. DTG is sentence level: a
+sentence whose sequence outgrows the checkpoint's segment is an error. ``reference_beam.py`` is a step-by-step
+port of the official loop without a cache; the tests hold this search equal to it.
 """
 
 from __future__ import annotations
@@ -36,99 +55,80 @@ from lightning_modules.families.dtg import encoding as dtg
 from lightning_modules.families.dtg.data import word_token
 from lightning_modules.numeric import logsumexp
 
+END, EOS = -1, -2  # the targets of the groups after the last word (word targets are vocabulary ids, >= 0)
+Record = tuple[int, list[int], list[int], bool, int]  # a token: id, attend keys, relpos, COMPOSE, added id
+
 
 @dataclass(eq=False, slots=True)
 class _Hypothesis:
-    """A transition prefix: its system state, fed token ids and pool rows, log-prob, next distribution."""
+    """A transition prefix: its system state, fed token ids and pool rows, log-prob and next distribution; in
+    a group, the tokens it has spent and whether it has reached the target (``pending``: the target's
+    transition, fed after the word beam)."""
 
     state: dtg.DTGState
     ids: list[int]
     rows: list[int]
     logprob: float
     next: torch.Tensor | None = None
-    words: int = 0
+    spent: int = 0
+    done: bool = False
+    pending: dtg.Transition | None = None
 
     def child(self, logprob: float) -> _Hypothesis:
-        return _Hypothesis(self.state.copy(), self.ids[:], self.rows[:], logprob, None, self.words)
+        return _Hypothesis(self.state.copy(), self.ids[:], self.rows[:], logprob)
 
 
 class DTGBeamScorer:
-    """Word-synchronous beam over a DTG / TXL (trans) checkpoint's transitions (module docstring)."""
+    """Word-synchronous beam over a DTG / TXL (trans) checkpoint's transitions (module docstring). The settings
+    have no defaults here: the ``beam`` method of the family adapter declares them."""
 
-    def __init__(self, model: object, beam: int = 100, word_beam: int = 10, max_actions: int = 15,
-                 fast_track: int | None = None, batch_size: int = 8):
+    def __init__(self, model: object, beam: int, word_beam: int, max_actions: int, fast_track: int,
+                 batch_size: int = 8):
         beams.check_beam_settings(beam, word_beam, max_actions, batch_size, fast_track)
+        if fast_track > beam:
+            raise InputError(f"must be at most the beam ({beam})", "fast_track")
         self.model = model
         self.beam, self.word_beam, self.max_actions = beam, word_beam, max_actions
         self.fast_track, self.batch_size = fast_track, batch_size
         self.name = model.family  # type: ignore[attr-defined]
         self.causal = model.family == "txl-trans"  # type: ignore[attr-defined]
-        self.arc_input = model.config["model"]["arc_input"]  # type: ignore[attr-defined]
         self.convention = Convention(method="beam", bound=True, beam=beam, word_beam=word_beam,
                                      max_actions=max_actions, fast_track=fast_track, incremental="beam",
                                      end_of_sentence=True)
-        vocab = model.vocab  # type: ignore[attr-defined]
-        system = model.system  # type: ignore[attr-defined]
-        # the non-GEN transitions the vocabulary has, in vocabulary order
-        self.transitions = [(vocab.id(tok), _transition(tok)) for tok in vocab.tokens
-                            if _transition(tok) is not None and _in_system(_transition(tok), system)]
-        self.columns = torch.tensor([i for i, _ in self.transitions], dtype=torch.long)
-        self.eos = vocab.id(dtg.EOS)
-        self.bos = vocab.id(dtg.BOS)
+        self.transitions = vocabulary_transitions(model)
+        self.eos = model.vocab.id(dtg.EOS)  # type: ignore[attr-defined]
         self.network = model.module.network  # type: ignore[attr-defined]
 
     # -- feeding ---------------------------------------------------------------------------------------------
     @torch.no_grad()
     def _feed(self, pool: object, hyps: list[_Hypothesis], transitions: list[dtg.Transition | None],
-              word_ids: list[int]) -> None:
-        """Apply one transition per hypothesis (None: ``<s>``; GEN takes ``word_ids``), feed its tokens, and set
+              word: int) -> None:
+        """Apply one transition per hypothesis (None: ``<s>``; GEN generates ``word``), feed its tokens, and set
         each ``next`` to the distribution after them."""
-        tokens: list[list[tuple[int, list[int], list[int], bool, int]]] = []
-        for h, t, word in zip(hyps, transitions, word_ids):
-            if t is None:
-                made = [h.state.start()]
-            else:
-                made = h.state.apply(t)
-            if self.causal:  # one undoubled token; every earlier position, linear relative positions
-                p = len(h.ids)
-                ident = self.bos if t is None else word if t.action == "gen" else self.model.vocab.id(t.token())
-                tokens.append([(ident, list(range(p + 1)), [p - k for k in range(p + 1)], False, 0)])
-                continue
-            row = []
-            for tok in made:
-                ident = self.bos if t is None else word if t.action == "gen" else self.model.vocab.id(t.token())
-                added = 0
-                if tok.arc_head is not None:
-                    head_id = h.ids[tok.arc_head]
-                    if self.arc_input == "w":
-                        ident = head_id
-                    elif self.arc_input == "w+arc":
-                        added = head_id
-                row.append((ident, tok.keys, tok.relpos, tok.type in dtg.COMPOSE_TYPES, added))
-            tokens.append(row)
+        tokens = [token_records(self.model, h.ids, h.state, t, word) for h, t in zip(hyps, transitions)]
         length = self.model.length  # type: ignore[attr-defined]
-        for k in range(max(len(r) for r in tokens)):
+        for k in range(max((len(r) for r in tokens), default=0)):
             batch = [(h, r[k], k + 1 == len(r)) for h, r in zip(hyps, tokens) if k < len(r)]
             if any(len(h.ids) >= length for h, _, _ in batch):
                 raise InputError(f"the sentence's transition sequence outgrows the model's segment of {length} "
                                  "tokens (DTG is sentence level)")
             self._step(pool, batch)
 
-    def _step(self, pool: object, batch: list[tuple[_Hypothesis, tuple, bool]]) -> None:
+    def _step(self, pool: object, batch: list[tuple[_Hypothesis, Record, bool]]) -> None:
         device = self.model.device  # type: ignore[attr-defined]
         new_rows = pool.allocate(len(batch))  # type: ignore[attr-defined]
-        for (h, (ident, _, _, _, _), _), row in zip(batch, new_rows.tolist()):
-            h.ids.append(ident)
+        for (h, record, _), row in zip(batch, new_rows.tolist()):
+            h.ids.append(record[0])
             h.rows.append(row)
-        width = max(len(keys) for _, (_, keys, _, _, _), _ in batch)
-        key_rows = [[h.rows[k] for k in keys] + [-1] * (width - len(keys)) for h, (_, keys, _, _, _), _ in batch]
-        relpos = [list(rel) + [0] * (width - len(rel)) for _, (_, _, rel, _, _), _ in batch]
+        width = max(len(r[1]) for _, r, _ in batch)
+        key_rows = [[h.rows[k] for k in r[1]] + [-1] * (width - len(r[1])) for h, r, _ in batch]
+        relpos = [list(r[2]) + [0] * (width - len(r[2])) for _, r, _ in batch]
         logits = self.network.step(
-            torch.tensor([b[1][0] for b in batch], dtype=torch.long, device=device), pool, new_rows,
+            torch.tensor([r[0] for _, r, _ in batch], dtype=torch.long, device=device), pool, new_rows,
             torch.tensor(key_rows, dtype=torch.long, device=device),
             torch.tensor(relpos, dtype=torch.long, device=device),
-            torch.tensor([b[1][3] for b in batch], device=device), self.rel_keys, True,
-            torch.tensor([b[1][4] for b in batch], dtype=torch.long, device=device))
+            torch.tensor([r[3] for _, r, _ in batch], device=device), self.rel_keys, True,
+            torch.tensor([r[4] for _, r, _ in batch], dtype=torch.long, device=device))
         logprobs = logits.float().log_softmax(-1).cpu()
         for k, (h, _, last) in enumerate(batch):
             if last:
@@ -146,98 +146,149 @@ class DTGBeamScorer:
         ids = [model.vocab.id(word_token(model.words, w)) for w in words]  # type: ignore[attr-defined]
         pool = self.network.new_pool(1024)
         start = _Hypothesis(dtg.DTGState(model.system), [], [], 0.0)  # type: ignore[attr-defined]
-        self._feed(pool, [start], [None], [0])
-        word_beam, prefix = [start], np.empty(len(words))
-        for i, ident in enumerate(ids):
-            completed = self._word(pool, word_beam, ident, len(words) - i)
-            if not completed:
+        self._feed(pool, [start], [None], 0)
+        beam, prefix = [start], np.empty(len(words))
+        ending = [] if model.system == "swift" else [END]  # type: ignore[attr-defined]
+        reached: list[_Hypothesis] = []
+        for i, target in enumerate([*ids, *ending, EOS]):
+            steps = self.max_actions if i < len(ids) else 2 * self.max_actions - 1
+            reached = self._group(pool, beam, target, steps)
+            if not reached and i < len(ids):
                 raise InputError(f"the beam found no hypothesis that generates word {i + 1}")
-            prefix[i] = logsumexp([h.logprob for h in completed])
-            word_beam = sorted(completed, key=lambda h: -h.logprob)[: self.word_beam]
-        final = self._finish(pool, word_beam)
-        if not final:
-            raise InputError("the beam found no complete transition sequence")
-        scores = [h.logprob for h in final]
-        total = logsumexp(scores)
-        best = final[int(np.argmax(scores))]
-        heads = tuple(best.state.heads[w] for w in range(1, len(words) + 1))
+            if not reached:  # no complete sequence within the closing steps: the bound is trivial
+                break
+            if i < len(ids):
+                prefix[i] = logsumexp([h.logprob for h in reached])
+            beam = self._word_beam(reached)
+            if target != EOS:
+                self._feed(pool, beam, [h.pending for h in beam], target)
+        total = logsumexp([h.logprob for h in reached]) if reached else float("-inf")
+        best = max(reached, key=lambda h: h.logprob, default=None)
+        tree = None if best is None else to_conllu(DepTree(
+            tuple(words), tuple(best.state.heads[w] for w in range(1, len(words) + 1)), ("dep",) * len(words)))
         return SentenceScore(
             words=tuple(words), word_logprobs=tuple(float(v) for v in np.diff(prefix, prepend=0.0)),
-            total=total, end_logprob=total - float(prefix[-1]),
-            best_tree=to_conllu(DepTree(tuple(words), heads, ("dep",) * len(words))),
+            total=total, end_logprob=total - float(prefix[-1]), best_tree=tree,
             unknown_words=sum(model.is_unknown(w) for w in words),  # type: ignore[attr-defined]
-            extra={"trees": len(final), "best_logprob": best.logprob},
+            extra={"trees": len(reached), "best_logprob": float("-inf") if best is None else best.logprob},
         )
 
-    def _word(self, pool: object, frontier: list[_Hypothesis], word: int, remaining: int) -> list[_Hypothesis]:
-        """Every hypothesis that generates ``word`` from the frontier within ``max_actions`` transitions
-        (``remaining``: the words still to generate, this one included; none may end the sequence)."""
-        completed: list[_Hypothesis] = []
-        for step in range(self.max_actions + 1):
-            if not frontier:
-                break
-            gens = [h.child(h.logprob + float(h.next[word])) if h.state.check(dtg.GEN) is None else None
-                    for h in frontier]
-            last = step == self.max_actions
-            extensions, kept = self._select(frontier, gens, remaining, last)
-            if kept:
-                self._feed(pool, kept, [dtg.GEN] * len(kept), [word] * len(kept))
-            completed += kept
-            if last:
-                break
-            frontier = self._extend(pool, frontier, extensions)
-        return completed
+    def _word_beam(self, reached: list[_Hypothesis]) -> list[_Hypothesis]:
+        """The hypotheses at least as good as the ``word_beam``-th best, in beam order."""
+        scores = sorted((h.logprob for h in reached), reverse=True)
+        threshold = scores[self.word_beam - 1] if len(scores) >= self.word_beam else -np.inf
+        return [h for h in reached if h.logprob >= threshold]
 
-    def _finish(self, pool: object, frontier: list[_Hypothesis]) -> list[_Hypothesis]:
-        """Complete each hypothesis after the last word: non-GEN transitions until it may end, then ``</s>``."""
-        final: list[_Hypothesis] = []
-        for _ in range(2 * max((h.state.words for h in frontier), default=0) + 2):
-            if not frontier:
+    def _group(self, pool: object, beam: list[_Hypothesis], target: int, steps: int) -> list[_Hypothesis]:
+        """The hypotheses that reach ``target`` (a word id, ``END`` or ``EOS``) from ``beam`` within ``steps``
+        token steps, re-ranked at every step (module docstring)."""
+        for h in beam:
+            h.spent, h.done, h.pending = 0, False, None
+        for k in range(steps):
+            if all(h.done for h in beam):
                 break
-            ending = [h for h in frontier if h.state.can_end()]
-            for h in ending:
-                h.logprob += float(h.next[self.eos])
-            final += ending
-            going_on = [h for h in frontier if not h.state.can_end()]
-            if not going_on:
-                break
-            extensions, _ = self._select(going_on, [None] * len(going_on), 0, False)
-            frontier = self._extend(pool, going_on, extensions)
-        return final
+            scores, shift, made = self._candidates(beam, target, k)
+            chosen = self._choose(torch.tensor(scores, dtype=torch.float64), torch.tensor(shift, dtype=torch.bool))
+            beam, extensions = [], []
+            for i in chosen:
+                h, kind, t = made[i]
+                if kind == "keep":
+                    beam.append(h)
+                    continue
+                child = h.child(scores[i])
+                if kind == "complete":
+                    child.done, child.pending = True, t
+                else:
+                    child.spent = k + self._cost(t)
+                    extensions.append((child, t))
+                beam.append(child)
+            if extensions:
+                self._feed(pool, [c for c, _ in extensions], [t for _, t in extensions], 0)
+        return [h for h in beam if h.done]
 
-    def _select(self, frontier: list[_Hypothesis], gens: list[_Hypothesis | None], remaining: int, last: bool
-                ) -> tuple[list[tuple[int, int, float]], list[_Hypothesis]]:
-        """(the transition extensions (hypothesis, transition column, score) kept, the completions kept)."""
-        scores = torch.stack([h.next[self.columns] for h in frontier]).double()
-        scores += torch.tensor([h.logprob for h in frontier], dtype=torch.float64)[:, None]
-        allowed = torch.zeros(scores.shape, dtype=torch.bool)
-        if not last:
-            for b, h in enumerate(frontier):
-                for c, (_, t) in enumerate(self.transitions):
-                    allowed[b, c] = h.state.check(t) is None and not (remaining and _ends(h.state, t))
-        scores = scores.masked_fill(~allowed, float("-inf"))
-        if self.fast_track is None:
-            return [(b, c, float(scores[b, c])) for b, c in self._best(scores, self.beam)], \
-                [g for g in gens if g is not None]
-        word_scores = torch.tensor([float("-inf") if g is None else g.logprob for g in gens], dtype=torch.float64)
-        joint = torch.cat([word_scores[:, None], scores], dim=1)
-        best = self._best(joint, self.beam)
-        kept_rows = {b for b, c in best if c == 0}
-        kept_rows.update(b for b, _ in self._best(word_scores[:, None], self.fast_track))
-        return [(b, c - 1, float(scores[b, c - 1])) for b, c in best if c], [gens[b] for b in sorted(kept_rows)]
+    def _candidates(self, beam: list[_Hypothesis], target: int, k: int
+                    ) -> tuple[list[float], list[bool], list[tuple[_Hypothesis, str, dtg.Transition | None]]]:
+        """Step ``k``'s candidates in beam order: (score, generates the target, (hypothesis, keep | complete |
+        extend, transition)); per hypothesis free to choose, its transitions in vocabulary order, then its
+        completion."""
+        scores: list[float] = []
+        shift: list[bool] = []
+        made: list[tuple[_Hypothesis, str, dtg.Transition | None]] = []
+        for h in beam:
+            if h.done or h.spent > k:  # reached the target / halfway through an arc: unchanged
+                scores.append(h.logprob)
+                shift.append(h.done)
+                made.append((h, "keep", None))
+                continue
+            assert h.next is not None
+            for column, t in self.transitions:
+                if h.state.check(t) is None and (target == EOS or not _ends(h.state, t)):
+                    scores.append(h.logprob + float(h.next[column]))
+                    shift.append(False)
+                    made.append((h, "extend", t))
+            completion = self._completion(h, target)
+            if completion is not None:
+                column, t = completion
+                scores.append(h.logprob + float(h.next[column]))
+                shift.append(True)
+                made.append((h, "complete", t))
+        return scores, shift, made
 
-    @staticmethod
-    def _best(scores: torch.Tensor, count: int) -> list[tuple[int, int]]:
-        """(row, column) of the ``count`` best finite scores, best first (stable: ties keep index order)."""
-        width = scores.shape[1]
-        return [divmod(i, width) for i in beams.best(scores.flatten(), count)]
+    def _completion(self, h: _Hypothesis, target: int) -> tuple[int, dtg.Transition | None] | None:
+        """(the vocabulary column, the transition) by which ``h`` reaches ``target`` now, or None."""
+        if target == EOS:
+            return (self.eos, None) if h.state.can_end() else None
+        if target == END:
+            return next(((c, t) for c, t in self.transitions if _ends(h.state, t) and h.state.check(t) is None),
+                        None)
+        return (target, dtg.GEN) if h.state.check(dtg.GEN) is None else None
 
-    def _extend(self, pool: object, frontier: list[_Hypothesis], extensions: list[tuple[int, int, float]]
-                ) -> list[_Hypothesis]:
-        children = [frontier[b].child(score) for b, _, score in extensions]
-        if children:
-            self._feed(pool, children, [self.transitions[c][1] for _, c, _ in extensions], [0] * len(children))
-        return children
+    def _choose(self, scores: torch.Tensor, shift: torch.Tensor) -> list[int]:
+        """The kept candidates, best first: with ``fast_track`` K the best K that generate the target, then the
+        best beam - K of the others (the official ``find_selected_indices``)."""
+        if not self.fast_track:
+            return beams.best(scores, self.beam)
+        fast = beams.best(scores.masked_fill(~shift, float("-inf")), self.fast_track)
+        rest = scores.clone()
+        rest[fast] = float("-inf")
+        return fast + beams.best(rest, self.beam - self.fast_track)
+
+    def _cost(self, t: dtg.Transition) -> int:
+        """The tokens ``t`` spends: a DTG arc two (the forced duplicate), any other transition one."""
+        return 2 if not self.causal and t.action in (dtg.LEFT_ARC, dtg.RIGHT_ARC) else 1
+
+
+def token_records(model: object, ids: list[int], state: dtg.DTGState, t: dtg.Transition | None, word: int
+                  ) -> list[Record]:
+    """Apply ``t`` to ``state`` (None: ``<s>``; GEN generates the vocabulary id ``word``) after the fed token ids
+    ``ids``; the records of the tokens it adds (DTG: its attention units, the head's id at arc tokens as the
+    checkpoint's ``arc_input`` says; TXL (trans): one token over every earlier position)."""
+    vocab = model.vocab  # type: ignore[attr-defined]
+    made = [state.start()] if t is None else state.apply(t)
+    ident = vocab.id(dtg.BOS) if t is None else word if t.action == "gen" else vocab.id(t.token())
+    if model.family == "txl-trans":  # type: ignore[attr-defined]
+        p = len(ids)
+        return [(ident, list(range(p + 1)), [p - k for k in range(p + 1)], False, 0)]
+    arc_input = model.config["model"]["arc_input"]  # type: ignore[attr-defined]
+    out = []
+    for tok in made:
+        token, added = ident, 0
+        if tok.arc_head is not None:
+            head_id = ids[tok.arc_head]
+            if arc_input == "w":
+                token = head_id
+            elif arc_input == "w+arc":
+                added = head_id
+        out.append((token, tok.keys, tok.relpos, tok.type in dtg.COMPOSE_TYPES, added))
+    return out
+
+
+def vocabulary_transitions(model: object) -> list[tuple[int, dtg.Transition]]:
+    """(vocabulary id, transition) of every non-GEN transition of the model's system its vocabulary has, in
+    vocabulary order."""
+    vocab, system = model.vocab, model.system  # type: ignore[attr-defined]
+    found = [(vocab.id(tok), _transition(tok)) for tok in vocab.tokens]
+    return [(i, t) for i, t in found if t is not None and _in_system(t, system)]
 
 
 def _transition(token: str) -> dtg.Transition | None:

@@ -7,8 +7,9 @@ or ``--proposals FILE`` written by ``synbench propose``, as an experiment plans 
 on the same words: the parser's greedy parse (with ``--parser``; with a file, its first, most probable
 tree) and the oracle (the best
 proposal by UAS: how good a rerank can get). Gold trees are the corpus's (a UD treebank, or a constituency
-corpus converted by head rules, ``NAME-dep``); words tagged PUNCT in the gold tree are not scored (DTG's
-reranking evaluation; ``experiments.evaluate.uas``). Trees the model cannot give a probability (an arc-swift
+corpus converted: ``NAME-sd``, Stanford basic dependencies as Table 3's, or ``NAME-dep``, ``NAME-ud``); words
+whose gold XPOS is a PTB punctuation tag (`` '' . , :) are not scored (Chen & Manning 2014's rule for PTB
+dependency UAS; ``experiments.evaluate.uas``). Trees the model cannot give a probability (an arc-swift
 reach it never saw in training) are left out of its ranking.
 """
 
@@ -84,7 +85,7 @@ def evaluate(model: Any, options: Mapping[str, Any]) -> tuple[dict[str, Any], in
     out = Path(args.out) if args.out else default_out_dir(args.checkpoint, "uas-rerank", settings)
     items = [{"sentence": k, "reranked": list(r), "parser": list(p), "trees": len(t)}
              for k, (r, p, t) in enumerate(zip(reranked, greedy, proposals))]
-    write_results(out, "uas-rerank", metrics, convention(False) + "; the model's best of N proposals (uas), "
+    write_results(out, "uas-rerank", metrics, convention() + "; the model's best of N proposals (uas), "
                   f"{parser_name} (uas_parser), the best proposal by UAS (uas_oracle)", settings, items, data=data)
     (out / "reranked.conllu").write_text(
         "".join(to_conllu(DepTree(g.forms, tuple(h), ("dep",) * len(h))) + "\n" for g, h in zip(gold, reranked)),

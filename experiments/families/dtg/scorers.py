@@ -20,7 +20,7 @@ from experiments.evaluate.scorers.txl_model import TXLModel
 from lightning_modules.data.dependency import DepTree, projectivize, to_conllu
 from lightning_modules.data.encodings.choe_charniak import ActionVocab
 from lightning_modules.data.encodings.segmentation import segment
-from lightning_modules.data.vocab import WordVocab
+from lightning_modules.data.vocab import WordVocab, terminal_vocab
 from lightning_modules.errors import InputError
 from lightning_modules.families.dtg import data as dtg_data
 from lightning_modules.families.dtg import encoding as dtg
@@ -33,7 +33,7 @@ class DTGModel(TXLModel):
         super().__init__(module, meta, vocab, device)
         model = self.config["model"]
         self.system: str = model["system"]
-        self.words = WordVocab.from_dict(meta["vocab"]["words"], "checkpoint vocabulary")
+        self.words = terminal_vocab(meta["vocab"], "checkpoint vocabulary")  # words, or SentencePiece pieces
         self._encode = dtg_data.example_encoder(self.family, self.system, model["arc_input"], vocab, self.words)
 
     @staticmethod
@@ -82,8 +82,13 @@ class DTGModel(TXLModel):
         known.name = getattr(source, "name", None)  # type: ignore[attr-defined]
         return known
 
+    @property
+    def pieces(self) -> bool:
+        """Whether the checkpoint reads SentencePiece pieces (``data.terminals: sentencepiece``), not words."""
+        return not isinstance(self.words, WordVocab)
+
     def is_unknown(self, word: str) -> bool:
-        return word not in self.words.known
+        return dtg_data.is_unknown(self.words, self.vocab, word)
 
     def chunks(self, examples: Sequence[dtg_data.DTGExample]) -> list[Any]:
         """Whole sentences (one chunk each, with their arc representations)."""

@@ -98,9 +98,9 @@ class DepParserFamily(Family):
                       "action_vocab_size": data.vocab_size})
 
     def final_metrics(self, module: Any, data: Any, best_path: str) -> dict[str, Any]:
-        """Validation action NLL and accuracy (teacher forcing) and the UAS of greedy parses (gold PUNCT
-        words not scored, ``experiments.evaluate.uas``)."""
-        from experiments.evaluate.uas import attachment_counts
+        """Validation action NLL and accuracy (teacher forcing) and the UAS of greedy parses (punctuation not
+        scored by ``experiments.evaluate.uas``'s default rule)."""
+        from experiments.evaluate.uas import DEFAULT_PUNCTUATION, PUNCTUATION_RULES, attachment_counts
         from experiments.families.parser.dep_proposals import propose
 
         out = action_metrics(module, data, best_path)
@@ -108,7 +108,7 @@ class DepParserFamily(Family):
                          max_rows=64)
         words, heads = attachment_counts(data.valid_trees, [p.heads[0] for p in parses])
         out.update(val_greedy_uas=100.0 * heads / max(words, 1),
-                   val_greedy_uas_convention="greedy parses, words whose gold UPOS is not PUNCT")
+                   val_greedy_uas_convention=f"greedy parses, {PUNCTUATION_RULES[DEFAULT_PUNCTUATION]}")
         out.update(data.stats)
         return out
 

@@ -85,7 +85,7 @@ def proposals_jsonl(proposals: Sequence[DepProposals]) -> str:
 
 
 def oracle_uas(gold: Sequence[DepTree], proposals: Sequence[DepProposals], n: int) -> float:
-    """UAS of the best of the first ``n`` proposals of each sentence (gold PUNCT words not scored)."""
+    """UAS of the best of the first ``n`` proposals of each sentence (``evaluate.uas``'s punctuation rule)."""
     from experiments.evaluate.uas import attachment_counts
 
     best = [max(p.heads[:n], key=lambda h, g=g: attachment_counts([g], [h])[1]) for p, g in zip(proposals, gold)]
@@ -98,7 +98,7 @@ def write(args: ProposeRequest) -> str:
     the first tree's and the oracle UAS for ``--corpus``); returns the line it prints."""
     from experiments.evaluate.ppl import read_sentences as read_split_sentences
     from experiments.evaluate.proposal_files import logq_jsonl, read_sentences
-    from experiments.evaluate.uas import attachment_counts
+    from experiments.evaluate.uas import DEFAULT_PUNCTUATION, PUNCTUATION_RULES, attachment_counts
     from lightning_modules.data.atomic import atomic_write_text
 
     model, payload = load_parser(args.checkpoint)
@@ -123,7 +123,7 @@ def write(args: ProposeRequest) -> str:
         meta["one_best_uas"] = round(100.0 * correct / max(words, 1), 2)
         meta["oracle_uas"] = {str(n): oracle_uas(gold, proposals, n)
                               for n in sorted({n for n in (1, 10, 100) if n < args.n} | {args.n})}
-        meta["uas_convention"] = "words whose gold UPOS is not PUNCT; one_best: the most probable proposal"
+        meta["uas_convention"] = f"{PUNCTUATION_RULES[DEFAULT_PUNCTUATION]}; one_best: the most probable proposal"
         line += f": 1-best UAS {meta['one_best_uas']}, oracle UAS at N = {args.n}: {meta['oracle_uas'][str(args.n)]}"
     meta_path = Path(args.out).with_suffix(".meta.json")
     atomic_write_text(meta_path, json.dumps(meta, indent=1) + "\n")

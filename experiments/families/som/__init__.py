@@ -18,10 +18,8 @@ from typing import Any
 
 from experiments.families import register
 from experiments.families.adapter import Family, Inspection, InspectOption, Method, ParseView, Scoring, ScoringRequest
+from experiments.families.dependency_presets import data_presets
 from lightning_modules.errors import InputError
-
-# the data of a UD-trained preset: UD English EWT (train/dev), words with Berkeley unknown-word classes
-UD_DATA = {"corpus": "ud-ewt", "train_split": "train", "valid_split": "dev"}
 
 
 @register
@@ -34,20 +32,27 @@ class SOMFamily(Family):
         return "string"
 
     def methods(self, config: dict[str, Any] | None = None) -> tuple[Method, ...]:
-        return (Method("exact"),)
+        """``exact`` (greedy decisions); ``gold``: the gold decisions of the corpus's trees (Table 2's upper
+        bound, ``eval ppl --method gold``)."""
+        return (Method("exact"), Method("gold"))
 
     # -- training ------------------------------------------------------------------------------------------
     def train_presets(self) -> dict[str, Any]:
         """The shared data/train presets, each model preset under its base name (``cpu-small-esom`` reads
-        ``cpu-small``); ``cpu-small*`` train on UD EWT."""
+        ``cpu-small``), with the dependency data of the families trained on dependency trees: ``cpu-small*``
+        on UD EWT train/dev, ``ptb*`` (Table 6's models; Γ read from dependency trees as the paper's Table 2
+        run) on the PTB sample converted to Universal Dependencies as CoreNLP converts (``ptb-sample-ud``; the
+        licensed PTB: ``data.corpus=ptb-ud``; the Collins head-rule trees: ``ptb-sample-dep``). A constituency
+        treebank is an override (Appendix B.1, ``data.corpus=ptb``)."""
         shared = super().train_presets()
         models, _ = self.model_presets()
         out: dict[str, Any] = {"runtime": shared["runtime"]}
+        ud = data_presets("ud")
         for name in models:
             base = next(b for b in sorted(shared, key=len, reverse=True) if name.startswith(b))
             preset = {**shared[base]}
-            if base == "cpu-small":
-                preset["data"] = {**preset["data"], **UD_DATA}
+            if base in ud:
+                preset["data"] = {**preset["data"], **ud[base]}
             out[name] = preset
         return out
 
@@ -62,10 +67,12 @@ class SOMFamily(Family):
         return build({**cfg["model"], "vocab_size": data.vocab_size})
 
     def final_metrics(self, module: Any, data: Any, best_path: str) -> dict[str, Any]:
-        """Validation metrics of the best checkpoint with greedy decisions: exact perplexity (per token and
-        per word, ``<eos>`` predicted), p / p' accuracy against Algorithm 1's labels (Table 2), and the
-        unlabeled F1 of the parses against the trees the model is trained on (Γ, or the binarized
-        constituency trees), with ``eval parse``'s convention (``parsing.py``)."""
+        """Validation metrics of the best checkpoint with greedy decisions: exact perplexity (per token, the
+        ``<eos>`` of each sentence in the sum and in the count as Kim et al. (2019); per word, ``<eos>`` in the
+        sum only, as ``eval ppl``'s ``word_ppl``), p / p' accuracy against Algorithm 1's labels (Table 2), and
+        the unlabeled F1 of the parses against the trees the model is trained on (Γ, or the binarized
+        constituency trees) with ``eval parse``'s protocol (``parsing.py``): against the whole tree, also
+        where it is deeper than the memory and its training labels are clamped (``encoding.depth_slots``)."""
         import torch
 
         from experiments.families.som import parsing
@@ -86,7 +93,8 @@ class SOMFamily(Family):
                 for b, row in enumerate(rows):
                     n = len(row) - 1
                     words = [str(i) for i in range(n)]
-                    gold.append(parsing.evalb_line(som.shape_from_slots(row.slots[1: n + 1]), words, row.tags))
+                    tree = som.shape_from_slots(som.depth_slots(row.first_sibling, module.config.n_slots)[1: n + 1])
+                    gold.append(parsing.evalb_line(tree, words, row.tags))
                     parsed.append(parsing.evalb_line(som.shape_from_slots(theta[b, 1: n + 1]), words, row.tags))
         tokens, words = max(sums["lm_count"], 1), max(data.valid_words, 1)
         out = {
@@ -95,9 +103,11 @@ class SOMFamily(Family):
             "val_token_ppl": math.exp(sums["lm_nll"] / tokens),
             "val_word_ppl": math.exp(sums["lm_nll"] / words),
             "val_word_ppl_convention": "exact with greedy decisions, <eos> predicted, denominator = words",
+            "val_token_ppl_convention": "exact with greedy decisions, <eos> predicted and counted (Kim et al. 2019)",
             "val_p_accuracy": sums["parser_correct"] / max(sums["parser_count"], 1),
             "val_uf1": parsing.unlabeled_f1(gold, parsed)["bracket_f1"],
-            "val_uf1_convention": "EVALB unlabeled vs the training trees, punctuation and trivial spans removed",
+            "val_uf1_convention": "as eval parse: EVALB unlabeled vs the training trees (unclamped), punctuation "
+                                  "and trivial spans removed",
         }
         if "zero_step_count" in sums:
             out["val_p_prime_accuracy"] = sums["zero_step_correct"] / max(sums["zero_step_count"], 1)
@@ -113,13 +123,15 @@ class SOMFamily(Family):
     def scoring(self, checkpoint: str | Path, meta: dict[str, Any], request: ScoringRequest) -> Scoring:
         from experiments.families.som.scorers import ExactScorer
 
-        if request.method != "exact":
-            raise InputError("SOM is a string model scored exactly with greedy structure: --method exact",
-                             "--method")
         if request.proposals is not None:
             raise InputError("SOM decides its own structure: --proposals/--parser do not apply", str(checkpoint))
-        scorer = ExactScorer(self.load(checkpoint, request.device), request.batch_size)
-        return Scoring(scorer, {}, "exact, greedy structure (argmax p_t and p'_t)", 32)
+        model = self.load(checkpoint, request.device)
+        if request.method == "exact":
+            return Scoring(ExactScorer(model, request.batch_size), {}, "exact, greedy structure (argmax p_t and p'_t)")
+        if request.gold is None:
+            raise InputError("--method gold needs the gold trees of a corpus (eval ppl)", "--method")
+        return Scoring(ExactScorer(model, request.batch_size, request.gold), {},
+                       "gold decisions (Table 2's upper bound: theta_t and c_t from the corpus's trees)")
 
     def parse_view(self, config: dict[str, Any] | None = None) -> ParseView:
         from experiments.families.som.parsing import VIEW

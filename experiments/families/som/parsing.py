@@ -2,10 +2,12 @@
 
 A parse is the tree the greedy decisions θ_t build (``encodings.som.shape_from_slots``), binary and
 unlabelled over words. Parses and gold trees are scored as the paper describes (Appendix B.1, after Kim et al.
-2019: EVALB, punctuation ignored, trivial spans discarded): each EVALB line drops its punctuation words
-(COLLINS.prm's deleted tags ``, : `` '' .`` and UD's UPOS ``PUNCT``), then every bracket left over a single
-word or over the same span as its only child, and labels its root ``TOP`` (the sentence span, deleted by
-EVALB). What remains is scored with EVALB's unlabeled setting. Tags are those ``eval`` reads (XPOS, else UPOS).
+2019: EVALB, punctuation ignored, trivial spans discarded): each EVALB line drops its punctuation words, then
+every bracket left over a single word or over the same span as its only child, and labels its root ``TOP`` (the
+sentence span, deleted by EVALB). What remains is scored with EVALB's unlabeled setting. Punctuation is read
+from the tags of ``lightning_modules.families.som.data.scoring_tags`` (the view's ``tags``): a constituency
+tree's preterminals ``, : `` '' .`` (COLLINS.prm's deleted tags), a dependency tree's UPOS ``PUNCT`` — never
+its XPOS, which is no PTB tag in every UD treebank (LinES: ``Period``, ``Comma``; ParTUT: ``FS``, ``FF``).
 ``eval parse CKPT --gold CORPUS/SPLIT`` reads UD corpora (``VIEW``): the parse of every sentence against its Γ,
 the right-branching tree beside; or a constituency treebank: the parse against the original, n-ary tree
 (Table 8; a binary parse cannot reach 100 there: the view's ``oracle``, the gold trees binarized as Γ is, is
@@ -31,9 +33,11 @@ from lightning_modules.data.dependency import DepTree
 from lightning_modules.data.tree import Tree, drop_pos_tags, to_bracketed
 from lightning_modules.errors import InputError
 from lightning_modules.families.som import encoding as som
+from lightning_modules.families.som.data import scoring_tags
 
 CONVENTION = ("model parse = the tree of the greedy decisions argmax p_t (incremental, one-step look-ahead); "
-              "EVALB unlabeled after removing punctuation (tags , : `` '' . and UPOS PUNCT) and trivial spans "
+              "EVALB unlabeled after removing punctuation (PTB tags , : `` '' .; UPOS PUNCT for dependency trees, "
+              "whatever their XPOS) and trivial spans "
               "(single words, the sentence), against Γ (UD tree converted as Fig. 4) or the given constituency "
               "tree")
 PUNCTUATION = frozenset({",", ":", "``", "''", ".", "PUNCT"})
@@ -69,17 +73,12 @@ def unlabeled_f1(gold: Sequence[str], parsed: Sequence[str]) -> dict[str, Any]:
     return evaluate_lines(gold, parsed, UNLABELED).as_dict()["all"]
 
 
-def corpus_tags(dep: DepTree) -> list[str]:
-    """The tags ``eval`` reads for a UD sentence (``corpora.read_split``): XPOS, else UPOS."""
-    return list(dep.xpos if any(x != "_" for x in dep.xpos) else dep.upos)
-
-
 def gold_line(gold: DepTree | Tree) -> str:
     """The EVALB line of a gold tree (the same tags as the parse): Γ of a UD tree, or a (cleaned) constituency
     tree as it is, n-ary (Appendix B.1, Table 8: against the original PTB trees)."""
     if isinstance(gold, DepTree):
-        return evalb_line(som.binary_shape(som.gamma(gold)), gold.forms, corpus_tags(gold))
-    return evalb_line(drop_pos_tags(gold), gold.leaves(), [t for _, t in gold.pos()])
+        return evalb_line(som.binary_shape(som.gamma(gold)), gold.forms, scoring_tags(gold))
+    return evalb_line(drop_pos_tags(gold), gold.leaves(), scoring_tags(gold))
 
 
 def parsed_line(score: Any, tags: Sequence[str]) -> str:
@@ -109,9 +108,8 @@ def gold_shape(gold: DepTree | Tree) -> som.Shape:
 def oracle_line(gold: DepTree | Tree) -> str:
     """The EVALB line of the best binary parse of ``gold`` (Table 8's "Oracle Binary Trees": the tree binarized
     with Γ's left bias; for a UD tree Γ itself, which scores 100)."""
-    words, tags = (gold.forms, corpus_tags(gold)) if isinstance(gold, DepTree) else (gold.leaves(),
-                                                                                     [t for _, t in gold.pos()])
-    return evalb_line(gold_shape(gold), words, tags)
+    return evalb_line(gold_shape(gold), gold.forms if isinstance(gold, DepTree) else gold.leaves(),
+                      scoring_tags(gold))
 
 
 def decision_hits(score: Any, gold: DepTree | Tree) -> dict[str, tuple[int, int]]:
@@ -131,7 +129,7 @@ def decision_hits(score: Any, gold: DepTree | Tree) -> dict[str, tuple[int, int]
 
 VIEW = ParseView(gold=gold_line, parsed=parsed_line, baseline=right_branching_line, baseline_name="right_branching",
                  evalb="unlabeled", convention=CONVENTION, gold_name="Γ (Fig. 4) of UD trees, or constituency trees",
-                 excluded=excluded, gold_kind=None, oracle=oracle_line, decisions=decision_hits)
+                 excluded=excluded, gold_kind=None, oracle=oracle_line, decisions=decision_hits, tags=scoring_tags)
 
 
 def oracle_binary_f1(trees: Sequence[Tree]) -> float:

@@ -8,11 +8,17 @@ no marginalisation over trees and no bound. The parse is the tree the decisions 
 (``parsing.py``; ``best_tree`` holds it with brackets in words written -LRB-/-RRB-, ``extra["decisions"]``
 the decisions θ, ``extra["choices"]`` the prediction network's slots c, for the p / p' accuracies); ``best_logprob``
 is the same exact log p(x).
+
+With ``--method gold`` (Table 2's "– Predicted tree + Gold tree", the upper bound of SOM; what validation
+does with ``model.eval_decisions: gold``) θ_t and c_t are the gold grid labels of the corpus's tree instead
+(Γ of a dependency tree, the binarized constituency tree, or the left-branching tree of a model trained on
+it): each word's probability then reads the gold attachment of the next word (c_t = ξ_{t+1}), so the total
+is not a probability of the string alone, and not a bound on it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -23,9 +29,12 @@ from experiments.families.som.parsing import bracket_safe
 from lightning_modules.data.tree import to_bracketed
 from lightning_modules.data.vocab import TokenVocab, WordVocab
 from lightning_modules.families.som import encoding as som
+from lightning_modules.families.som.data import sentence_shape
 from lightning_modules.families.som.model import SOM, build
 
 INCREMENTAL = "exact given greedy decisions: theta_t = argmax p_t, prediction slot = argmax p'_t (Eq. 13)"
+GOLD = ("gold decisions (Table 2's upper bound): theta_t and the prediction slot c_t = xi_{t+1} are the gold "
+        "grid labels, so p(w_{t+1} | w_<=t) reads the next word's gold attachment; not a probability of x alone")
 
 
 class SOMModel:
@@ -52,10 +61,18 @@ class SOMModel:
     def is_unknown(self, word: str) -> bool:
         return word not in self.words.known
 
+    def gold_slots(self, words: Sequence[str], tree: Any) -> np.ndarray:
+        """The grid labels of ``<s> w_1 … w_n <eos>`` under the tree the model was trained on (its
+        ``tree_labels``) for a corpus tree: the gold decisions."""
+        shape = sentence_shape(words, tree, self.module.config.tree_labels)
+        return som.token_slots(som.sentence_shape(shape), self.module.config.n_slots)
+
     @torch.no_grad()
-    def run(self, sentences: Sequence[Sequence[str]]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
+    def run(self, sentences: Sequence[Sequence[str]], gold: Sequence[np.ndarray] | None = None
+            ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
         """Per sentence: log p of ``w_1 … w_n <eos>`` (float64[n + 1]), the decisions θ of the words and the
-        prediction network's slots c after each word (None without a prediction network)."""
+        prediction network's slots c after each word (None without a prediction network); greedy, or the
+        ``gold`` grid labels of each sentence (``gold_slots``)."""
         ids = [[self.vocab.id(self.words.unkify(w)) for w in words] for words in sentences]
         n = max(len(x) for x in ids) + 1
         inputs = torch.zeros(len(ids), n, dtype=torch.long)
@@ -63,8 +80,10 @@ class SOMModel:
         for b, x in enumerate(ids):
             inputs[b, : len(x) + 1] = torch.tensor([self.vocab.id(som.SOS), *x])
             targets[b, : len(x) + 1] = torch.tensor([*x, self.vocab.id(som.EOS)])
-        no_gold = torch.zeros(len(ids), n + 1, dtype=torch.long, device=self.device)
-        trace = self.module(inputs.to(self.device), no_gold, "argmax")
+        slots = torch.zeros(len(ids), n + 1, dtype=torch.long)
+        for b, labels in enumerate(gold or ()):
+            slots[b, : len(labels)] = torch.from_numpy(labels)
+        trace = self.module(inputs.to(self.device), slots.to(self.device), "argmax" if gold is None else "gold")
         logp = trace.logits.double().log_softmax(-1).gather(2, targets.to(self.device)[..., None])[..., 0]
         logp, theta = logp.cpu().numpy(), trace.decisions.cpu().numpy()
         choices = None if trace.choices is None else trace.choices.cpu().numpy()
@@ -73,12 +92,14 @@ class SOMModel:
 
 
 class ExactScorer:
-    """Exact per-word log-probabilities with greedy structure (module docstring), batched by length."""
+    """Exact per-word log-probabilities with greedy structure, or with the gold decisions of the trees that
+    ``gold`` gives (module docstring), batched by length."""
 
-    def __init__(self, model: SOMModel, batch_size: int = 32):
-        self.model, self.batch_size = model, batch_size
+    def __init__(self, model: SOMModel, batch_size: int = 32, gold: Callable[[Any], list[list[Any]]] | None = None):
+        self.model, self.batch_size, self.gold = model, batch_size, gold
         self.name = "som"
-        self.convention = Convention("exact", bound=False, incremental=INCREMENTAL)
+        self.convention = (Convention("exact", bound=False, incremental=INCREMENTAL) if gold is None else
+                           Convention("gold", bound=False, incremental=GOLD))
 
     def score(self, sentences: Sequence[Sequence[str]]) -> list[SentenceScore]:
         check_sentences(sentences)
@@ -86,7 +107,11 @@ class ExactScorer:
         out: list[SentenceScore | None] = [None] * len(sentences)
         for start in range(0, len(order), self.batch_size):
             group = order[start: start + self.batch_size]
-            for k, (logp, theta, choices) in zip(group, self.model.run([sentences[k] for k in group])):
+            batch = [sentences[k] for k in group]
+            gold = None
+            if self.gold is not None:
+                gold = [self.model.gold_slots(words, trees[0]) for words, trees in zip(batch, self.gold(batch))]
+            for k, (logp, theta, choices) in zip(group, self.model.run(batch, gold)):
                 words = tuple(sentences[k])
                 tree = to_bracketed(som.shape_to_tree(som.shape_from_slots(theta), bracket_safe(words)))
                 total = float(logp.sum())

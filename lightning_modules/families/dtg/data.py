@@ -1,7 +1,11 @@
 """Corpus -> encoded training data for the DTG family (``dtg``, ``txl-trans``).
 
 A dependency corpus (CoNLL-U, or a constituency corpus as ``NAME-dep``) is read sentence by sentence; words
-map to the training vocabulary with unknown-word classes (``vocab.WordVocab``, ``data.min_count``). The oracle
+map to terminal tokens (``data.terminals``): ``words`` (the default), the training vocabulary with unknown-word
+classes (``vocab.WordVocab``, ``data.min_count``), or ``sentencepiece``, the pieces of a SentencePiece unigram
+model of ``data.sp_vocab_size`` pieces trained on the training split's words, as TG's (``<unk>`` for a piece
+outside the model's alphabet), one token per piece (``encoding.encode_pieces``: the paper's appendix on
+subword tokenizers). The oracle
 of ``model.system`` turns each tree into transitions; non-projective trees have none and are left out, as the
 official preprocessing drops them, and so are sentences whose sequence exceeds one segment (DTG is sentence
 level, as the official code, which keeps the first 512-token chunk); both are counted in the run's stats.
@@ -14,10 +18,11 @@ input *is* the head word's token).
 
 from __future__ import annotations
 
+import base64
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -33,6 +38,12 @@ from lightning_modules.data.vocab import WordVocab
 from lightning_modules.errors import InputError
 from lightning_modules.families.dtg import encoding as dtg
 
+if TYPE_CHECKING:
+    from lightning_modules.data.sentencepiece import SentencePieceModel
+
+TERMINALS = ("words", "sentencepiece")
+UNKNOWN_PIECE = "<unk>"  # the token of a piece outside the SentencePiece model's alphabet (TG's)
+
 # the spelling of every non-GEN transition token and of the sequence ends: a word spelled so is escaped
 _NOT_A_WORD = re.compile(r"(?:left_arc|right_arc)(?:\[\d+\])?|pop|pop_root|<s>|</s>|\\.*")
 
@@ -40,6 +51,24 @@ _NOT_A_WORD = re.compile(r"(?:left_arc|right_arc)(?:\[\d+\])?|pop|pop_root|<s>|<
 def word_token(words: WordVocab, word: str) -> str:
     """The vocabulary token of ``word``: its known form or unknown class (``escaped``)."""
     return escaped(words.unkify(word))
+
+
+def sentence_tokens(terminals: WordVocab | SentencePieceModel, forms: Sequence[str]) -> list[list[str]]:
+    """Each word's vocabulary tokens: its known form or unknown class, or its SentencePiece pieces (``escaped``)."""
+    if isinstance(terminals, WordVocab):
+        return [[word_token(terminals, w)] for w in forms]
+    pieces, index = terminals.encode_words(forms)
+    out: list[list[str]] = [[] for _ in forms]
+    for piece, i in zip(pieces, index):
+        out[i].append(escaped(piece))
+    return out
+
+
+def is_unknown(terminals: WordVocab | SentencePieceModel, vocab: ActionVocab, word: str) -> bool:
+    """Whether ``word`` is outside the vocabulary (an unknown class, or a piece that falls back to ``<unk>``)."""
+    if isinstance(terminals, WordVocab):
+        return word not in terminals.known
+    return any(piece not in vocab for piece in sentence_tokens(terminals, [word])[0])
 
 
 def escaped(token: str) -> str:
@@ -80,15 +109,24 @@ def build(family: str, cfg: dict[str, Any]) -> TrainData:
     length = int(model["segment_length"])
     stats: dict[str, Any] = {}
     parsed = {}
+    train_forms: list[tuple[str, ...]] = []
     for key in ("train_split", "valid_split"):
         trees = [tree for _, tree in corpus.sentences(data[key], f"data.{key}")]
         kept = [(t, dtg.oracle(t.heads, system)) for t in trees if t.is_projective()]
         stats[f"{key.split('_')[0]}_nonprojective"] = len(trees) - len(kept)
         parsed[key] = kept
-    words = WordVocab.build([w for t, _ in parsed["train_split"] for w in t.forms], int(data["min_count"]))
-    transitions = sorted({t.token() for split in parsed.values() for _, ts in split for t in ts if t.action != "gen"})
-    vocab = ActionVocab(tuple(escaped(w) for w in words.tokens), (), tuple(transitions))
-    encode = example_encoder(family, system, str(model["arc_input"]), vocab, words)
+        if key == "train_split":
+            train_forms = [t.forms for t in trees]
+    terminals, terminal_tokens, payload = terminal_vocabulary(data, parsed["train_split"], train_forms)
+    # transitions from the training split only: one seen only in validation (an arc-swift reach) would get an
+    # untrained embedding; validation sentences that need one are left out and counted
+    transitions = sorted({t.token() for _, ts in parsed["train_split"] for t in ts if t.action != "gen"})
+    known = set(transitions)
+    valid = [(t, ts) for t, ts in parsed["valid_split"] if all(x.action == "gen" or x.token() in known for x in ts)]
+    stats["valid_unknown_transitions"] = len(parsed["valid_split"]) - len(valid)
+    parsed["valid_split"] = valid
+    vocab = ActionVocab(terminal_tokens, (), tuple(transitions))
+    encode = example_encoder(family, system, str(model["arc_input"]), vocab, terminals)
 
     prepared: dict[str, list[tuple[DTGExample, Segmentation]]] = {}
     for key, kept in parsed.items():
@@ -100,29 +138,58 @@ def build(family: str, cfg: dict[str, Any]) -> TrainData:
     if not train or not valid:
         raise InputError("no sentence is left to train or validate on (all non-projective or too long)",
                          "data.corpus")
-    valid_words = sum(int((e.word_index >= 0).sum()) for e, _ in valid)
+    valid_words = sum(int(e.word_index.max()) + 1 for e, _ in valid)
     stats.update(train_sequences=len(train), valid_sequences=len(valid),
                  train_tokens=int(sum(len(e) for e, _ in train)), vocab_size=len(vocab))
-    payload = {"terminals": "words", "words": words.to_dict(), "actions": vocab.to_json(), "system": system}
+    payload = {**payload, "actions": vocab.to_json(), "system": system}
     return TrainData(train=train, valid=valid, collate=collate_sentences, vocab=payload, vocab_size=len(vocab),
                      valid_words=valid_words, stats=stats)
 
 
-def example_encoder(family: str, system: str, arc_input: str, vocab: ActionVocab, words: WordVocab):
-    """``(tree, transitions) -> DTGExample`` for ``family`` ("dtg" or "txl-trans")."""
+def terminal_vocabulary(data: dict[str, Any], train: list[tuple[DepTree, Any]], train_forms: list[tuple[str, ...]]
+                        ) -> tuple[WordVocab | SentencePieceModel, tuple[str, ...], dict[str, Any]]:
+    """The terminals of ``data.terminals`` (a ``WordVocab`` from the projective training trees, or a
+    SentencePiece model trained on every training sentence, as TG's), their vocabulary tokens and their
+    checkpoint payload."""
+    kind = data.get("terminals", "words")
+    if kind == "words":
+        words = WordVocab.build([w for t, _ in train for w in t.forms], int(data["min_count"]))
+        return words, tuple(escaped(w) for w in words.tokens), {"terminals": "words", "words": words.to_dict()}
+    if kind != "sentencepiece":
+        raise InputError(f"must be one of {', '.join(TERMINALS)} (got {kind!r})", "data.terminals")
+    if data.get("sp_vocab_size") is None:
+        raise InputError("data.terminals: sentencepiece needs the number of pieces", "data.sp_vocab_size")
+    from lightning_modules.data.sentencepiece import SentencePieceModel
+
+    try:
+        sp = SentencePieceModel.train(train_forms, vocab_size=int(data["sp_vocab_size"]))
+    except InputError as e:
+        raise InputError(e.message, "data.sp_vocab_size") from None
+    tokens = (*(escaped(sp.id_to_piece(i)) for i in range(4, len(sp))), UNKNOWN_PIECE)
+    return sp, tokens, {"terminals": "sentencepiece", "unknown": UNKNOWN_PIECE,
+                        "sentencepiece": base64.b64encode(sp.to_bytes()).decode("ascii")}
+
+
+def example_encoder(family: str, system: str, arc_input: str, vocab: ActionVocab,
+                    words: WordVocab | SentencePieceModel):
+    """``(tree, transitions) -> DTGExample`` for ``family`` ("dtg" or "txl-trans") over the terminals
+    ``words`` (a word vocabulary, or a SentencePiece model: one token per piece)."""
+    unknown = None if isinstance(words, WordVocab) else UNKNOWN_PIECE
 
     def encode(tree: DepTree, transitions: Sequence[dtg.Transition]) -> DTGExample:
-        forms = [word_token(words, w) for w in tree.forms]
+        pieces = sentence_tokens(words, tree.forms)
         if family == "txl-trans":
-            return causal_example(forms, transitions, vocab)
-        return dtg_example(dtg.encode_transitions(forms, transitions, system), vocab, arc_input)
+            return causal_example(pieces, transitions, vocab, unknown)
+        return dtg_example(dtg.encode_pieces(pieces, transitions, system), vocab, arc_input, unknown)
 
     return encode
 
 
-def dtg_example(seq: dtg.DTGSequence, vocab: ActionVocab, arc_input: str) -> DTGExample:
-    """The DTG sequence as ids, with its arc representation (``w+arc``, ``arc`` or ``w``)."""
-    tokens = vocab.ids(seq.tokens)
+def dtg_example(seq: dtg.DTGSequence, vocab: ActionVocab, arc_input: str, unknown: str | None = None
+                ) -> DTGExample:
+    """The DTG sequence as ids, with its arc representation (``w+arc``, ``arc`` or ``w``: the head word's
+    last piece); a token missing from the vocabulary is ``unknown`` (pieces' ``<unk>``), else an error."""
+    tokens = vocab.ids(seq.tokens, unknown)
     arcs = seq.arc_heads >= 0
     heads = tokens[np.where(arcs, seq.arc_heads, 0)]
     added = np.where(arcs, heads, 0) if arc_input == "w+arc" else np.zeros_like(tokens)
@@ -131,7 +198,8 @@ def dtg_example(seq: dtg.DTGSequence, vocab: ActionVocab, arc_input: str) -> DTG
     n = len(tokens)
     return DTGExample(
         tokens=tokens,
-        labels=np.asarray([0 if lab is None else vocab.id(lab) for lab in seq.labels], dtype=np.int64),
+        labels=np.where([lab is None for lab in seq.labels], 0,
+                        vocab.ids([dtg.BOS if lab is None else lab for lab in seq.labels], unknown)),
         types=seq.types,
         depth=np.zeros(n, dtype=np.int32),  # relpos are stored per attended pair; depth is not read
         compose=np.isin(seq.types, [int(t) for t in dtg.COMPOSE_TYPES]),
@@ -144,21 +212,29 @@ def dtg_example(seq: dtg.DTGSequence, vocab: ActionVocab, arc_input: str) -> DTG
     )
 
 
-def causal_example(forms: Sequence[str], transitions: Sequence[dtg.Transition], vocab: ActionVocab) -> DTGExample:
-    """TXL (trans): ``<s>`` and the undoubled transitions, each predicting the next, ``</s>`` last."""
-    tokens = vocab.ids([dtg.BOS, *dtg.items(forms, transitions)])
-    kinds = {"gen": dtg.DTGType.W, "left_arc": dtg.DTGType.LA, "right_arc": dtg.DTGType.RA,
-             "pop": dtg.DTGType.POPSTACK, "pop_root": dtg.DTGType.POP}
-    gen = np.cumsum([t.action == "gen" for t in transitions]) - 1
+def causal_example(pieces: Sequence[Sequence[str]], transitions: Sequence[dtg.Transition], vocab: ActionVocab,
+                   unknown: str | None = None) -> DTGExample:
+    """TXL (trans): ``<s>`` and the undoubled transitions (a GEN as its word's pieces, ``pieces[i]`` word i's),
+    each predicting the next, ``</s>`` last."""
+    undoubled = dtg.piece_items(pieces, transitions)
+    tokens = vocab.ids([dtg.BOS, *(item for item, _ in undoubled)], unknown)
+    kinds = {"left_arc": dtg.DTGType.LA, "right_arc": dtg.DTGType.RA, "pop": dtg.DTGType.POPSTACK,
+             "pop_root": dtg.DTGType.POP}
+    types = [dtg.DTGType.SOS]
+    words = iter(pieces)
+    for t in transitions:  # a word's first piece is a GEN token (W), its later pieces T tokens
+        if t.action == "gen":
+            types += [dtg.DTGType.W] + [dtg.DTGType.T] * (len(next(words)) - 1)
+        else:
+            types.append(kinds[t.action])
     n = len(tokens)
     return DTGExample(
         tokens=tokens,
         labels=np.append(tokens[1:], vocab.id(dtg.EOS)),
-        types=np.asarray([dtg.DTGType.SOS, *(kinds[t.action] for t in transitions)], dtype=np.int8),
+        types=np.asarray(types, dtype=np.int8),
         depth=np.zeros(n, dtype=np.int32),
         compose=np.zeros(n, dtype=bool),
-        word_index=np.asarray([-1, *(g if t.action == "gen" else -1 for g, t in zip(gen, transitions))],
-                              dtype=np.int32),
+        word_index=np.asarray([-1, *(w for _, w in undoubled)], dtype=np.int32),
         attend_ptr=np.zeros(n + 1, dtype=np.int64),
         attend_key=np.zeros(0, dtype=np.int32),
         attend_rel=np.zeros(0, dtype=np.int32),

@@ -26,6 +26,14 @@ below its dependent, and an eager POP pops that logical top. §3.4 calls the top
 recent unmasked token, which is the same thing except right after a RIGHTARC, where only the logical top
 gives the transition system's behaviour.
 
+**Subword pieces** (the paper's appendix "Using subword tokenizers"; the official sequence): a word may be
+several pieces, one token each, its first a GEN token (``W``), the others ``T`` tokens. They form one unit: a
+later piece attends to the stack (and the buffer) like its first, its word's earlier pieces and itself at
+relpos 0, and is pushed into its word's unit. A COMPOSE attends to every piece of its head and dependent
+(all of a masked word's pieces are masked) and then stands alone for the head; arcs link the words' last
+pieces: an arc token's head position (``arc_heads``) is its head word's last piece (the official
+``composed_position``). One piece per word gives the word-level sequence.
+
 ``DTGState`` is the system one transition at a time with the §3.5 constraints (``check``), for the oracle
 decoder, the encoder and generation; ``encode`` returns a ``DTGSequence`` (strings, types, attention lists).
 """
@@ -60,8 +68,9 @@ class DTGType(IntEnum):
     PAD = 0
     SOS = 1
     POP = 2  # pop_root (arc-standard), COMPOSE
+    T = 3  # the official TERMINAL: a word's later piece
     LA = 4
-    W = 6  # the official STARTOFWORD: one token per word here
+    W = 6  # the official STARTOFWORD: a word's first (or only) piece
     LA2 = 14
     RA = 15
     RA2 = 16
@@ -84,8 +93,9 @@ class Token(NamedTuple):
 class DTGState:
     """A generative transition system (``standard``, ``eager`` or ``swift``) with its attention units.
 
-    Word w (1-based; 0 = the root) is represented by the unit at position ``unit[w]``: its GEN token, later
-    the last COMPOSE that made it a head. ``<s>`` (position 0) is the root's unit, at the bottom.
+    Word w (1-based; 0 = the root) is represented by the unit at positions ``unit[w]``: its pieces' tokens (the
+    GEN token first), later the last COMPOSE that made it a head. ``<s>`` (position 0) is the root's unit, at
+    the bottom. ``gen_position[w]`` is the position of w's last piece, the head position of its arcs.
     """
 
     def __init__(self, system: str = "standard"):
@@ -94,7 +104,7 @@ class DTGState:
         self.system = system
         self.stack: list[int] = [0]  # words, the root first
         self.buffer: int | None = None  # eager/swift: the generated word not yet shifted
-        self.unit: dict[int, int] = {0: 0}
+        self.unit: dict[int, tuple[int, ...]] = {0: (0,)}
         self.gen_position: dict[int, int] = {0: 0}
         self.heads: dict[int, int] = {}
         self.words = 0  # generated so far
@@ -156,14 +166,17 @@ class DTGState:
         """The ``<s>`` token at position 0."""
         return Token(DTGType.SOS, [0], [0], None)
 
-    def apply(self, t: Transition) -> list[Token]:
-        """Apply ``t`` (``ValueError`` if the system forbids it); the one or two tokens it adds."""
+    def apply(self, t: Transition, pieces: int = 1) -> list[Token]:
+        """Apply ``t`` (``ValueError`` if the system forbids it); the tokens it adds: one or two, or a GEN's
+        ``pieces`` (the word's subword pieces, the first a ``W`` token, the others ``T``)."""
         reason = self.check(t)
+        if reason is None and pieces != 1 and (t.action != "gen" or pieces < 1):
+            reason = f"{t.token()} cannot have {pieces} pieces"
         if reason is not None:
             raise ValueError(f"position {self.position}: {reason}")
         p = self.position
         if t.action == "gen":
-            out = [self._gen(p)]
+            out = self._gen(p, pieces)
         elif t.action in (LEFT_ARC, RIGHT_ARC):
             compose, head = self._arc(t.action == LEFT_ARC, t.k or 1, p)
             arc_type = DTGType.LA if t.action == LEFT_ARC else DTGType.RA
@@ -172,9 +185,10 @@ class DTGState:
         elif t.action == POP_ROOT:
             (word,) = self.stack[1:]
             self.heads[word] = 0
-            out = [Token(DTGType.POP, *_sorted([(self.unit[0], 0), (self.unit[word], -1), (p, 0)]), 0)]
+            pairs = [*((u, 0) for u in self.unit[0]), *((u, -1) for u in self.unit[word]), (p, 0)]
+            out = [Token(DTGType.POP, *_sorted(pairs), 0)]
             self.stack.pop()
-            self.unit[0] = p
+            self.unit[0] = (p,)
             self.ended = True
         else:  # eager POP
             self.stack.pop()
@@ -183,25 +197,30 @@ class DTGState:
         self.position += len(out)
         return out
 
-    def _gen(self, p: int) -> Token:
+    def _gen(self, p: int, pieces: int) -> list[Token]:
         self.words += 1
         w = self.words
-        self.unit[w] = self.gen_position[w] = p
+        self.unit[w] = (p,)
+        self.gen_position[w] = p + pieces - 1
         if self.system == "standard":
             self.stack.append(w)
         else:
             if self.buffer is not None:
                 self.stack.append(self.buffer)
             self.buffer = w
-        return self._stack_token(DTGType.W, p, None, pushed=True)
+        out = [self._stack_token(DTGType.W, p, None, pushed=True)]
+        for q in range(p + 1, p + pieces):  # the later pieces join the word's unit
+            self.unit[w] += (q,)
+            out.append(self._stack_token(DTGType.T, q, None, pushed=True))
+        return out
 
     def _arc(self, left: bool, k: int, p: int) -> tuple[tuple[list[int], list[int]], int]:
-        """The COMPOSE attention of an arc and its head word's GEN position; updates the system."""
+        """The COMPOSE attention of an arc and its head word's last piece position; updates the system."""
         stack, unit = self.stack, self.unit
         if self.system == "standard":
             s1, s0 = stack[-2], stack[-1]
             head, dep = (s0, s1) if left else (s1, s0)
-            pairs = [(unit[dep], -1), (unit[head], 0), (p, 0)]
+            pairs = [*((u, -1) for u in unit[dep]), *((u, 0) for u in unit[head]), (p, 0)]
             stack.remove(dep)
         else:
             b = self.buffer
@@ -209,17 +228,18 @@ class DTGState:
             s_k, between = stack[-k], stack[len(stack) - k + 1:]
             head, dep = (b, s_k) if left else (s_k, b)
             side = -1 if left else 0  # the units between s_k and b are s_k's subtree
-            pairs = [(unit[s_k], side), *((unit[s], side) for s in between), (unit[b], -1 - side), (p, 0)]
+            pairs = [*((u, side) for s in (s_k, *between) for u in unit[s]), *((u, -1 - side) for u in unit[b]),
+                     (p, 0)]
             del stack[len(stack) - k + (0 if left else 1):]
             if not left:  # the dependent stays unmasked: shifted onto the stack above its head
                 stack.append(b)
                 self.buffer = None
         self.heads[dep] = head
-        unit[head] = p
+        unit[head] = (p,)
         return _sorted(pairs), self.gen_position[head]
 
-    def units(self) -> list[int]:
-        """Positions that the next token may attend to, bottom (the root) first."""
+    def units(self) -> list[tuple[int, ...]]:
+        """The units that the next token may attend to (each its positions), bottom (the root) first."""
         out = [self.unit[w] for w in self.stack]
         if self.buffer is not None:
             out.append(self.unit[self.buffer])
@@ -227,7 +247,7 @@ class DTGState:
 
     def _stack_token(self, ttype: int, p: int, arc_head: int | None, pushed: bool = False) -> Token:
         units = self.units()
-        pairs = [(u, len(units) - 1 - i) for i, u in enumerate(units)]
+        pairs = [(u, len(units) - 1 - i) for i, positions in enumerate(units) for u in positions]
         if not pushed:
             pairs.append((p, 0))
         return Token(ttype, *_sorted(pairs), arc_head)
@@ -258,7 +278,7 @@ class DTGSequence:
     labels: list[str | None]
     types: np.ndarray  # int8[N], DTGType
     arc_heads: np.ndarray  # int32[N], -1 where the token is not an arc
-    word_index: np.ndarray  # int32[N], the 0-based word of a GEN token, -1 elsewhere
+    word_index: np.ndarray  # int32[N], the 0-based word of a GEN or later-piece token, -1 elsewhere
     attend_ptr: np.ndarray  # int64[N+1]
     attend_key: np.ndarray  # int32[nnz]
     attend_rel: np.ndarray  # int32[nnz]
@@ -285,29 +305,63 @@ def encode(tree: DepTree, system: str = "standard", location: str | None = None)
 
 def items(words: Sequence[str], transitions: Sequence[Transition]) -> list[str]:
     """The undoubled sequence: each transition's word (GEN, in order) or token (what TXL (trans) reads)."""
-    it = iter(words)
-    out = [next(it, None) if t.action == "gen" else t.token() for t in transitions]
-    if None in out or next(it, None) is not None:
-        raise ValueError(f"the transitions do not generate the {len(words)} words")
-    return out  # type: ignore[return-value]
+    return [item for item, _ in piece_items([(w,) for w in words], transitions)]
+
+
+def piece_items(pieces: Sequence[Sequence[str]], transitions: Sequence[Transition]) -> list[tuple[str, int]]:
+    """The undoubled sequence over subword pieces: each GEN's pieces in order (with their 0-based word) or a
+    transition's token (with -1); ``pieces[i]`` are word i's (at least one)."""
+    it = iter(pieces)
+    out: list[tuple[str, int]] = []
+    words = 0
+    for t in transitions:
+        if t.action != "gen":
+            out.append((t.token(), -1))
+            continue
+        word = next(it, None)
+        if not word:
+            raise ValueError(f"the transitions do not generate the {len(pieces)} words"
+                             if word is None else f"word {words + 1} has no pieces")
+        out.extend((piece, words) for piece in word)
+        words += 1
+    if next(it, None) is not None:
+        raise ValueError(f"the transitions do not generate the {len(pieces)} words")
+    return out
 
 
 def encode_transitions(words: Sequence[str], transitions: Sequence[Transition],
                        system: str = "standard") -> DTGSequence:
     """Encode a transition sequence over ``words`` (e.g. a proposal tree's); it must be complete."""
-    undoubled = items(words, transitions)
+    return encode_pieces([(w,) for w in words], transitions, system)
+
+
+def encode_pieces(pieces: Sequence[Sequence[str]], transitions: Sequence[Transition],
+                  system: str = "standard") -> DTGSequence:
+    """Encode a transition sequence over words given as their subword pieces (``pieces[i]``: word i's, at
+    least one; one each is ``encode_transitions``); it must be complete."""
+    undoubled = piece_items(pieces, transitions)
     state = DTGState(system)
     tokens, word_index = [BOS], [-1]
     made = [state.start()]
-    for t, item in zip(transitions, undoubled):
-        new = state.apply(t)
-        tokens.extend([item] * len(new))
-        word_index.extend([state.words - 1 if t.action == "gen" else -1] + [-1] * (len(new) - 1))
+    position = 0  # in the undoubled sequence
+    for t in transitions:
+        if t.action == "gen":
+            word = pieces[state.words]
+            new = state.apply(t, len(word))
+            tokens.extend(word)
+            word_index.extend([state.words - 1] * len(word))
+            position += len(word)
+        else:
+            new = state.apply(t)
+            tokens.extend([undoubled[position][0]] * len(new))
+            word_index.extend([-1] * len(new))
+            position += 1
         made.extend(new)
     if not state.can_end():
         raise ValueError("the transitions do not generate the sentence as one complete tree")
-    # every transition adds one predicting token (all but the COMPOSE copies LA/RA); each predicts the next item
-    nexts = iter([*undoubled, EOS])
+    # every transition adds one predicting token per item (all but the COMPOSE copies LA/RA); each predicts the
+    # next item
+    nexts = iter([*(item for item, _ in undoubled), EOS])
     labels = [None if tok.type in (DTGType.LA, DTGType.RA) else next(nexts) for tok in made]
     counts = [len(tok.keys) for tok in made]
     ptr = np.zeros(len(made) + 1, dtype=np.int64)

@@ -4,8 +4,8 @@ The preset names an architecture (``model.architecture``: any ``transformers`` m
 head, e.g. ``gpt2``, ``llama``) and overrides of its config (``model.config``); the network is built
 locally (``AutoConfig.for_model`` + ``AutoModelForCausalLM.from_config``: no hub, the library's own
 initialisation) with the vocabulary size and special ids of our data, and checked to be causal (a model
-the causal-LM mapping builds may still attend both ways, e.g. BERT without ``is_decoder``). Optimisation is the TXL baselines':
-Adam with linear warm-up then cosine decay, clipping by global norm (``models.optimisation``).
+the causal-LM mapping builds may still attend both ways, e.g. BERT without ``is_decoder``). Optimisation is
+the TXL baselines': Adam with linear warm-up then cosine decay, clipping by global norm (``models.optimisation``).
 """
 
 from __future__ import annotations

@@ -69,6 +69,23 @@ def sentence_shape(words: Sequence[str], tree: Any, tree_labels: str) -> som.Sha
     return som.binary_shape(som.gamma(tree) if isinstance(tree, DepTree) else tree)
 
 
+def scoring_tags(tree: Any) -> list[str]:
+    """The POS tags a sentence's parses are scored with (``experiments.families.som.parsing``): the
+    preterminals of a constituency tree; for a dependency tree its UPOS (UD marks punctuation ``PUNCT``,
+    whatever its XPOS: LinES writes ``Period``, ParTUT ``FS``), XPOS for words without one (trees converted
+    from a constituency treebank tag only punctuation, ``lightning_modules.data.head_rules``)."""
+    from lightning_modules.data.dependency import DepTree
+
+    if isinstance(tree, DepTree):
+        return [u if u != "_" else x for u, x in zip(tree.upos, tree.xpos)]
+    return [t for _, t in tree.pos()]
+
+
+def clamped(example: som.SOMExample, n_slots: int) -> bool:
+    """Whether a sentence's tree is deeper than the memory, so that its grid labels are clamped at slot 0."""
+    return bool(som.depth_slots(example.first_sibling, n_slots).min() < 0)
+
+
 def encode_sentence(words: Sequence[str], tree: Any, vocab: TokenVocab, unkify: Any, n_slots: int,
                     tree_labels: str, tags: Sequence[str] = ()) -> som.SOMExample:
     """One sentence's example: word ids through ``unkify`` and the vocabulary, and its structure."""
@@ -105,17 +122,22 @@ def build(cfg: dict[str, Any]) -> Any:
         out = []
         for s in sentences:
             try:
-                out.append(encode_sentence(s.words, s.tree, vocab, words.unkify, n_slots, labels, s.tags))
+                out.append(encode_sentence(s.words, s.tree, vocab, words.unkify, n_slots, labels,
+                                           scoring_tags(s.tree)))
             except InputError as e:
                 raise InputError(e.message, e.location or s.location) from None
         return out
 
     train, valid = encode_split(splits["train_split"]), encode_split(splits["valid_split"])
+    deep = {name: sum(clamped(e, n_slots) for e in split) for name, split in (("train", train), ("valid", valid))}
     payload = {"terminals": "words", "words": words.to_dict(), "tokens": list(vocab.tokens)}
     return TrainData(
         train=train, valid=valid, collate=collate, vocab=payload, vocab_size=len(vocab),
         valid_words=sum(len(e) - 1 for e in valid),
         stats={"train_sequences": len(train), "valid_sequences": len(valid),
                "train_tokens": int(sum(len(e) for e in train)), "vocab_size": len(vocab),
-               "train_lowest_slot": int(min(e.slots.min() for e in train))},
+               "train_lowest_slot": int(min(e.slots.min() for e in train)),
+               # sentences deeper than the memory (their labels clamped at slot 0, ``encoding``)
+               "train_clamped_sentences": deep["train"], "train_clamped_share": deep["train"] / len(train),
+               "valid_clamped_sentences": deep["valid"], "valid_clamped_share": deep["valid"] / len(valid)},
     )

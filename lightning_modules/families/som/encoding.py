@@ -110,6 +110,16 @@ def token_slots(shape: Shape, n_slots: int) -> np.ndarray:
     return out
 
 
+def depth_slots(first_sibling: np.ndarray, n_slots: int) -> np.ndarray:
+    """The grid labels before clamping (Algorithm 1 with gold decisions and no floor): ξ_1 = N, ξ_i = ξ_j − 1
+    with j = first_sibling(i), below 0 for tokens deeper than the memory. ``shape_from_slots`` of them is the
+    tree itself, clamped or not (``token_slots`` loses that tree where it clamps)."""
+    out = np.empty(len(first_sibling), dtype=np.int64)
+    for i, j in enumerate(first_sibling):
+        out[i] = n_slots if j < 0 else out[j] - 1
+    return out
+
+
 def first_siblings(shape: Shape) -> np.ndarray:
     """first_sibling_Γ(i) for every token (0-based; -1 for the first token)."""
     out = np.full(size(shape), -1, dtype=np.int64)

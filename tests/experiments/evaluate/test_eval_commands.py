@@ -299,9 +299,18 @@ def test_uas_excludes_punctuation_and_reports_mismatches(capsys, tmp_path):
     code, out, _ = run(capsys, "uas", gold, test, "--json")
     scores = json.loads(out)
     assert code == 0 and scores["words"] == 3 and scores["uas"] == pytest.approx(200 / 3)
-    assert scores["las"] == pytest.approx(200 / 3) and "PUNCT" in scores["convention"]
+    assert scores["las"] == pytest.approx(200 / 3) and scores["punctuation"] == "ptb-tags"
     code, out, _ = run(capsys, "uas", gold, test, "--json", "--punct")
     assert json.loads(out)["uas"] == 50.0 and json.loads(out)["words"] == 4
+    # ptb-tags reads the gold XPOS (`` '' . , :), upos the gold UPOS: a bracket CoreNLP tags PUNCT is scored
+    # by the first and skipped by the second
+    bracket = CONLLU.replace("4\t.\t.\tPUNCT\t.", "4\t-RRB-\t-rrb-\tPUNCT\t-RRB-")
+    gold.write_text(bracket)
+    test.write_text(bracket)
+    for rule, words in (("ptb-tags", 4), ("upos", 3), ("none", 4)):
+        code, out, _ = run(capsys, "uas", gold, test, "--json", "--punctuation", rule)
+        assert code == 0 and json.loads(out)["words"] == words and json.loads(out)["punctuation"] == rule
+    gold.write_text(CONLLU)
     test.write_text(CONLLU.replace("2\tdog\tdog", "2\tcat\tcat"))
     code, _, err = run(capsys, "uas", gold, test)
     assert code == 2 and err.strip() == f"synbench: error: {test}:3: word 2 is 'cat' but the gold word is 'dog'"

@@ -89,11 +89,11 @@ def test_protocols_convention_and_identity(scorer: hf.HFScorer, gpt2: Path):
     c = scorer.convention
     assert (c.method, c.bound, c.end_of_sentence, c.unit) == ("exact", False, False, "word")
     assert (c.bos, c.precision) == (BOS, "float32") and "(vocab 500)" in c.tokenizer
-    assert scorer.description() == f"exact, tokenizer {c.tokenizer}, conditioned on {BOS}, float32"
+    assert scorer.description() == f"exact, minicons convention, tokenizer {c.tokenizer}, conditioned on {BOS}, float32"
     identity = scorer.identity()
     assert {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"} <= set(identity["files"])
     assert "generation_config.json" not in identity["files"]
-    assert (identity["precision"], identity["bos"]) == ("float32", BOS)
+    assert (identity["precision"], identity["bos"], identity["hf_convention"]) == ("float32", BOS, "minicons")
     assert not scorer.model.training
 
 
@@ -134,6 +134,27 @@ def test_pieces_go_to_the_word_of_their_first_non_space_character(scorer: hf.HFS
     for w in range(len(tokens)):
         want = math.fsum(lp for lp, o in zip(logprobs, expected) if o == w)
         assert got.word_logprobs[w] == pytest.approx(want, abs=1e-5)
+
+
+def test_lm_eval_choices_read_a_space_before_the_sentence(scorer: hf.HFScorer, gpt2: Path):
+    """lm-eval's BLiMP requests score ``" " + sentence`` after the BOS; its pieces still go to the sentence's words.
+    Other texts are rolling requests: for a short text and a tokenizer that adds no BOS, minicons' numbers."""
+    raw = "The dogs didn't bark, did they?"
+    tokens = tokenize(raw)
+    text = Text(raw, tuple(t.text for t in tokens), tuple((t.start, t.end) for t in tokens))
+    word_at = {i: w for w, t in enumerate(tokens) for i in range(t.start, t.end)}
+    spaced = " " + raw
+    ids, offsets, logprobs = direct_piece_logprobs(gpt2, spaced)
+    owners = [word_at[start - 1 + (spaced[start] == " ")] for start, _ in offsets]  # a piece starts with <= 1 space
+    lm_eval = hf.load(str(gpt2), convention="lm-eval")
+    (got,) = lm_eval.score_choices([text])
+    assert got.words == text.words and got.total == pytest.approx(math.fsum(logprobs), abs=1e-5)
+    for w in range(len(tokens)):
+        assert got.word_logprobs[w] == pytest.approx(math.fsum(lp for lp, o in zip(logprobs, owners) if o == w),
+                                                     abs=1e-5)
+    (rolling,), (minicons,) = lm_eval.score_texts([text]), scorer.score_texts([text])
+    assert rolling.word_logprobs == pytest.approx(minicons.word_logprobs, abs=1e-6)
+    assert scorer.score_choices([text]) == [minicons]
 
 
 def test_alignment_rule_for_spaces_and_characters_outside_words():

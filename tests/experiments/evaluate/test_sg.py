@@ -85,8 +85,8 @@ def test_end_to_end_on_three_suites(tmp_path, capsys, suites) -> None:
     write_surprisals(path, suites, ["number_src", "npz_ambig", "fgd_hierarchy"])
     assert main(["eval", "sg", "--surprisals", str(path), "--suites-dir", str(SUITES_DIR), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert set(out) == {"suites", "circuits", "score"} and set(out["suites"]) == {"number_src", "npz_ambig",
-                                                                                "fgd_hierarchy"}
+    assert set(out) == {"suites", "circuits", "score", "score_suite_set", "suite_set_scores"}
+    assert set(out["suites"]) == {"number_src", "npz_ambig", "fgd_hierarchy"}
     number = out["suites"]["number_src"]
     assert number["items"] == {str(i): i % 2 == 1 for i in range(1, 20)}
     assert number["accuracy"] == pytest.approx(10 / 19)
@@ -98,8 +98,9 @@ def test_end_to_end_on_three_suites(tmp_path, capsys, suites) -> None:
     assert fgd["accuracy"] == 1.0  # only the first prediction decides an item
     assert fgd["items_all_predictions"] == {str(i): i % 2 == 0 for i in range(1, 25)}
     assert fgd["accuracy_all_predictions"] == 0.5
-    # partial runs: circuits with missing suites and the overall score are null
+    # partial runs: circuits with missing suites and the overall scores are null
     assert out["circuits"]["Agreement"] is None and out["score"] is None
+    assert out["score_suite_set"] == "hu2020-31" and out["suite_set_scores"] == {"hu2020-31": None, "all-34": None}
 
 
 def test_circuits_and_overall_are_means_of_suite_accuracies(tmp_path, suites) -> None:
@@ -111,7 +112,7 @@ def test_circuits_and_overall_are_means_of_suite_accuracies(tmp_path, suites) ->
     assert out["score"] == pytest.approx((10 / 19 + 16 / 24 + 1.0) / 3)
 
 
-def test_overall_score_uses_the_31_paper_suites(tmp_path, suites) -> None:
+def test_overall_score_uses_the_31_paper_suites_and_all_34_beside(tmp_path, suites) -> None:
     path = tmp_path / "all.jsonl"
     write_surprisals(path, suites, sorted(suites))
     out = score(suites, read_surprisals(path, suites))
@@ -119,6 +120,10 @@ def test_overall_score_uses_the_31_paper_suites(tmp_path, suites) -> None:
     expected = sum(out["suites"][s]["accuracy"] for s in paper) / 31
     assert out["score"] == pytest.approx(expected)
     assert set(out["suites"]) - set(paper) == {"fgd-embed3", "fgd-embed4", "nn-nv-rpl"}
+    # the official DTG script's set: every one of the 34 suites, each named in the result
+    assert out["suite_set_scores"]["hu2020-31"] == out["score"] and out["score_suite_set"] == "hu2020-31"
+    every = sum(out["suites"][s]["accuracy"] for s in suites) / 34
+    assert out["suite_set_scores"]["all-34"] == pytest.approx(every) and every != pytest.approx(expected)
     for circuit, members in load_circuits().circuits.items():
         assert out["circuits"][circuit] == pytest.approx(sum(out["suites"][s]["accuracy"] for s in members)
                                                          / len(members))

@@ -25,12 +25,13 @@ def test_table_3_matches_the_paper_text() -> None:
 def test_our_labels_and_metrics_map_to_tables_2_3_and_4() -> None:
     assert cells("dtg", "ppl") == [("Table 2", "DTG", "14.9"), ("Table 4", "DTG (w+arc)", "14.9")]
     assert cells("txl-trans", "blimp") == [("Table 2", "TXL (trans)", "77.3")]
-    assert cells("txl-tokens", "sg") == [("Table 2", "TXL (tokens)", "76.6")]
-    assert cells("dtg-eager", "sg") == [] and cells("dtg-swift", "ppl") == [("Table 2", "DTG-swift", "15.0")]
+    # SG: the official script's mean over all 34 suites, beside our sg.all_34 (not our 31-suite sg)
+    assert cells("txl-tokens", "sg.all_34") == [("Table 2", "TXL (tokens)", "76.6")] and cells("dtg", "sg") == []
+    assert cells("dtg-eager", "sg.all_34") == [] and cells("dtg-swift", "ppl") == [("Table 2", "DTG-swift", "15.0")]
     assert cells("dtg", "uas_rerank") == [("Table 3", "DTG", "97.0")]
     assert cells("dtg", "uas_rerank_parser") == [("Table 3", "Biaffine-roberta", "96.9")]
-    assert cells("dtg-w", "blimp") == [("Table 4", "DTG (w)", "75.9")] and cells("dtg-arc", "sg") == []
-    assert cells("tg", "sg") == [("Table 2", "TG", "82.5")] and cells("pushdown", "ppl")[0][2] == "19.9"
+    assert cells("dtg-w", "blimp") == [("Table 4", "DTG (w)", "75.9")] and cells("dtg-arc", "sg.all_34") == []
+    assert cells("tg", "sg.all_34") == [("Table 2", "TG", "82.5")] and cells("pushdown", "ppl")[0][2] == "19.9"
     [tokens] = dtg.PAPER.numbers_for("txl-tokens", "ppl")
     [trans] = dtg.PAPER.numbers_for("txl-trans", "ppl")
     assert not tokens.upper_bound and trans.upper_bound

@@ -35,8 +35,44 @@ def test_table5_out_of_domain_through_labelled_metrics():
     assert _one("dsom-left-branching", "ppl@pronouns") == ("Table 5", "LB", 620.4)
     assert som.numbers_for("dsom-left-branching", "parse_f1@ewt") == []  # LB has perplexities only
     assert som.numbers_for("dsom-teacher-forcing", "ppl@gum") == []  # not in Table 5
-    assert {n.column.metric for n in som.table_numbers() if n.table == "Table 5"} == {
-        f"{m}@{s}" for m in ("ppl", "parse_f1") for s in ("gum", "ewt", "partut", "lines", "pronouns", "pud")}
+    assert {n.column.metric for n in som.table_numbers() if n.table == "Table 5"} == {"sg"} | {
+        f"{m}@{s}" for m in ("ppl", "ppl_end_counted", "parse_f1")
+        for s in ("gum", "ewt", "partut", "lines", "pronouns", "pud")}
+
+
+def test_table2_gold_tree_row_table5_sg_and_both_perplexity_conventions():
+    # "– Predicted tree + Gold tree": our dsom evaluated with the gold decisions (label gold-tree)
+    assert _one("dsom", "ppl@gold-tree") == ("Table 2", som.GOLD_TREE_ROW, 60.87)
+    assert _one("dsom", "decision_accuracy.p_prime@gold-tree")[2] == 0.884
+    assert som.numbers_for("esom", "ppl@gold-tree") == [] and som.numbers_for("dsom", "parse_f1@gold-tree") == []
+    # Table 5's SG column, in percent as the report shows our sg fraction
+    assert _one("esom", "sg") == ("Table 5", "eSOM", 61.4) and _one("dsom-left-branching", "sg")[2] == 51.3
+    assert som.numbers_for("dsom-teacher-forcing", "sg") == []
+    # the paper's perplexities sit beside both of ours: <eos> summed, and summed and counted (Kim et al. 2019)
+    for metric in ("ppl", "ppl@gum", "ppl@gold-tree"):
+        counted = metric.replace("ppl", "ppl_end_counted", 1)
+        assert [n.mean for n in som.numbers_for("dsom", counted)] == [n.mean for n in som.numbers_for("dsom", metric)]
+    assert "Kim et al. (2019)" in som.PAPER.provenance
+
+
+def test_specs_plan_the_gold_tree_perplexity_and_sg(tmp_path):
+    from experiments.evaluation_plan import Planner
+    from experiments.experiment_runs import experiment_runs
+    from experiments.experiment_spec import load_spec
+
+    for scale in ("demo", "cpu-small", "paper"):
+        spec = load_spec(f"reproduce-som-{scale}")
+        runs = experiment_runs(spec)
+        model = {r.run_id: r.model for r in runs}
+        argv = [t.argv for t in Planner(spec, runs, tmp_path, python="py").eval_tasks()]
+        gold = [a for a in argv if a[a.index("--out") + 1].endswith("ppl@gold-tree")]
+        assert {model[a[5].split("/")[-3]] for a in gold} == {"dsom"} and len(gold) == len(spec.seeds)
+        assert all(a[a.index("--method") + 1] == "gold" for a in gold)
+        sg = {model[a[5].split("/")[-3]] for a in argv if a[4] == "sg"}
+        assert sg == (set() if scale == "demo" else {"esom", "dsom", "dsom-left-branching"})
+        # Table 6's models train on Universal Dependencies (the paper's scheme)
+        assert {r.config["data"]["corpus"] for r in runs if "ptb-trees" not in r.model} == {
+            "paper": {"ptb-ud"}}.get(scale, {"ptb-sample-ud"})
 
 
 def test_table8_constituency_models_and_the_gamma_trained_stand_ins():

@@ -1,6 +1,10 @@
-"""The DTG / TXL (trans) word-synchronous beam: with beams wide enough to keep everything it sums p(x, a)
-over every transition sequence the system allows (checked against full forward passes of each sequence), its
-prefix values add up to the total, and narrow beams give a lower bound; eval sg/blimp run through it."""
+"""The DTG / TXL (trans) word-synchronous beam: it equals a step-by-step port of the official loop
+(``reference_beam.py``) at narrow beams, with and without fast-track and with few token steps (re-ranked
+completions and two-token arcs both change these numbers); with beams wide enough to keep everything it sums
+p(x, a) over every transition sequence the system allows within the token steps (checked against full forward
+passes of each sequence: 15 steps for every sequence of three words, 3 for the four-word ones with at most one
+arc between words), its prefix values add up to the total, and narrow beams give a lower bound; eval sg/blimp
+run through it."""
 
 from __future__ import annotations
 
@@ -12,7 +16,8 @@ import pytest
 
 from experiments.config import resolve_train_config
 from experiments.families import get_family
-from experiments.families.dtg.beam import DTGBeamScorer, _ends, _transition
+from experiments.families.dtg.beam import END, DTGBeamScorer, _ends, _Hypothesis, _transition
+from experiments.families.dtg.reference_beam import OfficialBeamPort
 from experiments.train import train
 from lightning_modules.data.dependency import DepTree
 from lightning_modules.families.dtg import encoding as dtg
@@ -26,20 +31,34 @@ SENTENCES = [("the cat sat .", (2, 3, 0, 3)), ("a dog ran home .", (2, 3, 0, 3, 
              ("the big dog ran", (3, 3, 4, 0))]
 
 
-@pytest.fixture(scope="module", params=[("dtg", "standard"), ("dtg", "eager"), ("dtg", "swift"),
-                                        ("txl-trans", "standard")])
+_TRAINED: dict[tuple[str, str], object] = {}
+
+
+def trained(family: str, system: str, tmp_path_factory):
+    """A tiny checkpoint of ``family`` over ``system`` trained on SENTENCES (once per module), loaded."""
+    if (family, system) not in _TRAINED:
+        folder = tmp_path_factory.mktemp(f"{family}-{system}")
+        path = folder / "small.conllu"
+        path.write_text("".join("".join(ROW.format(i=i, w=w, h=h) for i, (w, h) in enumerate(zip(s.split(), hs), 1))
+                                + "\n" for s, hs in SENTENCES * 3))
+        cfg = resolve_train_config(family, "cpu-small", [*TINY, f"data.corpus={path}", "data.train_split=file",
+                                                         "data.valid_split=file", f"model.system={system}"])
+        train(cfg, seed=1, run_dir=folder / "run")
+        loaded = get_family(family).load(folder / "run" / "checkpoints" / "best.ckpt")
+        loaded.path = folder / "run" / "checkpoints" / "best.ckpt"
+        _TRAINED[family, system] = loaded
+    return _TRAINED[family, system]
+
+
+@pytest.fixture(params=[("dtg", "standard"), ("dtg", "eager"), ("dtg", "swift"), ("txl-trans", "standard")])
 def model(request, tmp_path_factory):
-    family, system = request.param
-    folder = tmp_path_factory.mktemp(f"{family}-{system}")
-    path = folder / "small.conllu"
-    path.write_text("".join("".join(ROW.format(i=i, w=w, h=h) for i, (w, h) in enumerate(zip(s.split(), hs), 1))
-                            + "\n" for s, hs in SENTENCES * 3))
-    cfg = resolve_train_config(family, "cpu-small", [*TINY, f"data.corpus={path}", "data.train_split=file",
-                                                     "data.valid_split=file", f"model.system={system}"])
-    train(cfg, seed=1, run_dir=folder / "run")
-    loaded = get_family(family).load(folder / "run" / "checkpoints" / "best.ckpt")
-    loaded.path = folder / "run" / "checkpoints" / "best.ckpt"
-    return loaded
+    return trained(*request.param, tmp_path_factory)
+
+
+@pytest.fixture(params=[("dtg", "standard"), ("txl-trans", "standard")])
+def official_model(request, tmp_path_factory):
+    """The official code's two models: arc-standard DTG and TXL (trans)."""
+    return trained(*request.param, tmp_path_factory)
 
 
 def all_sequences(model, n: int) -> list[list[dtg.Transition]]:
@@ -61,30 +80,65 @@ def all_sequences(model, n: int) -> list[list[dtg.Transition]]:
     return out
 
 
+def arcs_per_gap(sequence: list[dtg.Transition]) -> list[int]:
+    """The arcs before each word, and (last) those after the last word."""
+    gaps, arcs = [], 0
+    for t in sequence:
+        if t.action in (dtg.LEFT_ARC, dtg.RIGHT_ARC):
+            arcs += 1
+        elif t.action == "gen":
+            gaps.append(arcs)
+            arcs = 0
+    return [*gaps, arcs]
+
+
 def sequence_logprob(model, words: list[str], transitions: list[dtg.Transition]) -> float:
     heads = dtg.decode(transitions, model.system)
     example = model._encode(DepTree(tuple(words), heads, ("_",) * len(words)), transitions)
     return float(model.label_logprobs([example])[0].sum())
 
 
-def test_wide_beam_sums_every_sequence(model) -> None:
-    words = ["the", "dog", "sat"]
-    sequences = all_sequences(model, len(words))
-    assert len(sequences) >= 7
+def check_sums(model, words: list[str], steps: int, sequences: list[list[dtg.Transition]]) -> None:
     exact = math.log(sum(math.exp(sequence_logprob(model, words, s)) for s in sequences))
-    (score,) = DTGBeamScorer(model, beam=10_000, word_beam=10_000, max_actions=15).score([words])
+    (score,) = DTGBeamScorer(model, 10_000, 10_000, steps, 0).score([words])
     assert score.total == pytest.approx(exact, abs=1e-4)
     assert score.extra["trees"] == len(sequences)
     assert sum(score.word_logprobs) + score.end_logprob == pytest.approx(score.total)
     assert all(v <= 1e-9 for v in score.word_logprobs)
 
 
+def test_wide_beam_sums_every_sequence(model) -> None:
+    sequences = all_sequences(model, 3)
+    assert len(sequences) >= 7
+    check_sums(model, ["the", "dog", "sat"], 15, sequences)
+
+
+def test_token_steps_bound_the_arcs_between_terminals(tmp_path_factory) -> None:
+    """3 token steps: a word after at most one doubled arc (pop_root after at most two: 2 x 3 - 1 steps)."""
+    model = trained("dtg", "standard", tmp_path_factory)
+    sequences = all_sequences(model, 4)
+    kept = [s for s in sequences if max(arcs_per_gap(s)[:-1]) <= 1 and arcs_per_gap(s)[-1] <= 2]
+    assert 0 < len(kept) < len(sequences)
+    check_sums(model, ["the", "big", "dog", "ran"], 3, kept)
+
+
+@pytest.mark.parametrize(("beam", "word_beam", "steps", "fast_track"), [(6, 3, 15, 0), (6, 3, 5, 0), (5, 2, 11, 2)])
+def test_equals_the_port_of_the_official_loop(official_model, beam: int, word_beam: int, steps: int,
+                                              fast_track: int) -> None:
+    model = official_model
+    sentences = [["a", "big", "cat", "ran", "home", "."], ["the", "dog", "sat", "."]]
+    ours = DTGBeamScorer(model, beam, word_beam, steps, fast_track).score(sentences)
+    port = OfficialBeamPort(model, beam, word_beam, steps, fast_track).score(sentences)
+    for mine, theirs, words in zip(ours, port, sentences):
+        assert np.cumsum(mine.word_logprobs) == pytest.approx(theirs.prefix[: len(words)], abs=1e-4)
+        assert mine.total == pytest.approx(theirs.total, abs=1e-4)
+
+
 def test_narrow_beam_is_a_lower_bound_and_fast_track(model) -> None:
     words = ["a", "big", "cat", "ran", "home", "."]
-    wide, narrow = (DTGBeamScorer(model, beam=b, word_beam=w, max_actions=6).score([words])[0]
-                    for b, w in ((200, 50), (4, 2)))
+    wide, narrow = (DTGBeamScorer(model, b, w, 15, 0).score([words])[0] for b, w in ((200, 50), (4, 2)))
     assert narrow.total <= wide.total + 1e-9 and np.isfinite(narrow.total)
-    (tracked,) = DTGBeamScorer(model, beam=10, word_beam=3, max_actions=6, fast_track=0).score([words])
+    (tracked,) = DTGBeamScorer(model, 10, 3, 15, 2).score([words])
     assert np.isfinite(tracked.total) and tracked.total <= wide.total + 1e-9
     heads = [int(line.split("\t")[6]) for line in tracked.best_tree.strip().splitlines()]
     assert DepTree(tuple(words), tuple(heads), ("_",) * len(words)).is_projective()
@@ -97,23 +151,26 @@ def test_eval_blimp_and_sg_through_the_beam(model, tmp_path: Path, capsys, prepa
 
     for task, extra in (("blimp", ["--pairs-per-paradigm", "1", "--paradigms", "anaphor_gender_agreement"]),
                         ("sg", ["--items-per-suite", "1", "--suites", "number_prep"])):
-        assert main(["eval", task, str(model.path), "--beam", "8", "--word-beam", "3", "--max-actions", "4",
-                     "--fast-track", "0", "--data-dir", str(prepared_data_dir), "--json",
-                     "--out", str(tmp_path / task), *extra]) == 0
+        assert main(["eval", task, str(model.path), "--beam", "8", "--word-beam", "3", "--max-actions", "11",
+                     "--data-dir", str(prepared_data_dir), "--json", "--out", str(tmp_path / task), *extra]) == 0
         result = json.loads(capsys.readouterr().out)
-        assert result["settings"]["method"] == "beam" and result["settings"]["fast_track"] == 0
+        settings = result["settings"]
+        assert settings["method"] == "beam" and settings["fast_track"] == 0  # the method's default
+        assert settings["max_actions"] == 11 and settings["max_actions_counts"] == "tokens"
 
 
 def test_no_transition_ends_the_sequence_while_words_remain(model) -> None:
-    from experiments.families.dtg.beam import _Hypothesis
-
-    scorer = DTGBeamScorer(model, beam=50, word_beam=50, max_actions=3)
+    scorer = DTGBeamScorer(model, 50, 50, 3, 0)
     scorer.rel_keys = scorer.network.relative_key_tables()
     pool = scorer.network.new_pool(64)
     start = _Hypothesis(dtg.DTGState(model.system), [], [], 0.0)
-    scorer._feed(pool, [start], [None], [0])
-    (first,) = scorer._word(pool, [start], model.vocab.id(model.words.unkify("the")), 2)
-    for remaining, may_end in ((1, False), (0, True)):
-        extensions, _ = scorer._select([first], [None], remaining, False)
-        ends = [_ends(first.state, scorer.transitions[c][1]) for _, c, _ in extensions]
+    scorer._feed(pool, [start], [None], 0)
+    the = model.vocab.id(model.words.unkify("the"))
+    (first,) = scorer._group(pool, [start], the, 3)
+    scorer._feed(pool, [first], [first.pending], the)
+    first.spent, first.done = 0, False
+    for target, may_end in ((model.vocab.id(model.words.unkify("dog")), False), (END, True)):
+        _, _, made = scorer._candidates([first], target, 0)
+        ends = [kind == "extend" and _ends(first.state, t) or kind == "complete" and t is not None
+                and t.action != "gen" for _, kind, t in made]
         assert any(ends) == (may_end and model.system == "standard")  # pop_root with one word on the stack

@@ -147,21 +147,22 @@ def test_eval_ppl_over_dependency_proposals(model, parser_checkpoint: Path, tmp_
 
 def test_uas_by_reranking_proposals(model, parser_checkpoint: Path, tmp_path: Path, capsys) -> None:
     """``eval uas-rerank``: the tree the model ranks first among N proposals, scored against the gold heads
-    (gold PUNCT words not scored), beside the parser's greedy UAS and the proposals' oracle UAS."""
+    (gold XPOS `` '' . , : not scored), beside the parser's greedy UAS and the proposals' oracle UAS."""
     from experiments.cli import main
     from experiments.evaluate.scorer_choice import SentenceSeededProposals
     from lightning_modules.data.dependency import read_conllu
 
     corpus = tmp_path / "test.conllu"
-    punct = "{i}\t{w}\t_\t{u}\t_\t_\t{h}\t_\t_\t_\n"
-    corpus.write_text("".join("".join(punct.format(i=i, w=w, h=h, u="PUNCT" if w == "." else "X")
+    punct = "{i}\t{w}\t_\t{u}\t{x}\t_\t{h}\t_\t_\t_\n"
+    corpus.write_text("".join("".join(punct.format(i=i, w=w, h=h, u="PUNCT" if w == "." else "X",
+                                                   x="." if w == "." else "NN")
                                       for i, (w, h) in enumerate(zip(s.split(), hs), 1)) + "\n"
                               for s, hs in SENTENCES))
     assert main(["eval", "uas-rerank", str(model.checkpoint), "--parser", str(parser_checkpoint), "--corpus",
                  str(corpus), "--split", "file", "-n", "8", "--json", "--out", str(tmp_path / "out")]) == 0
     result = json.loads(capsys.readouterr().out)
     metrics = result["metrics"]
-    assert metrics["words"] == 7  # 9 words, 2 of them PUNCT
+    assert metrics["words"] == 7  # 9 words, 2 of them tagged .
     assert metrics["uas_oracle"] >= metrics["uas"]
     trees = [[t for t in ts if model.transitions_known(t)]
              for ts in SentenceSeededProposals(parser_checkpoint, 8, 0)([s.split() for s, _ in SENTENCES])]

@@ -18,6 +18,7 @@ from experiments.families.adapter import ScoringRequest
 from experiments.families.som import parsing
 from experiments.train import train
 from lightning_modules.data.dependency import read_conllu
+from lightning_modules.data.tree import parse_tree
 from lightning_modules.families.som import encoding as som
 
 TINY = ["model.d_sem=16", "model.d_syn=8", "model.n_slots=12", "model.warmup_steps=2", "model.total_steps=20",
@@ -49,7 +50,9 @@ def test_cpu_small_presets_train_on_ud_ewt() -> None:
     cfg = resolve_train_config("som", "cpu-small")
     assert cfg["data"]["corpus"] == "ud-ewt" and cfg["data"]["valid_split"] == "dev"
     assert resolve_train_config("som", "cpu-small-esom")["model"]["disentangled"] is False
-    assert resolve_train_config("som", "ptb")["data"]["corpus"] == "ptb-sample"
+    # Table 6's models read Γ from Universal Dependencies (the paper's Table 2 run), not the constituency sample
+    for preset in ("ptb", "ptb-esom"):
+        assert resolve_train_config("som", preset)["data"]["corpus"] == "ptb-sample-ud"
 
 
 def test_three_steps_give_a_checkpoint_and_metrics(trained) -> None:
@@ -93,6 +96,42 @@ def test_eval_ppl_on_a_dependency_corpus(trained, small_ud: Path, tmp_path: Path
     assert code == 0 and convention["method"] == "exact" and convention["bound"] is False
     assert convention["incremental"].startswith("exact given greedy decisions")
     assert out["metrics"]["word_ppl"] == pytest.approx(metrics["val_word_ppl"], rel=1e-4)
+    # Kim et al. (2019)'s convention beside: one <eos> per sentence in the sum and in the count, as training's
+    # per-token perplexity counts it
+    assert out["metrics"]["end_tokens"] == 60
+    assert out["metrics"]["ppl_end_counted"] == pytest.approx(metrics["val_token_ppl"], rel=1e-4)
+    assert tasks.get("ppl").flatten(out["metrics"])["ppl_end_counted"] == out["metrics"]["ppl_end_counted"]
+    assert "ppl_end_counted" in out["convention"] and tasks.is_summarized("ppl_end_counted@gum")
+
+
+def test_eval_ppl_with_the_gold_decisions(trained, small_ud: Path, tmp_path: Path, capsys) -> None:
+    """Table 2's "– Predicted tree + Gold tree": ``--method gold`` feeds the corpus trees' grid labels as θ and
+    c, and its NLL is the module's own in ``gold`` mode on the same sentences."""
+    import torch
+
+    from lightning_modules.families.som import data as som_data
+
+    run, _ = trained
+    code = main(["eval", "ppl", str(run / "checkpoints" / "best.ckpt"), "--corpus", str(small_ud), "--split", "file",
+                 "--method", "gold", "--out", str(tmp_path / "ppl"), "--json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    out = json.loads(captured.out)
+    assert out["settings"]["scorer_convention"]["method"] == "gold" and "gold decisions" in out["headline"]
+    ckpt = torch.load(run / "checkpoints" / "best.ckpt", map_location="cpu", weights_only=False)
+    cfg = ckpt["synbench"]["config"]
+    data = som_data.build(cfg)
+    module = get_family("som").build_module(cfg, data)
+    module.load_state_dict(ckpt["state_dict"])
+    module.eval()
+    with torch.no_grad():
+        terms = module.loss_terms(data.collate(data.valid), "gold")
+        greedy = math.exp(module.loss_terms(data.collate(data.valid), "argmax")["lm_nll"] / terms["lm_count"])
+    assert out["metrics"]["ppl_end_counted"] == pytest.approx(math.exp(terms["lm_nll"] / terms["lm_count"]), rel=1e-4)
+    assert out["metrics"]["ppl_end_counted"] != pytest.approx(greedy, rel=1e-6)
+    # SG and BLiMP have no corpus trees to read
+    assert main(["eval", "blimp", str(run / "checkpoints" / "best.ckpt"), "--method", "gold"]) == 2
+    assert "--method gold needs the gold trees" in capsys.readouterr().err
 
 
 def test_model_info(capsys) -> None:
@@ -129,6 +168,66 @@ def test_eval_parse_against_gamma_on_a_ud_file(trained, small_ud: Path, tmp_path
     assert gold[0] == parsing.gold_line(deps[0]) and gold[0].startswith("(TOP ")
     # every parse is the tree of the scorer's greedy decisions, in EVALB form with the gold tags
     assert len((tmp_path / "parse" / "parsed.txt").read_text().splitlines()) == 60
+
+
+@pytest.mark.parametrize(("corpus", "xpos"), [("ud-lines", "Period"), ("ud-partut", "FS")])
+def test_punctuation_is_upos_punct_on_lines_and_partut(prepared_data_dir: Path, corpus: str, xpos: str) -> None:
+    """LinES and ParTUT tag punctuation with XPOS of their own (``Period``, ``Comma``; ``FS``, ``FF``): the lines
+    drop the words whose UPOS is PUNCT (10-12% of their test words), whatever the XPOS."""
+    from experiments.evaluate.ppl import read_sentences
+
+    gold = read_sentences(corpus, "test", data_dir=str(prepared_data_dir), trees=True, tree_kind=None)
+    punct = [[u == "PUNCT" for u in t.upos] for t in gold.trees]
+    share = sum(map(sum, punct)) / sum(map(len, punct))
+    assert 0.09 < share < 0.13
+    assert any(x == xpos for t in gold.trees for x, u in zip(t.xpos, t.upos) if u == "PUNCT")
+    assert not any(t in parsing.PUNCTUATION for tags in gold.tags for t in tags)  # what the XPOS rule kept
+    lines, baseline = [], []
+    for words, tree, marks in zip(gold.words, gold.trees, punct):
+        tags = parsing.VIEW.tags(tree)
+        assert [t == "PUNCT" for t in tags] == marks
+        lines.append(parsing.gold_line(tree))
+        baseline.append(parsing.right_branching_line(words, tags))
+        kept = [w for w, m in zip(parsing.bracket_safe(words), marks) if not m]
+        assert [w for w, _ in parse_tree(lines[-1]).pos()] == kept
+    scores = parsing.unlabeled_f1(lines, baseline)
+    assert scores["valid_sentences"] == scores["sentences"] == len(gold.words)
+
+
+def test_eval_parse_drops_upos_punct_on_lines(trained, prepared_data_dir: Path, tmp_path: Path, capsys) -> None:
+    run, _ = trained
+    code = main(["eval", "parse", str(run / "checkpoints" / "best.ckpt"), "--gold", "ud-lines/test", "--limit", "20",
+                 "--data-dir", str(prepared_data_dir), "--out", str(tmp_path / "parse"), "--json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    parsed = json.loads(captured.out)["metrics"]["parsed"]["all"]
+    assert parsed["sentences"] == parsed["valid_sentences"] == 20  # parses and gold drop the same words
+    for line in (tmp_path / "parse" / name for name in ("gold.txt", "parsed.txt")):
+        tags = {t for text in line.read_text().splitlines() for _, t in parse_tree(text).pos()}
+        assert "PUNCT" not in tags and "NOUN" in tags
+
+
+def test_val_uf1_and_eval_parse_score_the_whole_tree_when_it_is_clamped(small_ud: Path, tmp_path: Path,
+                                                                        capsys) -> None:
+    """One protocol: with 4 slots many EWT sentences are deeper than the memory and trained on clamped labels;
+    validation's UF1 and ``eval parse`` both score the parses against the whole Γ, and the run says how many
+    sentences were clamped."""
+    cfg = resolve_train_config("som", "cpu-small", [*TINY, "model.n_slots=4", "train.max_steps=1",
+                                                     "train.val_every=1", "train.ckpt_every=1",
+                                                     f"data.corpus={small_ud}", "data.train_split=file",
+                                                     "data.valid_split=file"])
+    metrics = train(cfg, seed=2, run_dir=tmp_path / "run")
+    deps = [dep for _, dep in read_conllu(small_ud)]
+    deep = [min(som.depth_slots(som.first_siblings(som.sentence_shape(parsing.gold_shape(d))), 4)) < 0
+            for d in deps]
+    assert metrics["train_clamped_sentences"] == metrics["valid_clamped_sentences"] == sum(deep) > 0
+    assert metrics["train_clamped_share"] == pytest.approx(sum(deep) / 60)
+    code = main(["eval", "parse", str(tmp_path / "run" / "checkpoints" / "best.ckpt"), "--gold", str(small_ud),
+                 "--out", str(tmp_path / "parse"), "--json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert json.loads(captured.out)["metrics"]["parsed"]["all"]["bracket_f1"] == metrics["val_uf1"]
+    assert (tmp_path / "parse" / "gold.txt").read_text().splitlines() == [parsing.gold_line(d) for d in deps]
 
 
 def test_gold_lines_score_100_against_themselves(small_ud: Path) -> None:

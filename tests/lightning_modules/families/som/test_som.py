@@ -150,6 +150,25 @@ def test_gold_decisions_rebuild_random_trees(shape: som.Shape, rng) -> None:
     assert all(max(decisions[t - 1] - 1, 0) <= labels[t] <= n_slots - 1 for t in range(1, size))
 
 
+@given(shapes(), st.integers(2, 6))
+@settings(max_examples=100, deadline=None)
+def test_depth_slots_keep_the_tree_that_clamping_loses(shape: som.Shape, n_slots: int) -> None:
+    """The unclamped labels rebuild every tree, deeper than the memory or not; the clamped ones only trees
+    that fit, which is why parses are scored against the former (``val_uf1`` and ``eval parse`` alike)."""
+    depth = som.depth_slots(som.first_siblings(shape), n_slots)
+    assert som.shape_from_slots(depth) == shape
+    assert np.maximum(depth, 0).tolist() == som.token_slots(shape, n_slots).tolist()
+    if depth.min() >= 0:
+        assert som.shape_from_slots(som.token_slots(shape, n_slots)) == shape
+
+
+def test_depth_slots_of_a_right_branching_tree_deeper_than_the_memory() -> None:
+    right = (0, (1, (2, (3, 4))))
+    assert som.depth_slots(som.first_siblings(right), 3).tolist() == [3, 2, 1, 0, -1]
+    # clamped, tokens 3 and 4 share slot 0: the tree they rebuild is another one
+    assert som.shape_from_slots(som.token_slots(right, 3)) == (0, (1, ((2, 3), 4)))
+
+
 def test_gold_grid_labels_rebuild_gamma_on_ewt_dev(shared_data: Path) -> None:
     """With gold decisions Algorithm 1 returns the grid labels, and they rebuild Γ exactly, on every dev
     sentence with the paper's 15 slots: the deepest sentence reaches down to slot 4 (11 slots in use)."""

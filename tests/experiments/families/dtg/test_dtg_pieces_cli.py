@@ -1,0 +1,63 @@
+"""DTG and TXL (trans) on SentencePiece pieces through the CLI: a tiny ``cpu-small-pieces`` run, exact gold-tree
+scoring of the piece checkpoint (``eval ppl --method gold``: log p(x, y_gold) is the training loss), and the
+word-synchronous beam refusing it in one error line."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from experiments.cli import main
+from experiments.evaluate.scorers.tree_marginal import TreeScorer
+from experiments.families import get_family
+from lightning_modules.data.dependency import DepTree
+
+ROW = "{i}\t{w}\t_\t_\t_\t_\t{h}\t_\t_\t_\n"
+SENTENCES = [("the cats sat on the mats .", (2, 3, 0, 6, 6, 3, 3)), ("a dog ran home .", (2, 3, 0, 3, 3)),
+             ("the dogs sat .", (2, 3, 0, 3)), ("cats ran on mats .", (2, 0, 4, 2, 2))]
+TINY = ["model.d_model=32", "model.n_layers=2", "model.n_heads=2", "model.d_ff=64", "model.warmup_steps=4",
+        "model.total_steps=40", "model.peak_lr=3e-3", "train.batch_size=4", "train.max_steps=4",
+        "train.val_every=4", "train.ckpt_every=4", "runtime.wandb=disabled", "runtime.progress=false",
+        "runtime.threads=1", "data.train_split=file", "data.valid_split=file", "data.sp_vocab_size=21"]
+
+
+@pytest.mark.parametrize("family", ["dtg", "txl-trans"])
+def test_piece_model_trains_scores_gold_trees_and_the_beam_refuses_it(tmp_path: Path, family: str, capsys) -> None:
+    corpus = tmp_path / "small.conllu"
+    corpus.write_text("".join("".join(ROW.format(i=i, w=w, h=h) for i, (w, h) in enumerate(zip(s.split(), hs), 1))
+                              + "\n" for s, hs in SENTENCES * 2))
+    assert main(["train", family, "--preset", "cpu-small-pieces", *TINY, f"data.corpus={corpus}",
+                 "--run-dir", str(tmp_path / "run")]) == 0
+    metrics = json.loads((tmp_path / "run" / "DONE").read_text())
+    assert metrics["global_step"] == 4 and metrics["val_words"] == 2 * sum(len(s.split()) for s, _ in SENTENCES)
+    checkpoint = tmp_path / "run" / "checkpoints" / "best.ckpt"
+    model = get_family(family).load(checkpoint)
+    assert model.pieces and len(model.words.encode_words(["cats"])[0]) > 1  # words of several pieces
+    capsys.readouterr()
+
+    assert main(["eval", "ppl", str(checkpoint), "--corpus", str(corpus), "--split", "file", "--json",
+                 "--method", "gold", "--out", str(tmp_path / "gold")]) == 0
+    result = json.loads(capsys.readouterr().out)
+    trees = [DepTree(tuple(s.split()), hs, ("_",) * len(hs)) for s, hs in SENTENCES]
+    scorer = TreeScorer(model, None, method="gold")
+    scores = [scorer.score_trees([t.forms], [[t]])[0] for t in trees]
+    for t, score in zip(trees, scores):  # log p(x, y_gold) is minus the training loss of the piece sequence
+        example = model.encode_tree(t)
+        with torch.no_grad():
+            nll, _ = model.module.nll(model._forward([example])[1])
+        assert score.total == pytest.approx(-float(nll), abs=1e-4)
+        assert sum(score.word_logprobs) + score.end_logprob == pytest.approx(score.total)
+        assert len(score.word_logprobs) == len(t) and all(v <= 0 for v in score.word_logprobs)
+    words = sum(len(t) for t in trees)
+    assert result["metrics"]["word_ppl"] == pytest.approx(math.exp(-sum(s.total for s in scores) / words), rel=1e-6)
+    # the validation bound over the same gold trees (each sentence twice) is the same perplexity
+    assert metrics["val_word_ppl"] == pytest.approx(result["metrics"]["word_ppl"], rel=1e-4)
+
+    assert main(["eval", "ppl", str(checkpoint), "--corpus", str(corpus), "--split", "file", "--method", "beam",
+                 "--out", str(tmp_path / "beam")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("synbench: error: --method beam: the word-synchronous beam")
