@@ -154,7 +154,8 @@ class DTGBeamScorer:
             steps = self.max_actions if i < len(ids) else 2 * self.max_actions - 1
             reached = self._group(pool, beam, target, steps)
             if not reached and i < len(ids):
-                raise InputError(f"the beam found no hypothesis that generates word {i + 1}")
+                raise InputError(f"the beam found no hypothesis that generates word {i + 1} within {steps} token steps "
+                                 "(widen --beam, or keep a place for the word with --fast-track 1)")
             if not reached:  # no complete sequence within the closing steps: the bound is trivial
                 break
             if i < len(ids):
