@@ -280,7 +280,7 @@ for _task in (
     Task("ppl", "perplexity", f"{_EVALUATE}.ppl:add_command", _ppl, headline=("ppl",), secondary=("ppl_end_counted",),
          options=COMMON_OPTIONS + CORPUS_OPTIONS + SCORING_OPTIONS, default_split="test",
          arguments=corpus_split, methods=("proposals", "beam", "gold")),
-    Task("sg", "surprisal", f"{_EVALUATE}.sg_eval:add_command", _sg, headline=("sg",), secondary=("sg.*",),
+    Task("sg", "surprisal", f"{_EVALUATE}.sg_eval:add_command", _sg, headline=("sg", "sg.all_34"), secondary=("sg.*",),
          options=COMMON_OPTIONS + SCORING_OPTIONS + ("items_per_suite", "suites"),
          arguments=lambda p: [*flag(p.options, "items_per_suite"), *flag(p.options, "suites")],
          sentence_set=_subset("items_per_suite", "suites"), sentences=_sg_sentences),

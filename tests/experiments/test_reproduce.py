@@ -226,5 +226,5 @@ def test_dtg_demo_end_to_end(tmp_path, prepared_data_dir, monkeypatch, capsys):
         assert f"\n{metric},{model}," in summary
     proposals = next((exp / "proposals").rglob("ptb-sample-sd-test-n4.jsonl")).read_text().splitlines()
     assert json.loads(proposals[0])["trees"][0].startswith("1\t")  # CoNLL-U trees from the dependency parser
-    assert "Paper numbers: Zhao, Lou and Tu (2024)" in text and "83.9 (Table 2, SG test suites, test)" in text
+    assert "Paper numbers: Zhao, Lou and Tu (2024)" in text and "83.9 (Table 2, SG test suites (all 34), test)" in text
     _resumes_without_work(argv, exp, 11, capsys)
