@@ -25,7 +25,7 @@ word).
 
 Trees are returned raw, as read (cleaning is a separate step, e.g. ``tree.clean``). CoNLL-U documents follow
 ``# newdoc id = ...`` comments; a bracketed file is one document. Parsed files are cached per process, keyed
-by path, size and modification time.
+by path, size and modification time; converted dependency trees also on disk (``conversion_cache``).
 
 The data directory is ``--data-dir``, else ``$SYNBENCH_DATA``, else ``~/.cache/synbench/data``.
 """
@@ -39,6 +39,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from lightning_modules.data.conversion_cache import cached_conversion
 from lightning_modules.data.dependency import DepTree, parse_conllu
 from lightning_modules.data.dependency_schemes import convert as convert_scheme
 from lightning_modules.data.head_rules import to_dependency
@@ -214,7 +215,9 @@ def _read_documents(path: Path, kind: str, scheme: str | None = None) -> tuple[D
     key = (str(path.resolve()), st.st_size, st.st_mtime_ns, scheme)
     if key not in _CACHE:
         if scheme is not None:
-            _CACHE[key] = tuple(_converted(doc, scheme) for doc in _read_documents(path, "constituency"))
+            _CACHE[key] = cached_conversion(
+                path, scheme, lambda: tuple(_converted(doc, scheme) for doc in _read_documents(path, "constituency")),
+                Document)
         else:
             read = {"dependency": _conllu_documents, "text": _text_document}.get(kind, _bracketed_document)
             _CACHE[key] = read(path, _read_text(path))
