@@ -32,11 +32,30 @@ Measured (2-core x86 VM, ``--repeats 5``, peak MiB / ms):
    1024   7.0 / 31.5  9.0 / 26.4  11.5 / 33.7 24.3 / 49.8 2112 / 5204  1.07x               184x
 
 (The full T x T ``gather`` of before took 1.45x / 1.47x / 2.03x; peaks of a few MiB are noisy.)
+
+FlexAttention (issue 28 item 8), ``--flex``: one process per T times, in interleaved rounds (every round runs
+each core once, in a rotated order, so load drift hits them alike), ``causal``, ``gather`` and ``layer`` (the
+block loop) against
+  * ``flex``: ``score_function.PushdownPattern`` on the flex path, depth term only: ``q @ Eᵀ`` then
+    FlexAttention with the causal block mask and ``score_mod`` gathering the [B, H, T, V] table by the tape,
+    through ``torch.compile`` (on CUDA dynamic, as the model runs it; on CPU static: the dynamic kernel of the
+    depth gather fails to build there, and eager FlexAttention materialises the scores);
+  * ``flex-layer``: the same with the relative-position term (the skewed [B, H, T, T] logits read in
+    ``score_mod``): a whole Pushdown Layer's attention.
+On CUDA a step is forward + backward and the peak memory of each core is printed; on CPU FlexAttention has no
+backward, so every core is timed forward only (no_grad): the CPU figures check the script and the fused C++ kernel,
+not the GPU target. Before timing, flex's output (and, on CUDA, every gradient)
+is compared with the block loop's. The block mask is built once per T outside the timed step (the model
+builds it once per forward for all layers); its build time is printed. Target: ``flex`` <= 1.5x ``causal``
+at every T <= 2048. GPU command (one call):
+
+    python benchmarks/pushdown_attention.py --flex --device cuda --lengths 512 1024 2048 --repeats 20
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import statistics
 import subprocess
@@ -45,6 +64,7 @@ import time
 from pathlib import Path
 
 CORES = ("causal", "masked", "gather", "layer", "fig7")
+FLEX_CORES = ("causal", "gather", "flex", "layer", "flex-layer")
 DEPTH_VOCAB = 50
 
 
@@ -117,6 +137,137 @@ def measure(core: str, length: int, batch: int, heads: int, head_dim: int, repea
     return {"peak_mib": peak / 1024, "ms": 1000 * statistics.median(times)}
 
 
+def compare_flex(length: int, batch: int, heads: int, head_dim: int, repeats: int, device: str) -> dict[str, object]:
+    """Median ms of every ``FLEX_CORES`` core at one T, timed in interleaved rounds (forward + backward on
+    CUDA, forward only on CPU), their CUDA peaks (MiB), flex's largest difference to the block loop, and the
+    block mask's build time."""
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention.flex_attention import flex_attention
+
+    from lightning_modules.families.pushdown.attention import block_causal_attention, causal_mask
+    from lightning_modules.families.pushdown.score_function import PushdownPattern
+
+    torch.set_num_threads(1)
+    cuda = device == "cuda"
+    g = torch.Generator().manual_seed(0)
+    scale = head_dim ** -0.5
+    q, k, v = (torch.randn(batch, heads, length, head_dim, generator=g).to(device).requires_grad_(cuda)
+               for _ in range(3))
+    table = torch.randn(DEPTH_VOCAB, head_dim, generator=g).to(device).requires_grad_(cuda)
+    rel_keys = torch.randn(heads, length, head_dim, generator=g).to(device).requires_grad_(cuda)
+    tape = torch.randint(0, DEPTH_VOCAB + 5, (batch, length, length), generator=g).tril().to(device)
+    mask = causal_mask(torch.full((batch,), length), length).to(device)
+    upstream = torch.randn(batch, heads, length, head_dim, generator=g).to(device)
+    leaves = (q, k, v, table, rel_keys)
+
+    def sync() -> None:
+        if cuda:
+            torch.cuda.synchronize()
+
+    pattern = PushdownPattern.build(mask, tape, DEPTH_VOCAB, flex=True, compiled=cuda)
+    if not cuda:  # the dynamic CPU kernel of the depth gather does not build (score_function); shapes are fixed
+        pattern = dataclasses.replace(pattern, flex_kernel=torch.compile(flex_attention, dynamic=False))
+    sync()
+    start = time.perf_counter()  # a second build: the first pays one-time costs
+    PushdownPattern.build(mask, tape, DEPTH_VOCAB, flex=True)
+    sync()
+    build_ms = 1000 * (time.perf_counter() - start)
+    forward = {
+        "causal": lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+        "gather": lambda: block_causal_attention(q * scale, k, v, mask, depth_table=table, tape=tape),
+        "flex": lambda: pattern.attend(q * scale, k, v, depth_table=table),
+        "layer": lambda: block_causal_attention(q * scale, k, v, mask, rel_keys, table, tape),
+        "flex-layer": lambda: pattern.attend(q * scale, k, v, rel_keys, table),
+    }
+
+    def step(core: str) -> tuple[torch.Tensor, list[torch.Tensor | None]]:
+        with torch.set_grad_enabled(cuda):
+            out = forward[core]()
+            if cuda:
+                out.backward(upstream)
+                grads = [t.grad for t in leaves]
+                for t in leaves:
+                    t.grad = None
+                return out, grads
+        return out, []
+
+    differences = {}
+    for flex_core, loop_core in (("flex", "gather"), ("flex-layer", "layer")):
+        (got, got_grads), (want, want_grads) = step(flex_core), step(loop_core)
+        pairs = [(got, want)] + [(a, b) for a, b in zip(got_grads, want_grads, strict=True) if b is not None]
+        differences[flex_core] = max(float((a - b).abs().max() / b.abs().max().clamp(min=1e-30)) for a, b in pairs)
+    sync()
+    for core in FLEX_CORES:  # warm-up (and compile)
+        step(core)
+    sync()
+    peaks = {}
+    for core in FLEX_CORES if cuda else ():  # each core's peak above its start
+        before = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        step(core)
+        sync()
+        peaks[core] = (torch.cuda.max_memory_allocated() - before) / 2 ** 20
+    times: dict[str, list[float]] = {core: [] for core in FLEX_CORES}
+    for r in range(repeats):
+        for core in FLEX_CORES[r % len(FLEX_CORES):] + FLEX_CORES[:r % len(FLEX_CORES)]:
+            sync()
+            start = time.perf_counter()
+            step(core)
+            sync()
+            times[core].append(time.perf_counter() - start)
+    return {"ms": {c: 1000 * statistics.median(t) for c, t in times.items()}, "peak_mib": peaks,
+            "max_rel_diff": differences, "block_mask_ms": build_ms}
+
+
+def device_description(device: str) -> str:
+    """The device in words: the GPU's name, or the CPU model, core count and load average (shared machines)."""
+    import os
+    import platform
+
+    import torch
+
+    if device == "cuda":
+        return f"{torch.cuda.get_device_name()} (torch {torch.__version__}, CUDA {torch.version.cuda})"
+    model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                  if line.startswith("model name")), platform.processor())
+    load = " / ".join(f"{x:.1f}" for x in os.getloadavg())
+    return f"{model}, {os.cpu_count()} cores, load average {load} (torch {torch.__version__}, 1 thread)"
+
+
+def main_flex(args: argparse.Namespace) -> None:
+    """The ``--flex`` table: ms per core and T, ratios, flex's difference to the block loop, the target."""
+    what = "forward + backward" if args.device == "cuda" else "forward only (FlexAttention has no CPU backward)"
+    print(f"device: {device_description(args.device)}")
+    print(f"B={args.batch} H={args.heads} d_head={args.head_dim} depth table {DEPTH_VOCAB}, fp32, {what}, "
+          f"median of {args.repeats} interleaved rounds (one process per T)")
+    print(f"{'T':>5} " + " ".join(f"{c + ' ms':>14}" for c in FLEX_CORES)
+          + f" {'flex/causal':>12} {'flex/gather':>12} {'flex-layer/causal':>18} {'flex-layer/layer':>17}"
+          + f" {'flex diff':>10} {'mask ms':>8}")
+    ok = True
+    for length in args.lengths:
+        cmd = [sys.executable, __file__, "--one-flex", str(length), "--batch", str(args.batch), "--heads",
+               str(args.heads), "--head-dim", str(args.head_dim), "--repeats", str(args.repeats), "--device",
+               args.device]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode:  # e.g. a kernel that does not compile on this device: say so, go on with the next T
+            ok = False
+            print(f"{length:>5} FAILED (exit {done.returncode}):\n" + "\n".join(done.stderr.splitlines()[-15:]))
+            continue
+        r = json.loads(done.stdout.strip().splitlines()[-1])
+        ms = r["ms"]
+        ok &= ms["flex"] <= 1.5 * ms["causal"]
+        diff = max(r["max_rel_diff"].values())
+        print(f"{length:>5} " + " ".join(f"{ms[c]:>14.2f}" for c in FLEX_CORES)
+              + f" {ms['flex'] / ms['causal']:>11.2f}x {ms['flex'] / ms['gather']:>11.2f}x"
+              + f" {ms['flex-layer'] / ms['causal']:>17.2f}x {ms['flex-layer'] / ms['layer']:>16.2f}x"
+              + f" {diff:>10.1e} {r['block_mask_ms']:>8.1f}", flush=True)
+        if r["peak_mib"]:
+            print("      peak MiB: " + ", ".join(f"{c} {r['peak_mib'][c]:.1f}" for c in FLEX_CORES))
+    print(f"\nTarget (issue 28): flex <= 1.5x causal SDPA at every T: {'met' if ok else 'MISSED'}"
+          + ("" if args.device == "cuda" else " (CPU, forward only: not the target's GPU measurement)"))
+
+
 def run(core: str, length: int, args: argparse.Namespace) -> dict[str, float]:
     cmd = [sys.executable, __file__, "--one", core, str(length), "--batch", str(args.batch), "--heads",
            str(args.heads), "--head-dim", str(args.head_dim), "--repeats", str(args.repeats), "--device", args.device]
@@ -132,8 +283,18 @@ def main() -> None:
     parser.add_argument("--head-dim", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument("--flex", action="store_true",
+                        help="time FlexAttention against causal SDPA and the block loop (interleaved)")
     parser.add_argument("--one", nargs=2, metavar=("CORE", "T"), help=argparse.SUPPRESS)
+    parser.add_argument("--one-flex", type=int, metavar="T", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.one_flex:
+        print(json.dumps(compare_flex(args.one_flex, args.batch, args.heads, args.head_dim, args.repeats,
+                                      args.device)))
+        return
+    if args.flex:
+        main_flex(args)
+        return
     if args.one:
         core, length = args.one
         print(json.dumps(measure(core, int(length), args.batch, args.heads, args.head_dim, args.repeats,

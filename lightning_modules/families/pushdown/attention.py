@@ -21,7 +21,8 @@ Transformer-XL "rel shift" (a pad and a view). Both are added to ``q kᵀ`` insi
 **Block-causal.** ``block_causal_attention`` takes the queries in blocks [a, b) of 128 and computes the
 scores and both biases only against the keys [0, b): nothing above the diagonal block, about half the T x T
 work at long T, as PyTorch's fused causal kernel skips it too. Autograd through plain ops; the saved
-tensors are the per-block softmax weights and gather indices (about half a T x T each).
+tensors are the per-block softmax weights and gather indices (about half a T x T each). The same scores
+run as FlexAttention (the GPU path) or as one dense bias in ``score_function``.
 
 Cost (``benchmarks/pushdown_attention.py``: forward + backward, fp32, one thread, B=1, H=4, d=64): the
 depth term alone takes 1.1x / 0.9x / 1.1x the time of ``SDPA(is_causal=True)`` at T = 256 / 512 / 1024 (1.5x
@@ -36,12 +37,16 @@ over 100x below Fig. 7's.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from lightning_modules.layers.multi_head import MultiHeadProjections
+
+if TYPE_CHECKING:
+    from lightning_modules.families.pushdown.score_function import PushdownPattern
 
 
 def interleaved_sinusoids(positions: Tensor, dim: int) -> Tensor:
@@ -175,17 +180,25 @@ class PushdownSelfAttention(MultiHeadProjections):
     def is_pushdown(self) -> bool:
         return self.depth is not None
 
-    def forward(self, x: Tensor, mask: Tensor, tape: Tensor | None = None) -> Tensor:
-        """x [B, T, D], mask [B, T, T] bool (``causal_mask``), tape [B, >=T, >=T] integer -> [B, T, D]."""
-        if self.depth is not None and tape is None:
+    def forward(self, x: Tensor, mask: Tensor, tape: Tensor | None = None,
+                pattern: PushdownPattern | None = None) -> Tensor:
+        """x [B, T, D], mask [B, T, T] bool (``causal_mask``), tape [B, >=T, >=T] integer -> [B, T, D].
+
+        Without ``pattern`` the block loop (``block_causal_attention``); with one, its path (dense or flex,
+        ``score_function``), which reads the mask and the tape from the pattern.
+        """
+        if self.depth is not None and tape is None and pattern is None:
             raise ValueError("a Pushdown Layer needs the stack tape")
         length = x.shape[1]
         q = self._heads(self.query(x)) * (1.0 / math.sqrt(self.d_head))  # scaling q scales all three terms
         k, v = self._heads(self.key(x)), self._heads(self.value(x))
         rel_keys = self.relative_keys(length, x)  # r(-(T-1)), ..., r(0)
         depth_table = None if self.depth is None else self.depth.weight
-        out = block_causal_attention(q, k, v, mask, rel_keys, depth_table, tape,
-                                     dropout_p=self.dropout if self.training else 0.0)
+        dropout_p = self.dropout if self.training else 0.0
+        if pattern is None:
+            out = block_causal_attention(q, k, v, mask, rel_keys, depth_table, tape, dropout_p=dropout_p)
+        else:
+            out = pattern.attend(q, k, v, rel_keys, depth_table, dropout_p)
         return self.output(out.transpose(1, 2).reshape(x.shape))
 
     def relative_keys(self, length: int, like: Tensor) -> Tensor:

@@ -5,8 +5,9 @@ The network, read top to bottom (as the official ``PushdownLM``/``Transformer``)
 ``h = LN(h + drop(Attn(h, tape)))``, ``h = LN(h + drop(W₂ drop(ReLU(W₁ h))))``; word logits
 ``drop_out(h^L) Eᵀ + b`` (tied, with an output bias). ``Attn`` is ``PushdownSelfAttention``: relative
 positions everywhere, the depth term (Eq. 6) in the Pushdown Layers, which are all blocks or the last
-``pushdown_layers`` of them. The ``AttachmentHead`` (Eq. 5) reads ``h^L`` and the embedding of the word
-being predicted. Families:
+``pushdown_layers`` of them; ``attention`` picks how it is computed (the block loop, the same scores as one
+dense bias, or FlexAttention: ``score_function``). The ``AttachmentHead`` (Eq. 5) reads ``h^L`` and the
+embedding of the word being predicted. Families:
   * ``pushdown``: at least one Pushdown Layer and the attachment head;
   * ``base-lm``: the same network with plain attention; the attachment head is optional
     (``attachment_loss``: multi-task, as the §4.1 Dyck baseline).
@@ -50,11 +51,13 @@ from torch import Tensor, nn
 from lightning_modules.errors import InputError
 from lightning_modules.families.pushdown.attachment_head import AttachmentHead
 from lightning_modules.families.pushdown.attention import PushdownSelfAttention, causal_mask
+from lightning_modules.families.pushdown.score_function import PushdownPattern
 from lightning_modules.models.config_fields import checked_values
 from lightning_modules.models.lr_schedule import stepwise_scheduler
 from lightning_modules.models.optimisation import ScheduledClipping
 
 FAMILIES = ("pushdown", "base-lm")
+ATTENTION_PATHS = ("blocks", "dense", "flex", "auto")
 
 
 def batch_field(batch: Any, name: str) -> Tensor:
@@ -80,6 +83,10 @@ class PushdownConfig:
     embedding_dropout: float = 0.1
     output_dropout: float = 0.1
     attachment_dropout: float = 0.1  # inside the attachment head's MLPs (official: fixed 0.1)
+    # blocks (the block-causal loop) | dense (the score function as a [B, H, T, T] bias) | flex
+    # (FlexAttention, compiled on CUDA; cannot drop attention weights) | auto (flex on CUDA unless attention
+    # weights drop, else blocks): equal up to float rounding (``score_function``)
+    attention: str = "blocks"
     peak_lr: float = 1.5e-4
     start_lr: float = 1e-7
     min_lr: float = 3e-7
@@ -121,6 +128,10 @@ class PushdownConfig:
         for key in ("adam_beta1", "adam_beta2"):
             if not 0.0 <= getattr(self, key) < 1.0:
                 raise bad(key, "must be in [0, 1)")
+        if self.attention not in ATTENTION_PATHS:
+            raise bad("attention", f"must be one of {', '.join(ATTENTION_PATHS)}")
+        if self.attention == "flex" and self.dropout > 0:
+            raise bad("attention", "flex cannot drop attention weights; set dropout=0 or use blocks|dense")
         if family is not None and family not in FAMILIES:
             raise InputError(f"unknown family {family!r} (known: {', '.join(FAMILIES)})", "family")
         if family == "pushdown" and self.n_pushdown == 0:
@@ -178,8 +189,9 @@ class Block(nn.Module):
         nn.init.xavier_uniform_(self.inner.weight, gain=nn.init.calculate_gain("relu"))
         nn.init.xavier_uniform_(self.outer.weight)
 
-    def forward(self, h: Tensor, mask: Tensor, tape: Tensor | None) -> Tensor:
-        h = self.ln1(h + self.dropout(self.attention(h, mask, tape)))
+    def forward(self, h: Tensor, mask: Tensor, tape: Tensor | None, pattern: PushdownPattern | None = None
+                ) -> Tensor:
+        h = self.ln1(h + self.dropout(self.attention(h, mask, tape, pattern)))
         return self.ln2(h + self.dropout(self.outer(self.dropout(F.relu(self.inner(h))))))
 
     def step(self, h: Tensor, cache: tuple[Tensor, Tensor] | None, rel_keys: Tensor, tape_row: Tensor | None
@@ -232,12 +244,25 @@ class PushdownLM(ScheduledClipping, pl.LightningModule):
         nn.init.xavier_uniform_(self.embedding.weight)
 
     # ---- forward -------------------------------------------------------------------------------------------
+    def attention_path(self, device: torch.device) -> str:
+        """The attention path of this call: as configured, ``auto`` = flex on CUDA unless weights drop."""
+        path = self.config.attention
+        if path != "auto":
+            return path
+        dropping = self.training and self.config.dropout > 0
+        return "flex" if device.type == "cuda" and not dropping else "blocks"
+
     def hidden_states(self, inputs: Tensor, tape: Tensor | None, lengths: Tensor) -> Tensor:
         """Final-layer states [B, T, D] of ``inputs`` [B, T] (``<s>`` first) under tape [B, T, T]."""
         mask = causal_mask(lengths, inputs.shape[1])
+        path = self.attention_path(inputs.device)
+        pattern = None
+        if path != "blocks":  # one block mask and tape index for all layers
+            depth_vocab = self.config.depth_vocab if self.config.n_pushdown else None
+            pattern = PushdownPattern.build(mask, tape, depth_vocab, flex=path == "flex", compiled=inputs.is_cuda)
         h = self.embedding_dropout(self.embedding(inputs) * math.sqrt(self.config.d_model))
         for block in self.blocks:
-            h = block(h, mask, tape)
+            h = block(h, mask, tape, pattern)
         return h
 
     def word_logits(self, h: Tensor) -> Tensor:
