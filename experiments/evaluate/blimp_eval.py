@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -19,13 +20,13 @@ from experiments.cli_options import positive_int
 from experiments.evaluate.blimp import Pair
 from experiments.evaluate.blimp import evaluate as aggregate_pairs
 from experiments.evaluate.cache import ItemCache, Record, default_out_dir
+from experiments.evaluate.infinite import from_json, is_json_value, to_json
 from experiments.evaluate.results import write_results
 from experiments.evaluate.scorer import Text, score_choices
 from experiments.evaluate.scorer_choice import ChosenScorer, add_arguments, choose
 from experiments.evaluate.subcommands import print_result
 from experiments.evaluate.tokenize import tokenize
 from lightning_modules.errors import InputError
-from lightning_modules.numeric import is_number
 
 
 def default_data_dir(data_dir: str | None = None) -> Path:
@@ -74,7 +75,8 @@ def evaluate(chosen: ChosenScorer, model_path: str | Path, paradigms: dict[str, 
 
     def valid(r: Record) -> bool:
         good, bad = words[r["id"]]
-        return (is_number(r["logprob_good"]) and is_number(r["logprob_bad"]) and r["words"] == len(good) + len(bad)
+        return (is_json_value(r["logprob_good"]) and is_json_value(r["logprob_bad"])
+                and r["words"] == len(good) + len(bad)
                 and isinstance(r["unknown_words"], int))
 
     def compute(wanted: list[str]) -> list[Record]:
@@ -83,7 +85,8 @@ def evaluate(chosen: ChosenScorer, model_path: str | Path, paradigms: dict[str, 
         out = []
         for k, i in enumerate(wanted):
             good, bad = scores[2 * k], scores[2 * k + 1]
-            out.append({"id": i, "logprob_good": good.total, "logprob_bad": bad.total,
+            out.append({"id": i, "logprob_good": to_json(good.total, -math.inf),
+                        "logprob_bad": to_json(bad.total, -math.inf),
                         "words": len(good.words) + len(bad.words),
                         "unknown_words": good.unknown_words + bad.unknown_words})
         return out
@@ -93,23 +96,26 @@ def evaluate(chosen: ChosenScorer, model_path: str | Path, paradigms: dict[str, 
     records = cache.ordered(ids)
     by_uid: dict[str, list[float]] = {}
     for r in records:
-        by_uid.setdefault(r["id"].rsplit("/", 1)[0], []).extend([r["logprob_good"], r["logprob_bad"]])
+        by_uid.setdefault(r["id"].rsplit("/", 1)[0], []).extend(
+            [from_json(r["logprob_good"], -math.inf), from_json(r["logprob_bad"], -math.inf)])
     uid_of = {tuple(s for p in ps for s in (p.good, p.bad)): uid for uid, ps in paradigms.items()}
 
     def lookup(sentences: list[str]) -> list[float]:  # blimp.evaluate asks for one paradigm's sentences
         return by_uid[uid_of[tuple(sentences)]]
 
     metrics, pair_items = aggregate_pairs(paradigms, lookup)
-    for r, item in zip(records, pair_items, strict=True):
-        item.update(id=r["id"], words=r["words"], unknown_words=r["unknown_words"])
+    for r, item in zip(records, pair_items, strict=True):  # compared as -inf (IEEE), written null
+        item.update(id=r["id"], words=r["words"], unknown_words=r["unknown_words"], logprob_good=r["logprob_good"],
+                    logprob_bad=r["logprob_bad"])
+    zero = sum((r["logprob_good"] is None) + (r["logprob_bad"] is None) for r in records)
     words_total = sum(r["words"] for r in records)
     oov = sum(r["unknown_words"] for r in records) / words_total
     per = f"{pairs_per_paradigm} pairs per paradigm" if pairs_per_paradigm else "all pairs (1,000 per paradigm)"
     headline = (f"BLiMP {metrics['accuracy']:.3f} on {len(paradigms)} paradigms, {per}, {chosen.description}, "
-                f"OOV {oov:.3f}")
+                f"OOV {oov:.3f}" + (f", {zero} sentences of probability 0 under the search" if zero else ""))
     convention = metrics.pop("convention") + "; log p(x) includes the end of the sentence" + (
         " (joint models: marginal lower bounds)" if chosen.joint else "")
-    metrics.update(oov_rate=oov, words=words_total, headline=headline)
+    metrics.update(oov_rate=oov, words=words_total, zero_probability_sentences=zero, headline=headline)
     write_results(out_dir, "blimp", metrics, convention, settings, pair_items, config=identity,
                   data={"blimp": blimp_dir, **chosen.data})
     result = {"metrics": metrics, "settings": settings, "convention": convention, "headline": headline,

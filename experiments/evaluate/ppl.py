@@ -32,12 +32,12 @@ from pathlib import Path
 from typing import Any
 
 from experiments.evaluate.cache import ItemCache, Record, default_out_dir
+from experiments.evaluate.infinite import is_json_value, to_json
 from experiments.evaluate.results import write_results
 from experiments.evaluate.scorer_choice import ChosenScorer, add_arguments, choose
 from experiments.evaluate.subcommands import add_limit_argument, print_result
 from lightning_modules.data.dependency import DepTree
 from lightning_modules.data.tree import Tree
-from lightning_modules.numeric import is_number
 
 
 @dataclass(frozen=True)
@@ -95,8 +95,8 @@ def evaluate(chosen: ChosenScorer, model_path: str | Path, sentences: Sentences,
     lengths = {str(k): sum(len(sentences.words[s]) for s in g) for k, g in enumerate(groups)}
 
     def valid(r: Record) -> bool:
-        return (r["words"] == lengths.get(r["id"]) and is_number(r["logprob"]) and is_number(r["end_logprob"])
-                and isinstance(r["unknown_words"], int))
+        return (r["words"] == lengths.get(r["id"]) and is_json_value(r["logprob"])
+                and is_json_value(r["end_logprob"]) and isinstance(r["unknown_words"], int))
 
     def compute(wanted: list[str]) -> list[Record]:
         if chosen.level == "sentence":
@@ -107,8 +107,9 @@ def evaluate(chosen: ChosenScorer, model_path: str | Path, sentences: Sentences,
         records = []
         for i, item in zip(wanted, scores):
             record = {"id": i, "location": sentences.locations[groups[int(i)][0]],
-                      "words": sum(len(s.words) for s in item), "logprob": math.fsum(s.total for s in item),
-                      "end_logprob": math.fsum(s.end_logprob for s in item),
+                      "words": sum(len(s.words) for s in item),
+                      "logprob": to_json(math.fsum(s.total for s in item), -math.inf),
+                      "end_logprob": to_json(math.fsum(s.end_logprob for s in item), -math.inf),
                       "unknown_words": sum(s.unknown_words for s in item)}
             if chosen.level == "document":
                 record["sentences"] = len(item)
@@ -122,7 +123,10 @@ def evaluate(chosen: ChosenScorer, model_path: str | Path, sentences: Sentences,
     convention = describe(chosen, metrics["words"])
     bound = "<= " if chosen.joint else ""
     documents = f" in {len(items)} documents" if chosen.level == "document" else ""
-    headline = (f"PPL {bound}{metrics['word_ppl']:.2f} on {metrics['sentences']} sentences{documents} of "
+    zero = metrics["zero_probability_sentences"]
+    value = "inf" if metrics["word_ppl"] is None else f"{metrics['word_ppl']:.2f}"
+    headline = (f"PPL {bound}{value}{f' ({zero} of probability 0 under the search)' if zero else ''} on "
+                f"{metrics['sentences']} sentences{documents} of "
                 f"{sentences.name} ({metrics['words']} words{', first ' + str(limit) if limit else ''}), "
                 f"{chosen.description}, {chosen.level}-level, end of sentence in log p(x) but not in the word "
                 "count")
@@ -134,17 +138,24 @@ def evaluate(chosen: ChosenScorer, model_path: str | Path, sentences: Sentences,
 
 
 def perplexity(items: Sequence[Record]) -> dict[str, Any]:
-    """Word perplexity with and without the end-of-sentence term, OOV rate (``math.fsum``: order-free)."""
+    """Word perplexity with and without the end-of-sentence term, OOV rate (``math.fsum``: order-free). An item
+    of probability 0 under the search (log p(x) -inf, ``null``: ``infinite.py``) makes every perplexity (and the
+    log-prob) infinite, ``null``; ``zero_probability_sentences`` counts such items."""
     words = sum(r["words"] for r in items)
-    logprob = math.fsum(r["logprob"] for r in items)
-    without_end = logprob - math.fsum(r["end_logprob"] for r in items)
     unknown = sum(r["unknown_words"] for r in items)
     sentences = sum(r.get("sentences", 1) for r in items)  # document items say how many sentences they hold
     ends = len(items)  # one end of sentence (of document, for document items) per scored string
+    zero = sum(r["logprob"] is None for r in items)
+    counts = {"end_tokens": ends, "sentences": sentences, "words": words, "unknown_words": unknown,
+              "oov_rate": unknown / words, "zero_probability_sentences": zero}
+    if zero:
+        return {"word_ppl": None, "word_ppl_without_end": None, "ppl_end_counted": None, "nll_per_word": None,
+                "logprob": None, **counts}
+    logprob = math.fsum(r["logprob"] for r in items)
+    without_end = logprob - math.fsum(r["end_logprob"] for r in items)
     return {"word_ppl": math.exp(-logprob / words), "word_ppl_without_end": math.exp(-without_end / words),
-            "ppl_end_counted": math.exp(-logprob / (words + ends)), "end_tokens": ends,
-            "nll_per_word": -logprob / words, "logprob": logprob, "sentences": sentences, "words": words,
-            "unknown_words": unknown, "oov_rate": unknown / words}
+            "ppl_end_counted": math.exp(-logprob / (words + ends)), "nll_per_word": -logprob / words,
+            "logprob": logprob, **counts}
 
 
 def describe(chosen: ChosenScorer, words: int) -> str:
@@ -166,10 +177,14 @@ def describe(chosen: ChosenScorer, words: int) -> str:
 
 def format_report(result: dict[str, Any]) -> str:
     m = result["metrics"]
-    lines = [f"{'word perplexity':28} {m['word_ppl']:.4f}",
-             f"{'without end of sentence':28} {m['word_ppl_without_end']:.4f}",
-             f"{'end of sentence counted':28} {m['ppl_end_counted']:.4f}",
+    def value(x: float | None) -> str:
+        return "inf" if x is None else f"{x:.4f}"
+
+    lines = [f"{'word perplexity':28} {value(m['word_ppl'])}",
+             f"{'without end of sentence':28} {value(m['word_ppl_without_end'])}",
+             f"{'end of sentence counted':28} {value(m['ppl_end_counted'])}",
              f"{'sentences / words':28} {m['sentences']} / {m['words']}",
+             f"{'of probability 0':28} {m['zero_probability_sentences']}",
              f"{'OOV rate':28} {m['oov_rate']:.4f}",
              f"convention: {result['convention']}",
              result["headline"]]

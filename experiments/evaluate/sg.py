@@ -239,7 +239,8 @@ SurprisalTable = dict[str, dict[tuple[int, str, int], float]]  # suite -> (item,
 def read_surprisals(path: str | Path, suites: dict[str, Suite]) -> SurprisalTable:
     """Read ``{"suite", "item", "condition", "region", "surprisal"}`` JSON lines, checked against the suites.
 
-    Every suite that appears must be complete: each non-empty region of each condition of each item needs a
+    A surprisal of +inf (a word of probability 0) is ``null`` with ``"infinite": true``. Every suite that appears
+    must be complete: each non-empty region of each condition of each item needs a
     value (an empty region may be omitted and counts 0). Errors name ``FILE:LINE`` or the missing region.
     """
     path = Path(path)
@@ -268,8 +269,11 @@ def read_surprisals(path: str | Path, suites: dict[str, Suite]) -> SurprisalTabl
             raise InputError(f"suite {suite} has no condition {condition!r}", loc)
         if type(region) is not int or not 1 <= region <= len(suites[suite].region_names):
             raise InputError(f"suite {suite} has no region {region!r}", loc)
-        if type(value) not in (int, float) or math.isnan(value):
-            raise InputError(f"surprisal must be a number, got {value!r}", loc)
+        if value is None and rec.get("infinite") is True:  # probability 0 (infinite.py)
+            value = math.inf
+        elif type(value) not in (int, float) or not math.isfinite(value):
+            raise InputError(f"surprisal must be a number, finite (+inf: null with \"infinite\": true), got {value!r}",
+                             loc)
         key = (item, condition, region)
         cell = table.setdefault(suite, {})
         if key in cell:

@@ -12,7 +12,11 @@ models the per-word values are incremental estimates (beam or proposal prefixes)
 
 Items are (suite, item) pairs: every condition's region surprisals, cached in ``items.jsonl``; the region
 surprisals are also written in the ``eval sg --surprisals`` format (``surprisals.jsonl``), so the same
-scores can be recomputed from the file.
+scores can be recomputed from the file. A word the model's search gives probability 0 (a word-synchronous beam
+that keeps no hypothesis generating it) has surprisal +inf, and so has its region: written ``null`` (with
+``"infinite": true`` in ``surprisals.jsonl``; ``infinite.py``), counted in ``zero_probability_words``, and
+compared as +inf (IEEE: +inf > x holds for every finite x; a difference inf - inf is NaN, and a comparison with
+NaN fails).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from typing import Any
 
 from experiments.cli_options import positive_int
 from experiments.evaluate.cache import ItemCache, Record, default_out_dir
+from experiments.evaluate.infinite import from_json, is_json_value, to_json
 from experiments.evaluate.results import write_results
 from experiments.evaluate.scorer import Text, score_texts
 from experiments.evaluate.scorer_choice import ChosenScorer, add_arguments, choose
@@ -45,7 +50,6 @@ from experiments.evaluate.subcommands import print_result
 from experiments.evaluate.tokenize import tokenize
 from lightning_modules.data.atomic import atomic_write_text
 from lightning_modules.errors import InputError
-from lightning_modules.numeric import is_number
 
 LN2 = math.log(2.0)
 CONVENTION = ("region surprisal = sum of -log2 p(w_i | w_<i) over the region's words (bits); regions joined "
@@ -99,9 +103,10 @@ def evaluate(chosen: ChosenScorer, model_path: str | Path, suites: dict[str, Sui
     def valid(r: Record) -> bool:
         suite = suites[r["suite"]]
         return (r["id"] == f"{r['suite']}/{r['item']}" and set(r["regions"]) == set(suite.conditions)
-                and all(len(v) == len(suite.region_names) and all(is_number(x) for x in v)
+                and all(len(v) == len(suite.region_names) and all(is_json_value(x) for x in v)
                         for v in r["regions"].values())
-                and isinstance(r["words"], int) and isinstance(r["unknown_words"], int))
+                and isinstance(r["words"], int) and isinstance(r["unknown_words"], int)
+                and isinstance(r.get("zero_probability_words", 0), int))
 
     def compute(wanted: list[str]) -> list[Record]:
         keys = [(name, int(number), c) for i in wanted for name, number in [i.rsplit("/", 1)]
@@ -117,10 +122,12 @@ def evaluate(chosen: ChosenScorer, model_path: str | Path, suites: dict[str, Sui
             except ValueError as e:
                 raise InputError(str(e), f"suite {name} item {number} condition {condition}") from None
             r = records.setdefault(f"{name}/{number}", {"id": f"{name}/{number}", "suite": name, "item": number,
-                                                         "regions": {}, "words": 0, "unknown_words": 0})
-            r["regions"][condition] = sums
+                                                         "regions": {}, "words": 0, "unknown_words": 0,
+                                                         "zero_probability_words": 0})
+            r["regions"][condition] = [to_json(v, math.inf) for v in sums]
             r["words"] += len(s.words)
             r["unknown_words"] += s.unknown_words
+            r["zero_probability_words"] += sum(lp == -math.inf for lp in s.word_logprobs)
         return [records[i] for i in wanted]
 
     cache = ItemCache(out_dir, valid, identity)
@@ -130,9 +137,10 @@ def evaluate(chosen: ChosenScorer, model_path: str | Path, suites: dict[str, Sui
     for r in items:
         for condition, sums in r["regions"].items():
             for region, value in enumerate(sums, start=1):
-                table.setdefault(r["suite"], {})[(r["item"], condition, region)] = value
+                table.setdefault(r["suite"], {})[(r["item"], condition, region)] = from_json(value, math.inf)
     scores = score(suites, table)
     words = sum(r["words"] for r in items)
+    zero = sum(r.get("zero_probability_words", 0) for r in items)
     oov = sum(r["unknown_words"] for r in items) / words
     paper = load_circuits().paper_suites
     n_paper = sum(name in paper for name in suites)
@@ -140,15 +148,17 @@ def evaluate(chosen: ChosenScorer, model_path: str | Path, suites: dict[str, Sui
                  else "all items")
     sets = ", ".join(f"{_value(v)} ({name})" for name, v in scores["suite_set_scores"].items())
     headline = (f"SG {sets} on {len(suites)} suites ({n_paper} of the paper's 31), {chosen.description}, "
-                f"{per_suite}, OOV {oov:.3f}")
-    metrics = {**scores, "oov_rate": oov, "words": words, "headline": headline}
+                f"{per_suite}, OOV {oov:.3f}" + (f", {zero} words of probability 0 under the search (surprisal "
+                                                  "+inf)" if zero else ""))
+    metrics = {**scores, "oov_rate": oov, "words": words, "zero_probability_words": zero, "headline": headline}
     write_results(out_dir, "sg", metrics, CONVENTION, settings, items, config=identity,
                   data={"suites": suites_dir, **chosen.data})
     atomic_write_text(out_dir / "surprisals.jsonl", "".join(
-        json.dumps({"suite": r["suite"], "item": r["item"], "condition": c, "region": k, "surprisal": v}) + "\n"
+        json.dumps({"suite": r["suite"], "item": r["item"], "condition": c, "region": k, "surprisal": v,
+                    **({"infinite": True} if v is None else {})}) + "\n"
         for r in items for c, sums in sorted(r["regions"].items()) for k, v in enumerate(sums, start=1)))
-    result = {**scores, "oov_rate": oov, "settings": settings, "convention": CONVENTION, "headline": headline,
-              "out": str(out_dir)}
+    result = {**scores, "oov_rate": oov, "zero_probability_words": zero, "settings": settings,
+              "convention": CONVENTION, "headline": headline, "out": str(out_dir)}
     return result, cache.computed
 
 
@@ -161,7 +171,9 @@ def add_command(tasks: argparse._SubParsersAction) -> None:
             "Score the SyntaxGym suites of Hu et al. (2020), from a model (CHECKPOINT) or from region "
             "surprisals (--surprisals FILE: one JSON object per line, "
             '{"suite", "item", "condition", "region", "surprisal"} with region surprisals in bits, sums over '
-            "the region's words; empty regions may be omitted). From a model, each condition's regions are "
+            "the region's words; empty regions may be omitted; an infinite surprisal is written "
+            '"surprisal": null with "infinite": true). '
+            "From a model, each condition's regions are "
             "joined with spaces (no period appended), tokenized PTB-style, and word surprisals are summed "
             "into regions by character offsets. An item passes when the suite's first prediction holds; "
             "the overall score is the mean over the 31 suites of Hu et al.'s analysis (suite set hu2020-31); "

@@ -34,6 +34,7 @@ class DTGFamily(Family):
     """Dependency Transformer Grammars (Zhao et al. 2024): generative transition sequences over CoNLL-U trees."""
 
     names = ("dtg", "txl-trans")
+    stacks_seeds = True
 
     def kind(self, config: dict[str, Any] | None = None) -> str:
         return "joint"
@@ -80,18 +81,18 @@ class DTGFamily(Family):
             from experiments.families.dtg.beam import DTGBeamScorer
 
             model = self.load(checkpoint, request.device)
-            if model.pieces:
-                raise InputError("the word-synchronous beam generates one token per word; this checkpoint reads "
-                                 "SentencePiece pieces (data.terminals: sentencepiece): score it with --method "
-                                 "gold or --method proposals", "--method beam")
             scorer = DTGBeamScorer(model, o["beam"], o["word_beam"], o["max_actions"], o["fast_track"])
             # max_actions counts token steps (the official loop's): an arc is two tokens, the word one
             identity: dict[str, Any] = {"beam": o["beam"], "word_beam": o["word_beam"],
                                         "max_actions": o["max_actions"], "max_actions_counts": "tokens",
                                         "fast_track": o["fast_track"]}
+            pieces = ""
+            if model.pieces:  # the official loop over pieces: a word's later pieces forced, word beam after each
+                identity["later_pieces"] = "forced, word beam after each"
+                pieces = ", a word's later pieces forced (word beam after each)"
             return Scoring(scorer, identity, f"beam {o['beam']}/{o['word_beam']}, fast-track {o['fast_track']}, "
-                           f"<= {o['max_actions']} token steps per word (official code: 100/10, fast-track 0, "
-                           "15; paper text: beam 300)", 8)
+                           f"<= {o['max_actions']} token steps per word{pieces} (official code: 100/10, "
+                           "fast-track 0, 15; paper text: beam 300)", 8)
         if request.method == "proposals":
             if request.proposals is None:
                 raise InputError("--method proposals needs --parser CKPT (a dep-parser checkpoint)", "--method")

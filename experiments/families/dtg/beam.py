@@ -21,6 +21,18 @@ kept whatever their rank and the best beam - K of the other candidates fill the 
 setting, is a plain top-``beam``. Word i's prefix value is the logsumexp over the beam after its group, which is
 then pruned to the hypotheses at least as good as the ``word_beam``-th best (the official threshold: ties kept).
 
+**No hypothesis generates the word.** As in the official loop, word i's prefix value is then -inf, no hypothesis
+survives, and every later prefix value and the total are -inf: word i and every later word get log-prob -inf
+(surprisal +inf; the official difference of two -inf prefixes is undefined: the beam offers the later words no
+probability), ``extra["unreached_words"]`` counts them. Results write them ``null``
+(``experiments/evaluate/infinite.py``).
+
+**SentencePiece pieces** (``data.terminals: sentencepiece``). The official loop runs a group per piece and
+selects a piece that begins no word with ``shift_size`` = the beam: only the piece itself is ever taken, by
+every hypothesis. So here a word's group targets its first piece (GEN); its later pieces are forced, each
+followed by the word beam (and the arc-standard mask counts words, not pieces). A word's prefix value is the
+logsumexp at its last piece, before that piece's word beam.
+
 **The end.** The official sentence ends with the terminals ``pop_root`` and ``</s>``, each reached by a group of
 its own (and the word beam after it). So here: after the last word, the transition that ends the sequence
 (arc-standard's ``pop_root``, arc-eager's POP of the root) is the target of a group, then ``</s>`` of another;
@@ -51,8 +63,8 @@ from experiments.evaluate.scorer import Convention, SentenceScore, check_sentenc
 from experiments.evaluate.scorers import beams
 from lightning_modules.data.dependency import DepTree, to_conllu
 from lightning_modules.errors import InputError
+from lightning_modules.families.dtg import data as dtg_data
 from lightning_modules.families.dtg import encoding as dtg
-from lightning_modules.families.dtg.data import word_token
 from lightning_modules.numeric import logsumexp
 
 END, EOS = -1, -2  # the targets of the groups after the last word (word targets are vocabulary ids, >= 0)
@@ -100,12 +112,16 @@ class DTGBeamScorer:
         self.network = model.module.network  # type: ignore[attr-defined]
 
     # -- feeding ---------------------------------------------------------------------------------------------
-    @torch.no_grad()
     def _feed(self, pool: object, hyps: list[_Hypothesis], transitions: list[dtg.Transition | None],
-              word: int) -> None:
-        """Apply one transition per hypothesis (None: ``<s>``; GEN generates ``word``), feed its tokens, and set
-        each ``next`` to the distribution after them."""
-        tokens = [token_records(self.model, h.ids, h.state, t, word) for h, t in zip(hyps, transitions)]
+              word: Sequence[int]) -> None:
+        """Apply one transition per hypothesis (None: ``<s>``; GEN generates ``word``'s pieces), feed its
+        tokens, and set each ``next`` to the distribution after them."""
+        self._feed_records(pool, hyps, [token_records(self.model, h.ids, h.state, t, word)
+                                        for h, t in zip(hyps, transitions)])
+
+    @torch.no_grad()
+    def _feed_records(self, pool: object, hyps: list[_Hypothesis], tokens: list[list[Record]]) -> None:
+        """Feed each hypothesis its token records in order; its ``next`` is the distribution after the last."""
         length = self.model.length  # type: ignore[attr-defined]
         for k in range(max((len(r) for r in tokens), default=0)):
             batch = [(h, r[k], k + 1 == len(r)) for h, r in zip(hyps, tokens) if k < len(r)]
@@ -143,36 +159,57 @@ class DTGBeamScorer:
 
     def _sentence(self, words: list[str]) -> SentenceScore:
         model = self.model
-        ids = [model.vocab.id(word_token(model.words, w)) for w in words]  # type: ignore[attr-defined]
+        pieces = word_pieces(model, words)
         pool = self.network.new_pool(1024)
         start = _Hypothesis(dtg.DTGState(model.system), [], [], 0.0)  # type: ignore[attr-defined]
-        self._feed(pool, [start], [None], 0)
-        beam, prefix = [start], np.empty(len(words))
+        self._feed(pool, [start], [None], ())
+        beam, prefix = [start], np.full(len(words), -np.inf)
         ending = [] if model.system == "swift" else [END]  # type: ignore[attr-defined]
         reached: list[_Hypothesis] = []
-        for i, target in enumerate([*ids, *ending, EOS]):
-            steps = self.max_actions if i < len(ids) else 2 * self.max_actions - 1
+        for i, target in enumerate([*(p[0] for p in pieces), *ending, EOS]):
+            steps = self.max_actions if i < len(words) else 2 * self.max_actions - 1
             reached = self._group(pool, beam, target, steps)
-            if not reached and i < len(ids):
-                raise InputError(f"the beam found no hypothesis that generates word {i + 1} within {steps} token steps "
-                                 "(widen --beam, or keep a place for the word with --fast-track 1)")
-            if not reached:  # no complete sequence within the closing steps: the bound is trivial
+            if not reached:  # the official loop: no hypothesis survives, every later prefix is -inf
                 break
-            if i < len(ids):
-                prefix[i] = logsumexp([h.logprob for h in reached])
-            beam = self._word_beam(reached)
-            if target != EOS:
-                self._feed(pool, beam, [h.pending for h in beam], target)
-        total = logsumexp([h.logprob for h in reached]) if reached else float("-inf")
+            if i < len(words):
+                prefix[i], beam = self._pieces(pool, reached, pieces[i])
+            elif target != EOS:
+                beam = self._word_beam(reached)
+                self._feed(pool, beam, [h.pending for h in beam], ())
+        total = logsumexp([h.logprob for h in reached]) if reached else float("-inf")  # reached: after </s>
         best = max(reached, key=lambda h: h.logprob, default=None)
         tree = None if best is None else to_conllu(DepTree(
             tuple(words), tuple(best.state.heads[w] for w in range(1, len(words) + 1)), ("dep",) * len(words)))
+        word_logprobs = word_values(prefix)
         return SentenceScore(
-            words=tuple(words), word_logprobs=tuple(float(v) for v in np.diff(prefix, prepend=0.0)),
-            total=total, end_logprob=total - float(prefix[-1]), best_tree=tree,
+            words=tuple(words), word_logprobs=word_logprobs, total=total,
+            end_logprob=total - float(prefix[-1]) if np.isfinite(prefix[-1]) else float("-inf"), best_tree=tree,
             unknown_words=sum(model.is_unknown(w) for w in words),  # type: ignore[attr-defined]
-            extra={"trees": len(reached), "best_logprob": float("-inf") if best is None else best.logprob},
+            extra={"trees": len(reached),
+                   "best_logprob": float("-inf") if best is None else best.logprob,
+                   "unreached_words": sum(not np.isfinite(v) for v in word_logprobs)},
         )
+
+    def _pieces(self, pool: object, reached: list[_Hypothesis], word: Sequence[int]
+                ) -> tuple[float, list[_Hypothesis]]:
+        """The word's prefix value and word beam from the hypotheses that generated its first piece: the word
+        beam, the GEN fed to it, and each later piece forced (the official groups of pieces that begin no word:
+        ``shift_size`` = the beam, so every hypothesis takes the piece and nothing else), each followed by the
+        word beam; the value is the logsumexp before the last word beam."""
+        value = logsumexp([h.logprob for h in reached])
+        beam = self._word_beam(reached)
+        records = [token_records(self.model, h.ids, h.state, h.pending, word) for h in beam]
+        for k, piece in enumerate(word):
+            if k:
+                for h in beam:
+                    assert h.next is not None
+                    h.logprob += float(h.next[piece])
+                value = logsumexp([h.logprob for h in beam])
+                kept = set(map(id, self._word_beam(beam)))
+                records = [r for h, r in zip(beam, records) if id(h) in kept]
+                beam = [h for h in beam if id(h) in kept]
+            self._feed_records(pool, beam, [r[k:k + 1] for r in records])
+        return value, beam
 
     def _word_beam(self, reached: list[_Hypothesis]) -> list[_Hypothesis]:
         """The hypotheses at least as good as the ``word_beam``-th best, in beam order."""
@@ -204,7 +241,7 @@ class DTGBeamScorer:
                     extensions.append((child, t))
                 beam.append(child)
             if extensions:
-                self._feed(pool, [c for c, _ in extensions], [t for _, t in extensions], 0)
+                self._feed(pool, [c for c, _ in extensions], [t for _, t in extensions], ())
         return [h for h in beam if h.done]
 
     def _candidates(self, beam: list[_Hypothesis], target: int, k: int
@@ -259,20 +296,28 @@ class DTGBeamScorer:
         return 2 if not self.causal and t.action in (dtg.LEFT_ARC, dtg.RIGHT_ARC) else 1
 
 
-def token_records(model: object, ids: list[int], state: dtg.DTGState, t: dtg.Transition | None, word: int
-                  ) -> list[Record]:
-    """Apply ``t`` to ``state`` (None: ``<s>``; GEN generates the vocabulary id ``word``) after the fed token ids
-    ``ids``; the records of the tokens it adds (DTG: its attention units, the head's id at arc tokens as the
-    checkpoint's ``arc_input`` says; TXL (trans): one token over every earlier position)."""
+def token_records(model: object, ids: list[int], state: dtg.DTGState, t: dtg.Transition | None,
+                  word: Sequence[int] = ()) -> list[Record]:
+    """Apply ``t`` to ``state`` (None: ``<s>``; GEN generates the word whose piece ids are ``word``: one id for
+    a word-level checkpoint) after the fed token ids ``ids``; the records of the tokens it adds (DTG: its
+    attention units, the head's id at arc tokens as the checkpoint's ``arc_input`` says; TXL (trans): one token
+    per piece or transition, over every earlier position)."""
     vocab = model.vocab  # type: ignore[attr-defined]
-    made = [state.start()] if t is None else state.apply(t)
-    ident = vocab.id(dtg.BOS) if t is None else word if t.action == "gen" else vocab.id(t.token())
+    gen = t is not None and t.action == "gen"
+    made = [state.start()] if t is None else state.apply(t, len(word) if gen else 1)
+    if t is None:
+        idents = [vocab.id(dtg.BOS)]
+    elif gen:
+        idents = list(word)
+    else:
+        idents = [vocab.id(t.token())] * len(made)
     if model.family == "txl-trans":  # type: ignore[attr-defined]
         p = len(ids)
-        return [(ident, list(range(p + 1)), [p - k for k in range(p + 1)], False, 0)]
+        return [(ident, list(range(p + j + 1)), [p + j - k for k in range(p + j + 1)], False, 0)
+                for j, ident in enumerate(idents[:len(word) if gen else 1])]
     arc_input = model.config["model"]["arc_input"]  # type: ignore[attr-defined]
     out = []
-    for tok in made:
+    for tok, ident in zip(made, idents):
         token, added = ident, 0
         if tok.arc_head is not None:
             head_id = ids[tok.arc_head]
@@ -282,6 +327,23 @@ def token_records(model: object, ids: list[int], state: dtg.DTGState, t: dtg.Tra
                 added = head_id
         out.append((token, tok.keys, tok.relpos, tok.type in dtg.COMPOSE_TYPES, added))
     return out
+
+
+def word_pieces(model: object, words: Sequence[str]) -> list[list[int]]:
+    """Each word's vocabulary ids: its token (known form or unknown class), or its SentencePiece pieces."""
+    unknown = dtg_data.UNKNOWN_PIECE if model.pieces else None  # type: ignore[attr-defined]
+    return [model.vocab.ids(tokens, unknown).tolist()  # type: ignore[attr-defined]
+            for tokens in dtg_data.sentence_tokens(model.words, words)]  # type: ignore[attr-defined]
+
+
+def word_values(prefix: np.ndarray) -> tuple[float, ...]:
+    """log p(w_i | w_<i) from the words' prefix values: their differences, and -inf from the first word whose
+    prefix is -inf on (the beam holds no hypothesis there, so it offers no probability to any later word: the
+    official difference -inf - -inf is undefined)."""
+    with np.errstate(invalid="ignore"):
+        out = np.diff(prefix, prepend=0.0)
+    out[np.isneginf(prefix)] = -np.inf
+    return tuple(float(v) for v in out)
 
 
 def vocabulary_transitions(model: object) -> list[tuple[int, dtg.Transition]]:

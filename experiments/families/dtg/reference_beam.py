@@ -5,13 +5,17 @@ Ported from reading ``word_sync_beam_search`` (zhaoyd1/Dep_Transformer_Grammars 
 for DTG, ``beam_search_txl.py`` for TXL (trans)) and kept in its shape: ``beam`` slots with scores (-inf:
 empty), ``finished`` (generated the current terminal) flags, per-slot ``action_count``, a ``word_count``, and a
 ``prev_compose`` flag that alternates at every step for DTG (the step after an arc's first token is its forced
-duplicate, log-prob 0) and stays False for TXL (trans). The terminals are the words, then ``pop_root`` and
-``</s>``, as the official sentence ends. Per terminal, ``for k in range(max_actions)``: stop when every live slot
-is finished; the candidates of each slot are [left_arc, right_arc, terminal] (a finished slot: only the terminal
-column, +0; arcs masked where ``action_count > word_count - 2``); the official selection
-(``find_selected_indices_cpu`` with ``shift_size`` = ``fast_track``) over the stable-sorted scores; the gather;
-after the last step every unfinished slot's score is -inf. After each terminal: the logsumexp of the scores,
-then every score below the ``word_beam``-th best set to -inf.
+duplicate, log-prob 0) and stays False for TXL (trans). The terminals are the words' pieces (one per word for a
+word-level checkpoint), then ``pop_root`` and ``</s>``, as the official sentence ends; ``word_count`` counts the
+terminals that begin a word (``is_subtoken_begin``), and a piece that begins none is selected with
+``shift_size`` = ``beam`` (only its terminal column is ever taken: the piece is forced). Per terminal,
+``for k in range(max_actions)``: stop when every live slot is finished; the candidates of each slot are
+[left_arc, right_arc, terminal] (a finished slot: only the terminal column, +0; arcs masked where
+``action_count > word_count - 2``); the official selection (``find_selected_indices_cpu`` with ``shift_size`` =
+``fast_track``) over the stable-sorted scores; the gather; after the last step every unfinished slot's score is
+-inf. After each terminal: the logsumexp of the scores, then every score below the ``word_beam``-th best set to
+-inf. A terminal no slot reaches leaves every score -inf: its prefix and every later one are -inf (each later group
+stops at once, every slot being empty).
 
 Where it departs from the official code, and why:
 
@@ -31,20 +35,21 @@ O(words x max_actions) passes over ``beam`` prefixes.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
-from experiments.families.dtg.beam import Record, token_records
+from experiments.families.dtg.beam import Record, token_records, word_pieces
 from lightning_modules.families.dtg import encoding as dtg
-from lightning_modules.families.dtg.data import DTGExample, word_token
+from lightning_modules.families.dtg.data import DTGExample
 from lightning_modules.numeric import logsumexp
 
 
 @dataclass(frozen=True)
 class PortScore:
-    """The log-prob of each terminal's prefix (the words', then ``pop_root``'s and ``</s>``'s) and the total."""
+    """The log-prob of each terminal's prefix (each word's, at its last piece, then ``pop_root``'s and ``</s>``'s)
+    and the total."""
 
     prefix: tuple[float, ...]
     total: float
@@ -56,6 +61,7 @@ class _Slot:
     records: list[Record]
     action_count: int = 0
     last_action: int = -1  # the column of the arc whose duplicate comes next
+    pieces: list[Record] = field(default_factory=list)  # the records of the current word's later pieces
 
 
 class OfficialBeamPort:
@@ -79,19 +85,20 @@ class OfficialBeamPort:
 
     def _sentence(self, words: list[str]) -> PortScore:
         model = self.model
-        terminals = [model.vocab.id(word_token(model.words, w)) for w in words]  # type: ignore[attr-defined]
-        terminals += [self.pop_root, self.eos]
+        terminals = [(piece, k == 0, word) for word in word_pieces(model, words) for k, piece in enumerate(word)]
+        terminals += [(self.pop_root, True, [self.pop_root]), (self.eos, True, [self.eos])]
         start = _Slot(dtg.DTGState("standard"), [])
-        start.records = token_records(model, [], start.state, None, 0)
+        start.records = token_records(model, [], start.state, None)
         slots: list[_Slot | None] = [start] + [None] * (self.beam - 1)
         scores = np.full(self.beam, -np.inf)
         scores[0] = 0.0
         word_count, prefix = 0, []
         width = len(self.actions) + 1  # the official columns: the actions, then the terminal
-        for terminal in terminals:
+        for terminal, begin, word in terminals:
             finished = np.zeros(self.beam, dtype=bool)
             prev_compose = False
             steps = 2 * self.max_actions - 1 if terminal == self.pop_root else self.max_actions
+            shift_size = self.shift_size if begin else self.beam  # a later piece: only the piece is taken
             for k in range(steps):
                 completed = finished | (scores == -np.inf)
                 if finished.all() or completed.all():
@@ -110,12 +117,12 @@ class OfficialBeamPort:
                             for a, (column, t) in enumerate(self.actions):
                                 if slot.state.check(t) is None:
                                     step[b, a] = float(logprobs[column])
-                        if self._reaches(slot.state, terminal):
+                        if not begin or self._reaches(slot.state, terminal):
                             step[b, -1] = float(logprobs[terminal])
                 step[finished] = -np.inf
                 step[finished, -1] = 0.0
                 candidates = (scores[:, None] + step).reshape(-1)
-                chosen = select(candidates, width, self.shift_size, self.beam)
+                chosen = select(candidates, width, shift_size, self.beam)
                 new_slots: list[_Slot | None] = []
                 new_scores = np.full(self.beam, -np.inf)
                 new_finished = np.zeros(self.beam, dtype=bool)
@@ -135,12 +142,13 @@ class OfficialBeamPort:
                     if prev_compose:  # the duplicate: already in the records
                         new_slots.append(slot)
                         continue
-                    child = _Slot(slot.state.copy(), slot.records[:], slot.action_count, slot.last_action)
+                    child = _Slot(slot.state.copy(), slot.records[:], slot.action_count, slot.last_action,
+                                  slot.pieces[:])
                     if column == width - 1:
-                        self._apply_terminal(child, terminal)
+                        self._apply_terminal(child, terminal, begin, word)
                     else:
                         child.records += token_records(model, [r[0] for r in child.records], child.state,
-                                                       self.actions[column][1], 0)
+                                                       self.actions[column][1])
                         child.action_count += 1
                         child.last_action = column
                     new_slots.append(child)
@@ -149,22 +157,31 @@ class OfficialBeamPort:
                     prev_compose = not prev_compose
                 if k == steps - 1:
                     scores[~finished] = -np.inf
-            word_count += 1
+            word_count += begin
             prefix.append(logsumexp(scores[np.isfinite(scores)].tolist()) if np.isfinite(scores).any() else -np.inf)
             if np.isfinite(scores).sum() >= self.word_beam:
                 scores[scores < np.sort(scores)[::-1][self.word_beam - 1]] = -np.inf
-        return PortScore(tuple(prefix), prefix[-1])
+        words_end = [k for k, (_, begin, word) in enumerate(terminals) if begin and len(word) == 1 or
+                     not begin and terminals[k + 1][1]]  # each word's last piece, then pop_root and </s>
+        return PortScore(tuple(prefix[k] for k in words_end), prefix[-1])
 
     def _reaches(self, state: dtg.DTGState, terminal: int) -> bool:
         if terminal == self.eos:
             return state.can_end()
         return state.check(dtg.Transition(dtg.POP_ROOT) if terminal == self.pop_root else dtg.GEN) is None
 
-    def _apply_terminal(self, slot: _Slot, terminal: int) -> None:
+    def _apply_terminal(self, slot: _Slot, terminal: int, begin: bool, word: list[int]) -> None:
+        """Take the terminal: ``</s>`` adds nothing; a word's first piece applies its GEN (the records of all its
+        pieces made at once, the later ones queued), a later piece feeds its queued record."""
         if terminal == self.eos:
             return
+        if not begin:
+            slot.records.append(slot.pieces.pop(0))
+            return
         t = dtg.Transition(dtg.POP_ROOT) if terminal == self.pop_root else dtg.GEN
-        slot.records += token_records(self.model, [r[0] for r in slot.records], slot.state, t, terminal)
+        made = token_records(self.model, [r[0] for r in slot.records], slot.state, t, word)
+        slot.records.append(made[0])
+        slot.pieces = made[1:]
 
     def _distributions(self, slots: list[_Slot]) -> list[torch.Tensor]:
         """The next-token log-probs after each slot's whole prefix (one full forward pass)."""

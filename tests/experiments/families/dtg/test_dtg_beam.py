@@ -8,6 +8,7 @@ run through it."""
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -134,6 +135,27 @@ def test_equals_the_port_of_the_official_loop(official_model, beam: int, word_be
         assert mine.total == pytest.approx(theirs.total, abs=1e-4)
 
 
+def test_a_word_no_hypothesis_generates_is_minus_inf_as_in_the_port(official_model) -> None:
+    """Narrow beams with few token steps, fast-track 0: where every kept hypothesis spends the steps on
+    transitions, the word, every later word and the total are -inf, as in the official loop (its port)."""
+    model = official_model
+    sentences = [["a", "big", "cat", "ran", "home", "."], ["the", "cat", "sat", "on", "the", "mat"]]
+    unreached = 0
+    for beam, word_beam, steps in ((1, 1, 1), (2, 1, 2), (2, 2, 3)):
+        ours = DTGBeamScorer(model, beam, word_beam, steps, 0).score(sentences)
+        port = OfficialBeamPort(model, beam, word_beam, steps, 0).score(sentences)
+        for mine, theirs, words in zip(ours, port, sentences):
+            assert np.cumsum(mine.word_logprobs) == pytest.approx(theirs.prefix[: len(words)], abs=1e-4)
+            assert mine.total == pytest.approx(theirs.total, abs=1e-4)
+            dead = [k for k, v in enumerate(mine.word_logprobs) if v == -math.inf]
+            if dead:  # from the first unreached word on, every word; no tree
+                assert dead == list(range(dead[0], len(words))) and mine.total == -math.inf
+                assert np.isfinite(mine.word_logprobs[: dead[0]]).all() and mine.best_tree is None
+                assert mine.extra["unreached_words"] == len(dead) and mine.extra["trees"] == 0
+                unreached += 1
+    assert unreached >= 2
+
+
 def test_narrow_beam_is_a_lower_bound_and_fast_track(model) -> None:
     words = ["a", "big", "cat", "ran", "home", "."]
     wide, narrow = (DTGBeamScorer(model, b, w, 15, 0).score([words])[0] for b, w in ((200, 50), (4, 2)))
@@ -145,8 +167,6 @@ def test_narrow_beam_is_a_lower_bound_and_fast_track(model) -> None:
 
 
 def test_eval_blimp_and_sg_through_the_beam(model, tmp_path: Path, capsys, prepared_data_dir: Path) -> None:
-    import json
-
     from experiments.cli import main
 
     for task, extra in (("blimp", ["--pairs-per-paradigm", "1", "--paradigms", "anaphor_gender_agreement"]),
@@ -164,13 +184,60 @@ def test_no_transition_ends_the_sequence_while_words_remain(model) -> None:
     scorer.rel_keys = scorer.network.relative_key_tables()
     pool = scorer.network.new_pool(64)
     start = _Hypothesis(dtg.DTGState(model.system), [], [], 0.0)
-    scorer._feed(pool, [start], [None], 0)
+    scorer._feed(pool, [start], [None], ())
     the = model.vocab.id(model.words.unkify("the"))
     (first,) = scorer._group(pool, [start], the, 3)
-    scorer._feed(pool, [first], [first.pending], the)
+    scorer._feed(pool, [first], [first.pending], [the])
     first.spent, first.done = 0, False
     for target, may_end in ((model.vocab.id(model.words.unkify("dog")), False), (END, True)):
         _, _, made = scorer._candidates([first], target, 0)
         ends = [kind == "extend" and _ends(first.state, t) or kind == "complete" and t is not None
                 and t.action != "gen" for _, kind, t in made]
         assert any(ends) == (may_end and model.system == "standard")  # pop_root with one word on the stack
+
+
+def strict_json(text: str) -> object:
+    """Parse JSON as the standard has it: no Infinity, no NaN."""
+    def refuse(constant: str) -> None:
+        raise ValueError(f"{constant} is not JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_words_of_probability_zero_through_sg_ppl_and_blimp(tmp_path_factory, tmp_path: Path, capsys,
+                                                             prepared_data_dir: Path) -> None:
+    """A beam of 1 with one token step loses words (TXL (trans) takes an arc where it must generate): SG, BLiMP
+    and the perplexity bound write valid JSON (null for the infinite values), count them, and SG's scores read
+    back from surprisals.jsonl equal the model route's."""
+    from experiments.cli import main
+    from experiments.evaluate.sg import default_suites_dir, load_suites, read_surprisals, score
+    from experiments.evaluate.sg_eval import select
+
+    model = trained("txl-trans", "standard", tmp_path_factory)
+    capsys.readouterr()  # training's output
+    narrow = ["--beam", "1", "--word-beam", "1", "--max-actions", "1", "--data-dir", str(prepared_data_dir),
+              "--json"]
+    corpus = model.path.parents[2] / "small.conllu"
+    runs = {"sg": ["--items-per-suite", "2", "--suites", "number_prep,reflexive_src_fem"],
+            "blimp": ["--pairs-per-paradigm", "2", "--paradigms", "anaphor_gender_agreement"],
+            "ppl": ["--corpus", str(corpus), "--split", "file", "--method", "beam"]}
+    results = {}
+    for task, extra in runs.items():
+        assert main(["eval", task, str(model.path), *narrow, "--out", str(tmp_path / task), *extra]) == 0
+        results[task] = strict_json(capsys.readouterr().out)
+        strict_json((tmp_path / task / "results.json").read_text())
+        for name in ("items.jsonl", *(("surprisals.jsonl",) if task == "sg" else ())):
+            for line in (tmp_path / task / name).read_text().splitlines():
+                strict_json(line)
+    sg = results["sg"]
+    assert sg["zero_probability_words"] > 0 and "probability 0" in sg["headline"]
+    surprisals = [strict_json(line) for line in (tmp_path / "sg" / "surprisals.jsonl").read_text().splitlines()]
+    assert any(r["surprisal"] is None and r["infinite"] is True for r in surprisals)
+    suites = select(load_suites(default_suites_dir(str(prepared_data_dir))), ["number_prep", "reflexive_src_fem"], 2)
+    assert score(suites, read_surprisals(tmp_path / "sg" / "surprisals.jsonl", suites))["suites"] == sg["suites"]
+    assert results["blimp"]["metrics"]["zero_probability_sentences"] > 0
+    ppl = results["ppl"]["metrics"]
+    assert ppl["zero_probability_sentences"] > 0 and ppl["word_ppl"] is None and ppl["ppl_end_counted"] is None
+    assert results["ppl"]["headline"].startswith("PPL <= inf (")
+    from experiments.evaluate import tasks  # the tables read the infinite bound as +inf, never as a missing value
+    assert tasks.get("ppl").flatten(ppl)["ppl"] == float("inf")

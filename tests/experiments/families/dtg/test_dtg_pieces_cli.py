@@ -1,6 +1,7 @@
 """DTG and TXL (trans) on SentencePiece pieces through the CLI: a tiny ``cpu-small-pieces`` run, exact gold-tree
 scoring of the piece checkpoint (``eval ppl --method gold``: log p(x, y_gold) is the training loss), and the
-word-synchronous beam refusing it in one error line."""
+word-synchronous beam over its pieces (a word's later pieces forced, as the official loop takes them), equal to
+the port of the official loop."""
 
 from __future__ import annotations
 
@@ -8,13 +9,17 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
 from experiments.cli import main
 from experiments.evaluate.scorers.tree_marginal import TreeScorer
 from experiments.families import get_family
+from experiments.families.dtg.beam import DTGBeamScorer
+from experiments.families.dtg.reference_beam import OfficialBeamPort
 from lightning_modules.data.dependency import DepTree
+from tests.experiments.families.dtg.test_dtg_beam import all_sequences, check_sums
 
 ROW = "{i}\t{w}\t_\t_\t_\t_\t{h}\t_\t_\t_\n"
 SENTENCES = [("the cats sat on the mats .", (2, 3, 0, 6, 6, 3, 3)), ("a dog ran home .", (2, 3, 0, 3, 3)),
@@ -26,7 +31,7 @@ TINY = ["model.d_model=32", "model.n_layers=2", "model.n_heads=2", "model.d_ff=6
 
 
 @pytest.mark.parametrize("family", ["dtg", "txl-trans"])
-def test_piece_model_trains_scores_gold_trees_and_the_beam_refuses_it(tmp_path: Path, family: str, capsys) -> None:
+def test_piece_model_trains_scores_gold_trees_and_through_the_beam(tmp_path: Path, family: str, capsys) -> None:
     corpus = tmp_path / "small.conllu"
     corpus.write_text("".join("".join(ROW.format(i=i, w=w, h=h) for i, (w, h) in enumerate(zip(s.split(), hs), 1))
                               + "\n" for s, hs in SENTENCES * 2))
@@ -57,7 +62,20 @@ def test_piece_model_trains_scores_gold_trees_and_the_beam_refuses_it(tmp_path: 
     # the validation bound over the same gold trees (each sentence twice) is the same perplexity
     assert metrics["val_word_ppl"] == pytest.approx(result["metrics"]["word_ppl"], rel=1e-4)
 
+    # the word-synchronous beam over pieces: a wide one sums p(x, a) over every sequence of three words (the
+    # training encoder's log-probs), narrow ones equal the port of the official loop, and the CLI runs it
+    model.path = checkpoint
+    check_sums(model, ["the", "cats", "sat"], 15, all_sequences(model, 3))
+    sentences = [["the", "cats", "sat", "on", "the", "mats", "."], ["cats", "ran", "."]]
+    for beam, word_beam, steps, fast_track in ((6, 3, 15, 0), (2, 1, 3, 0), (5, 2, 11, 2)):
+        ours = DTGBeamScorer(model, beam, word_beam, steps, fast_track).score(sentences)
+        port = OfficialBeamPort(model, beam, word_beam, steps, fast_track).score(sentences)
+        for mine, theirs, words in zip(ours, port, sentences):
+            assert np.cumsum(mine.word_logprobs) == pytest.approx(theirs.prefix[: len(words)], abs=1e-4)
+            assert mine.total == pytest.approx(theirs.total, abs=1e-4)
     assert main(["eval", "ppl", str(checkpoint), "--corpus", str(corpus), "--split", "file", "--method", "beam",
-                 "--out", str(tmp_path / "beam")]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("synbench: error: --method beam: the word-synchronous beam")
+                 "--beam", "6", "--word-beam", "3", "--json", "--out", str(tmp_path / "beam")]) == 0
+    beam = json.loads(capsys.readouterr().out)
+    assert beam["settings"]["later_pieces"] == "forced, word beam after each"
+    assert math.isfinite(beam["metrics"]["word_ppl"]) and beam["metrics"]["word_ppl"] > 1
+    assert beam["metrics"]["zero_probability_sentences"] == 0
