@@ -127,6 +127,53 @@ def test_the_parse_is_the_greedy_tree_of_the_span_attention_scores():
     assert ExactScorer(tiny_model("awd-lstm"), trees=True).score([words])[0].best_tree is None
 
 
+def official_parse(scores: np.ndarray, sentence: list[str], msl: int) -> str:
+    """A port of the official ``SpanScorer.parse`` + ``construct_tree`` (Noahs-ARK/PaLM ``span_parser.py``).
+
+    ``scores`` [T, msl − 1] is the official layout over x = ``sentence`` (words then ``<eos>``): query j, column
+    k − start scores the span (k − msl − 1, j − 1), longest first."""
+    hidden_len, span_scores = msl + 1, {}
+    for j in range(len(sentence)):
+        end_idx = j + hidden_len
+        start_idx = max(0, end_idx - msl + 1)
+        for k in range(start_idx, end_idx):
+            if k - msl - 1 >= 0:
+                span_scores[k - msl - 1, j - 1] = scores[j, k - start_idx]
+
+    def assemble(start: int, end: int) -> str:
+        if start == end:
+            return sentence[start]
+        best_split, best = -1, -1e4
+        for k in range(start, end):
+            if span_scores[k + 1, end] > best:
+                best, best_split = span_scores[k + 1, end], k
+        return f"(X {assemble(start, best_split)} {assemble(best_split + 1, end)})"
+
+    return assemble(0, len(sentence) - 2)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_parses_equal_the_official_parser_on_the_models_scores_in_its_layout(seed):
+    """Which scores the parser reads (the query after each span, all lengths) and how it splits (right part
+    only, ties to the longest right part) are the official code's: its layout is ours reversed along lengths.
+    Untrained models initialised as the official code split both ways, so a score read one position off
+    changes the trees."""
+    torch.manual_seed(seed)
+    tokens = ["<eos>", "<unk>", "the", "dog", "barks", "loudly"]
+    module = build({"vocab_size": len(tokens), "d_embedding": 8, "d_hidden": 12, "max_span": 3, "d_rrnn": 3,
+                    "d_span_mlp": 5}, "palm-u")
+    model = PalmModel(module, {"family": "palm-u", "vocab": {"tokens": tokens}})
+    words = ["the", "dog", "barks", "loudly", "the", "dog", "barks", "the", "dog"]
+    ids = torch.tensor([[0, *[model.ids[w] for w in words], 0]])
+    ours = model.module.all_span_scores(ids)[0].numpy()  # [p, i]: span [p−1−i, p−1] of ids
+    msl = len(words) + 1
+    # official x = words + <eos> is our ids from position 1; its column v at query j is the span of length
+    # msl − 1 − v ending at x[j − 1]: our row j + 1, column msl − 2 − v
+    official = ours[1:, : msl - 1][:, ::-1]
+    tree = ExactScorer(model, trees=True).score([words])[0].best_tree
+    assert tree == official_parse(official, [*words, "<eos>"], msl)
+
+
 def test_palm_rb_parses_are_right_branching():
     words = ["the", "dog", "barks", "loudly"]
     assert ExactScorer(tiny_model("palm-rb"), trees=True).score([words])[0].best_tree == \
