@@ -7,7 +7,9 @@ baseline is scored beside, and which sentences are left out for unknown words (`
 ``exclude``, ``keep``; the paper's own rule by default). Where the view has them, the ceiling of the family's
 parser against this gold (``oracle``: its best possible parses, e.g. binary trees against n-ary gold) is scored
 beside, and the accuracies of the parser's structural decisions against the gold tree's labels
-(``decisions``, pooled over sentences: e.g. SOM's p and p').
+(``decisions``, pooled over sentences: e.g. SOM's p and p'). ``--method`` picks the family's scoring method
+(its default otherwise); ``gold`` feeds the --gold trees' decisions to a family that has that method (SOM:
+the accuracies of its predictions under the gold history, Table 2's upper-bound row).
 
 Items are sentences (the parse and its log p(x, y), and the scorer's log p(x) bound), cached in
 ``items.jsonl``; the parses and the gold lines are also written one per line (``parsed.txt``, ``gold.txt``),
@@ -127,8 +129,11 @@ def add_command(tasks: argparse._SubParsersAction) -> None:
                     "with EVALB against the gold trees shaped as the model's family parses (a Pushdown-LM: "
                     "binarized as in training, unlabeled), with the family's trivial baseline (right-branching) "
                     "scored beside. Sentences with unknown words are left out as in "
-                    "the paper (by default for SentencePiece vocabularies; --unknown exclude|keep).")
-    add_arguments(p, methods=("beam",))
+                    "the paper (by default for SentencePiece vocabularies; --unknown exclude|keep). --method gold "
+                    "takes the decisions of the --gold trees where the family has that method (SOM: Table 2's "
+                    "\"Predicted tree + Gold tree\" row, the p / p' accuracies of the parsers' predictions under the "
+                    "gold history).")
+    add_arguments(p, methods=("exact", "beam", "gold"))
     p.add_argument("--gold", required=True, help="gold treebank file or CORPUS/SPLIT (e.g. ptb-sample/test)")
     p.add_argument("--unknown", choices=["default", "exclude", "keep"], default="default",
                    help="sentences with unknown words: exclude (the paper), keep, or default (exclude for "
@@ -140,7 +145,14 @@ def add_command(tasks: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from experiments.evaluate.rerank import read_gold
 
-    chosen = choose(args)
+    gold: Sentences | None = None
+
+    def gold_trees(sentences: list[list[str]]) -> list[list[Any]]:
+        """``--method gold``: the decisions of the --gold trees (read below, before anything is scored)."""
+        assert gold is not None
+        return gold.gold_source()(sentences)
+
+    chosen = choose(args, gold=gold_trees)
     kind = chosen.adapter.parse_view().gold_kind if "parse" in chosen.capabilities else "constituency"
     gold = read_gold(args.gold, args.limit, args.data_dir, kind)
     result, computed = evaluate(chosen, args.checkpoint, gold, args.unknown, args.limit, args.out)

@@ -19,7 +19,9 @@ against the n-ary trees for a model trained on a constituency treebank), ``decis
 accuracy ``sg`` (the models trained on PTB; the paper's suites, Hu et al. (2020)'s, ours: ``experiments.evaluate.sg``'s
 set), ``parse_f1@ptb-trees`` (a model trained on Γ parsed against the original trees, our stand-in for Table 8
 where the constituency-trained models are not trained), and Table 2's "– Predicted tree + Gold tree" row as dSOM
-evaluated with the gold decisions (``eval ppl --method gold``, label ``gold-tree``: ``ppl@gold-tree``).
+evaluated with the gold decisions (label ``gold-tree``: ``ppl@gold-tree`` from ``eval ppl --method gold``, and
+``decision_accuracy.p@gold-tree`` / ``decision_accuracy.p_prime@gold-tree`` from ``eval parse --method gold``: its
+parsers' predictions under the gold history).
 """
 
 from __future__ import annotations

@@ -69,4 +69,4 @@ def test_parse_evaluates_the_text_pushdown_runs_only(tmp_path):
         argv = list(t.argv)
         assert argv[3:5] == ["eval", "parse"] and t.folder.name == "parse"
         assert argv[argv.index("--gold") + 1] == "ptb-sample/test" and argv[argv.index("--beam") + 1] == "8"
-        assert argv[argv.index("--limit") + 1] == "50" and "--method" not in argv
+        assert argv[argv.index("--limit") + 1] == "50" and argv[argv.index("--method") + 1] == "beam"

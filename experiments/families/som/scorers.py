@@ -13,12 +13,16 @@ With ``--method gold`` (Table 2's "– Predicted tree + Gold tree", the upper bo
 does with ``model.eval_decisions: gold``) θ_t and c_t are the gold grid labels of the corpus's tree instead
 (Γ of a dependency tree, the binarized constituency tree, or the left-branching tree of a model trained on
 it): each word's probability then reads the gold attachment of the next word (c_t = ξ_{t+1}), so the total
-is not a probability of the string alone, and not a bound on it.
+is not a probability of the string alone, and not a bound on it. ``extra["predicted"]`` holds what the parsers
+predict at each step, argmax p_t and argmax p'_t: the decisions themselves when they are greedy, the model's
+predictions under the gold history with ``--method gold`` (Table 2's p / p' accuracies of that row, ``eval parse
+--method gold``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -35,6 +39,19 @@ from lightning_modules.families.som.model import SOM, build
 INCREMENTAL = "exact given greedy decisions: theta_t = argmax p_t, prediction slot = argmax p'_t (Eq. 13)"
 GOLD = ("gold decisions (Table 2's upper bound): theta_t and the prediction slot c_t = xi_{t+1} are the gold "
         "grid labels, so p(w_{t+1} | w_<=t) reads the next word's gold attachment; not a probability of x alone")
+
+
+@dataclass(frozen=True)
+class Steps:
+    """One sentence's pass: log p of ``w_1 … w_n <eos>`` (float64[n + 1]); per word, the decision θ taken and
+    the prediction network's slot c read after it (None without a prediction network), and the parsers'
+    predictions argmax p_t and argmax p'_t (equal to θ and c when the decisions are greedy)."""
+
+    logp: np.ndarray
+    theta: np.ndarray
+    choices: np.ndarray | None
+    p_argmax: np.ndarray
+    p_prime_argmax: np.ndarray | None
 
 
 class SOMModel:
@@ -68,11 +85,9 @@ class SOMModel:
         return som.token_slots(som.sentence_shape(shape), self.module.config.n_slots)
 
     @torch.no_grad()
-    def run(self, sentences: Sequence[Sequence[str]], gold: Sequence[np.ndarray] | None = None
-            ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
-        """Per sentence: log p of ``w_1 … w_n <eos>`` (float64[n + 1]), the decisions θ of the words and the
-        prediction network's slots c after each word (None without a prediction network); greedy, or the
-        ``gold`` grid labels of each sentence (``gold_slots``)."""
+    def run(self, sentences: Sequence[Sequence[str]], gold: Sequence[np.ndarray] | None = None) -> list[Steps]:
+        """Per sentence: log p of ``w_1 … w_n <eos>``, the decisions taken (greedy, or the ``gold`` grid labels
+        of each sentence, ``gold_slots``) and what the parsers predicted (``Steps``)."""
         ids = [[self.vocab.id(self.words.unkify(w)) for w in words] for words in sentences]
         n = max(len(x) for x in ids) + 1
         inputs = torch.zeros(len(ids), n, dtype=torch.long)
@@ -86,9 +101,14 @@ class SOMModel:
         trace = self.module(inputs.to(self.device), slots.to(self.device), "argmax" if gold is None else "gold")
         logp = trace.logits.double().log_softmax(-1).gather(2, targets.to(self.device)[..., None])[..., 0]
         logp, theta = logp.cpu().numpy(), trace.decisions.cpu().numpy()
-        choices = None if trace.choices is None else trace.choices.cpu().numpy()
-        return [(logp[b, : len(x) + 1], theta[b, 1: len(x) + 1],
-                 None if choices is None else choices[b, 1: len(x) + 1]) for b, x in enumerate(ids)]
+        p_argmax = trace.parser_logp.argmax(-1).cpu().numpy()
+        choices = c_argmax = None
+        if trace.choices is not None:
+            choices, c_argmax = trace.choices.cpu().numpy(), trace.zero_step_logp.argmax(-1).cpu().numpy()
+        words = [slice(1, len(x) + 1) for x in ids]
+        return [Steps(logp[b, : len(x) + 1], theta[b, words[b]], None if choices is None else choices[b, words[b]],
+                      p_argmax[b, words[b]], None if c_argmax is None else c_argmax[b, words[b]])
+                for b, x in enumerate(ids)]
 
 
 class ExactScorer:
@@ -111,13 +131,16 @@ class ExactScorer:
             gold = None
             if self.gold is not None:
                 gold = [self.model.gold_slots(words, trees[0]) for words, trees in zip(batch, self.gold(batch))]
-            for k, (logp, theta, choices) in zip(group, self.model.run(batch, gold)):
+            for k, steps in zip(group, self.model.run(batch, gold)):
                 words = tuple(sentences[k])
-                tree = to_bracketed(som.shape_to_tree(som.shape_from_slots(theta), bracket_safe(words)))
+                tree = to_bracketed(som.shape_to_tree(som.shape_from_slots(steps.theta), bracket_safe(words)))
+                logp = steps.logp
                 total = float(logp.sum())
+                predicted = {"p": steps.p_argmax.tolist(),
+                             **({} if steps.p_prime_argmax is None else {"p_prime": steps.p_prime_argmax.tolist()})}
                 out[k] = SentenceScore(words, tuple(float(x) for x in logp[:-1]), total, float(logp[-1]),
                                        best_tree=tree, unknown_words=sum(map(self.model.is_unknown, words)),
-                                       extra={"best_logprob": total, "decisions": theta.tolist(),
-                                              "choices": None if choices is None else choices.tolist(),
-                                              "n_slots": self.model.module.config.n_slots})
+                                       extra={"best_logprob": total, "decisions": steps.theta.tolist(),
+                                              "choices": None if steps.choices is None else steps.choices.tolist(),
+                                              "predicted": predicted, "n_slots": self.model.module.config.n_slots})
         return out  # type: ignore[return-value]

@@ -68,6 +68,9 @@ def test_specs_plan_the_gold_tree_perplexity_and_sg(tmp_path):
         gold = [a for a in argv if a[a.index("--out") + 1].endswith("ppl@gold-tree")]
         assert {model[a[5].split("/")[-3]] for a in gold} == {"dsom"} and len(gold) == len(spec.seeds)
         assert all(a[a.index("--method") + 1] == "gold" for a in gold)
+        # and its p / p' accuracies: the parsers' predictions under the gold decisions
+        parse = [a for a in argv if a[a.index("--out") + 1].endswith("parse@gold-tree")]
+        assert len(parse) == len(spec.seeds) and all(a[a.index("--method") + 1] == "gold" for a in parse)
         sg = {model[a[5].split("/")[-3]] for a in argv if a[4] == "sg"}
         assert sg == (set() if scale == "demo" else {"esom", "dsom", "dsom-left-branching"})
         # Table 6's models train on Universal Dependencies (the paper's scheme)

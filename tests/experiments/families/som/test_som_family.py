@@ -170,6 +170,52 @@ def test_eval_parse_against_gamma_on_a_ud_file(trained, small_ud: Path, tmp_path
     assert len((tmp_path / "parse" / "parsed.txt").read_text().splitlines()) == 60
 
 
+def test_eval_parse_with_the_gold_decisions(trained, small_ud: Path, tmp_path: Path, capsys) -> None:
+    """Table 2's "– Predicted tree + Gold tree" row reports p / p' accuracies: ``eval parse --method gold`` feeds
+    the gold decisions and scores the parsers' predictions (argmax p_t, argmax p'_t) under that history, the
+    hits validation counts in ``gold`` mode; the parse is then the gold decisions' tree."""
+    import torch
+
+    from lightning_modules.families.som import data as som_data
+
+    run, _ = trained
+    ckpt_path = run / "checkpoints" / "best.ckpt"
+    code = main(["eval", "parse", str(ckpt_path), "--gold", str(small_ud), "--method", "gold",
+                 "--out", str(tmp_path / "gold"), "--json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    out = json.loads(captured.out)
+    assert out["settings"]["method"] == "gold" and "gold decisions" in out["settings"]["description"]
+    ckpt = torch.load(ckpt_path, map_location="cpu", weights_only=False)
+    cfg = ckpt["synbench"]["config"]
+    data = som_data.build(cfg)
+    module = get_family("som").build_module(cfg, data)
+    module.load_state_dict(ckpt["state_dict"])
+    module.eval()
+    with torch.no_grad():
+        terms = module.loss_terms(data.collate(data.valid), "gold")
+    decisions = out["metrics"]["decisions"]
+    assert (decisions["p"]["correct"], decisions["p"]["scored"]) == (terms["parser_correct"], terms["parser_count"])
+    assert (decisions["p_prime"]["correct"], decisions["p_prime"]["scored"]) == (terms["zero_step_correct"],
+                                                                               terms["zero_step_count"])
+    assert 0.0 < decisions["p"]["accuracy"] < 1.0  # predictions, not the gold decisions fed back
+    # the parse is the tree of the gold decisions: Γ wherever the memory holds the whole tree
+    deps = [dep for _, dep in read_conllu(small_ud)]
+    fits = [k for k, d in enumerate(deps)
+            if som.depth_slots(som.first_siblings(som.sentence_shape(parsing.gold_shape(d))), 12).min() >= 0]
+    parsed = (tmp_path / "gold" / "parsed.txt").read_text().splitlines()
+    gold = (tmp_path / "gold" / "gold.txt").read_text().splitlines()
+    assert fits and all(parsed[k] == gold[k] for k in fits)
+    # greedy decisions (the default method) give other accuracies from the same checkpoint
+    assert main(["eval", "parse", str(ckpt_path), "--gold", str(small_ud), "--out", str(tmp_path / "greedy"),
+                 "--json"]) == 0
+    greedy = json.loads(capsys.readouterr().out)
+    assert greedy["settings"]["method"] == "exact" and greedy["metrics"]["decisions"] != decisions
+    # a family without the gold method says so
+    assert main(["eval", "parse", str(ckpt_path), "--gold", str(small_ud), "--method", "beam"]) == 2
+    assert "scored with --method exact or gold, not beam" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(("corpus", "xpos"), [("ud-lines", "Period"), ("ud-partut", "FS")])
 def test_punctuation_is_upos_punct_on_lines_and_partut(prepared_data_dir: Path, corpus: str, xpos: str) -> None:
     """LinES and ParTUT tag punctuation with XPOS of their own (``Period``, ``Comma``; ``FS``, ``FF``): the lines
