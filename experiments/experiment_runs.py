@@ -28,7 +28,10 @@ def resolve(family: str, preset: str | None, overrides: list[str]) -> dict[str, 
 
 def experiment_runs(spec: ExperimentSpec, seeds: str | None = None) -> list[Run]:
     """All runs of ``spec``; ``seeds`` (``"0-99"``, from ``--seeds``) replaces the spec's seeds."""
-    return expand(spec, resolve, parse_seeds(seeds, "--seeds") if seeds is not None else None)
+    from experiments.families import get_family
+
+    return expand(spec, resolve, parse_seeds(seeds, "--seeds") if seeds is not None else None,
+                  lambda family: get_family(family).stacks_seeds)
 
 
 def experiment_dir(root: Path, spec: ExperimentSpec) -> Path:

@@ -9,12 +9,15 @@
         name: short              #   optional label (default: the family)
         overrides: {train.max_steps: 20, model: {n_layers: 2}}   # dotted keys or nested mappings
         seeds: 0                 #   optional: fixed seeds of this model (e.g. one proposal parser for all)
+        seeds_per_process: 8     #   optional: this model's seeds_per_process (default: the spec's)
       - source: hf:models/gpt2   # or a pretrained LM instead of a family: evaluated, never trained (one run;
         name: gpt2               #   label default hf-DIRNAME; evaluations default to the first data entry's
                                  #   corpus, else the first trained model's)
         hf_convention: lm-eval   #   optional: minicons (default) or lm-eval (``scorers/hf.py``), in its config
     data: [ptb-sample]           # optional: corpus names (= data.corpus), or {name, overrides} entries
     seeds: 0-3                   # required: 7 | 0-99 | "0-9,20-29" | [0, 1, 5-7]
+    seeds_per_process: 1         # optional: S consecutive seeds of a model train in one process, parameters
+                                 #   stacked (a seed group, experiments/seed_grouping.py); default 1
     evaluations: [perplexity]    # optional: names, or {name: ..., other options} (experiments/evaluation_plan.py)
     analysis: {...}              # optional: options of `synbench analyze` (analysis/pipeline.py)
     compare_to: reproduce-PAPER-paper   # optional: the full-protocol spec this one scales down
@@ -50,14 +53,15 @@ import yaml
 
 from experiments.config import _FLOAT, run_id
 from experiments.presets import configs_dir, load_yaml
+from experiments.seed_grouping import changes_results, group_config, group_label, seed_groups
 from lightning_modules.errors import InputError
 
 TOP_KEYS = ("name", "description", "models", "data", "seeds", "evaluations", "launcher", "tune", "analysis",
-            "compare_to")
+            "compare_to", "seeds_per_process")
 TUNE_KEYS = ("model", "data", "seed", "params", "pruner", "sampler_seed", "heartbeat_s", "max_retry")
 PARAM_KEYS = {"float": ("type", "low", "high", "log", "step"), "int": ("type", "low", "high", "log", "step"),
               "categorical": ("type", "choices")}
-MODEL_KEYS = ("family", "preset", "name", "overrides", "seeds")
+MODEL_KEYS = ("family", "preset", "name", "overrides", "seeds", "seeds_per_process")
 SOURCE_KEYS = ("source", "name", "hf_convention")
 DATA_KEYS = ("name", "overrides")
 MAX_SEEDS = 100_000
@@ -77,6 +81,7 @@ class ModelEntry:
     where: str
     seeds: tuple[int, ...] | None = None  # fixed seeds of this model (e.g. one proposal parser), else the spec's
     source: str | None = None  # ``hf:DIR``: a pretrained model, evaluated as it is (family ``hf``)
+    seeds_per_process: int | None = None  # seeds trained in one process (a seed group), else the spec's
 
 
 @dataclass(frozen=True)
@@ -132,6 +137,7 @@ class ExperimentSpec:
     tune: TuneSpec | None = None
     analysis: dict[str, Any] = field(default_factory=dict)  # options of `synbench analyze` (analysis/pipeline.py)
     compare_to: str | None = None  # the full-protocol spec this one scales down (its settings name what is reduced)
+    seeds_per_process: int = 1  # seeds of a model trained in one process (``experiments.seed_grouping``)
 
     def where(self, *keys: str | int) -> str:
         """``FILE:LINE`` of the deepest of ``keys`` that the file spells out (the file alone if none)."""
@@ -152,6 +158,7 @@ class Run:
     overrides: tuple[str, ...]
     evaluations: tuple[dict[str, Any], ...]
     config: dict[str, Any] = field(compare=False, repr=False)
+    group: tuple[int, ...] = ()  # the seeds trained in one process with this one (``seeds_per_process``)
 
 
 # --- locating keys ---
@@ -352,7 +359,10 @@ def parse_spec(data: dict[str, Any], path: Path, lines: dict[tuple, int] | None 
         preset = _name(entry["preset"], loc, (*keys, "preset")) if "preset" in entry else None
         overrides = _flatten(entry.get("overrides"), loc, (*keys, "overrides"))
         fixed = parse_seeds(entry["seeds"], loc.where(*keys, "seeds")) if "seeds" in entry else None
-        models.append(ModelEntry(label, family, preset, overrides, loc.where(*keys), fixed))
+        per_process = (_number(entry["seeds_per_process"], loc, (*keys, "seeds_per_process"), integer=True,
+                               positive=True) if "seeds_per_process" in entry else None)
+        models.append(ModelEntry(label, family, preset, overrides, loc.where(*keys), fixed,
+                                 seeds_per_process=per_process))
 
     raw_data = data.get("data", [])
     if not isinstance(raw_data, list):
@@ -375,6 +385,7 @@ def parse_spec(data: dict[str, Any], path: Path, lines: dict[tuple, int] | None 
     if "seeds" not in data:
         raise loc.error("missing 'seeds' (e.g. seeds: 0-9)")
     seeds = parse_seeds(data["seeds"], loc.where("seeds"))
+    per_process = _number(data.get("seeds_per_process", 1), loc, ("seeds_per_process",), integer=True, positive=True)
 
     raw_evals = data.get("evaluations", [])
     if not isinstance(raw_evals, list):
@@ -412,13 +423,17 @@ def parse_spec(data: dict[str, Any], path: Path, lines: dict[tuple, int] | None 
         tune,
         dict(analysis),
         compare_to,
+        int(per_process),
     )
 
 
-def _number(value: Any, loc: _Locator, keys: tuple, integer: bool = False) -> float | int:
+def _number(value: Any, loc: _Locator, keys: tuple, integer: bool = False, positive: bool = False
+            ) -> float | int:
     if isinstance(value, bool) or not isinstance(value, int if integer else int | float):
         hint = " (YAML reads 1e-4 as text: write 1.0e-4)" if isinstance(value, str) else ""
         raise loc.error(f"expected {'an integer' if integer else 'a number'}, got {value!r}{hint}", *keys)
+    if positive and value <= 0:
+        raise loc.error(f"expected a positive {'integer' if integer else 'number'}, got {value!r}", *keys)
     return value
 
 
@@ -503,9 +518,23 @@ def _default_corpus(spec: ExperimentSpec, resolve: Resolver) -> str:
                    )["data"]["corpus"]
 
 
-def expand(spec: ExperimentSpec, resolve: Resolver, seeds: tuple[int, ...] | None = None) -> list[Run]:
+def seeds_per_process(spec: ExperimentSpec, model: ModelEntry, stacks: Callable[[str], bool] | None) -> int:
+    """The seeds of ``model`` trained in one process: its ``seeds_per_process``, else the spec's; 1 for a
+    family that cannot stack seeds (``stacks(family)`` false: ``Family.stacks_seeds``) or a pretrained model."""
+    wanted = model.seeds_per_process or spec.seeds_per_process
+    if wanted == 1 or model.source is not None or stacks is None or not stacks(model.family):
+        return 1
+    return wanted
+
+
+def expand(spec: ExperimentSpec, resolve: Resolver, seeds: tuple[int, ...] | None = None,
+           stacks: Callable[[str], bool] | None = None) -> list[Run]:
     """All runs of the spec (models x data x seeds, in that order); ``seeds`` replaces the spec's seeds (not
     the fixed ``seeds`` of a model entry, e.g. the one proposal parser every seed of the LMs shares).
+
+    ``stacks(family)`` says whether a family trains seed groups (None: no family does). Where a model's seeds
+    train in groups (``seeds_per_process``) and the group changes what they compute (dropout), each run
+    carries its group in ``runtime.seed_group`` (an override too, so ``synbench train`` resolves the same id).
 
     ``resolve(family, preset, overrides)`` must resolve exactly as ``synbench train`` does (with
     ``experiments.config.resolve_train_config``, and train's default preset when ``preset`` is None); its
@@ -535,24 +564,19 @@ def expand(spec: ExperimentSpec, resolve: Resolver, seeds: tuple[int, ...] | Non
             raise InputError(
                 f"model {model.name!r}{f' on {data.name!r}' if data else ''}: {e}", where
             ) from None
-        for seed in model.seeds or (seeds if seeds is not None else spec.seeds):
-            rid = run_id(config, seed)
-            label = f"{model.name}/{data.name}" if data else model.name
-            if rid in seen:
-                raise InputError(f"{label} and {seen[rid]} are the same run ({rid}); remove one", model.where)
-            seen[rid] = label
-            runs.append(
-                Run(
-                    spec.name,
-                    rid,
-                    seed,
-                    model.family,
-                    model.preset,
-                    model.name,
-                    data.name if data else "",
-                    tuple(overrides),
-                    spec.evaluations,
-                    config,
-                )
-            )
+        base = (overrides, config)
+        per_process = seeds_per_process(spec, model, stacks)
+        label = f"{model.name}/{data.name}" if data else model.name
+        for group in seed_groups(model.seeds or (seeds if seeds is not None else spec.seeds), per_process):
+            overrides, config = base
+            if len(group) > 1 and changes_results(config):
+                overrides = [*overrides, format_override("runtime.seed_group", group_label(group))]
+                config = group_config(config, group)
+            for seed in group:
+                rid = run_id(config, seed)
+                if rid in seen:
+                    raise InputError(f"{label} and {seen[rid]} are the same run ({rid}); remove one", model.where)
+                seen[rid] = label
+                runs.append(Run(spec.name, rid, seed, model.family, model.preset, model.name,
+                                data.name if data else "", tuple(overrides), spec.evaluations, config, group))
     return runs

@@ -79,8 +79,9 @@ def overview(spec: ExperimentSpec, seeds: str | None) -> str:
 
 
 def evaluate_stage(spec: ExperimentSpec, root: Path, seeds: str | None, executor: str, data_dir: str | None = None,
-                   poll_s: float = 5.0, device: str = "cpu") -> dict[str, list[str]]:
-    """Stages 2 and 3 for the finished runs: proposal sets, then every evaluation; returns failed task keys."""
+                   poll_s: float = 5.0, device: str = "cpu", seeds_per_process: int = 1) -> dict[str, list[str]]:
+    """Stages 2 and 3 for the finished runs: proposal sets, then every evaluation (``seeds_per_process`` seeds
+    of a config per process, ``experiments.eval_group``); returns failed task keys."""
     exp = experiment_dir(root, spec)
     runs = experiment_runs(spec, seeds)
     done = [r for r in runs if run_status(folder_of(root, r), r.run_id, r.seed).state == "DONE"]
@@ -91,6 +92,10 @@ def evaluate_stage(spec: ExperimentSpec, root: Path, seeds: str | None, executor
     proposal_tasks = [t for t in planner.proposal_tasks() if t.ready()]  # the parser is trained
     failed = {"proposals": [t.key for t in run_stage("proposals", proposal_tasks, executor, spec, exp, poll_s)]}
     evals = [t for t in planner.eval_tasks() if t.ready()]
+    if seeds_per_process > 1:
+        from experiments.eval_group import eval_cells, group_tasks
+
+        evals = group_tasks(eval_cells(planner), seeds_per_process, exp, sys.executable)
     failed["evaluate"] = [t.key for t in run_stage("evaluate", evals, executor, spec, exp, poll_s)]
     return failed
 

@@ -34,20 +34,8 @@ from typing import Any
 import torch
 
 from experiments.runs import DONE, FAILED, write_done, write_failed, write_heartbeat
+from experiments.seed_grouping import group_seed
 from lightning_modules.errors import InputError
-
-
-def dropout_settings(cfg: dict[str, Any]) -> dict[str, float]:
-    """The model's dropout rates above 0 (``model.*dropout*``): where a group's numbers differ from solo runs."""
-    return {k: v for k, v in cfg["model"].items() if "dropout" in k and isinstance(v, int | float) and v > 0}
-
-
-def group_config(cfg: dict[str, Any], seeds: Sequence[int]) -> dict[str, Any]:
-    """The config each seed of a group records: unchanged when the group computes what solo runs compute (one
-    seed, or no dropout); else with ``runtime.seed_group`` naming the group (part of the run id)."""
-    if len(seeds) < 2 or not dropout_settings(cfg):
-        return cfg
-    return {**cfg, "runtime": {**cfg["runtime"], "seed_group": ",".join(str(s) for s in seeds)}}
 
 
 def train_group(cfg: dict[str, Any], seeds: Sequence[int], run_dirs: Sequence[Path]) -> dict[int, dict[str, Any]]:
@@ -68,7 +56,7 @@ def train_group(cfg: dict[str, Any], seeds: Sequence[int], run_dirs: Sequence[Pa
     if not pending:
         return results
     try:
-        results.update(_train_pending(cfg, pending, seeds[0]))
+        results.update(_train_pending(cfg, pending, group_seed(cfg, seeds)))
     except BaseException as e:  # as a solo run: every seed still training records why the group stopped
         if not isinstance(e, KeyboardInterrupt | SystemExit):
             for _, run_dir in pending:  # a seed that failed alone keeps its own reason
@@ -79,7 +67,7 @@ def train_group(cfg: dict[str, Any], seeds: Sequence[int], run_dirs: Sequence[Pa
 
 
 def _train_pending(cfg: dict[str, Any], pending: list[tuple[int, Path]], group_seed: int) -> dict[int, dict[str, Any]]:
-    """Train the seeds not yet done; ``group_seed`` (the group's first seed) seeds its dropout masks."""
+    """Train the seeds not yet done; ``group_seed`` (``seed_grouping.group_seed``) seeds the dropout masks."""
     import pytorch_lightning as pl
 
     from experiments.checkpoints import read_checkpoint
@@ -228,6 +216,7 @@ class _GroupRun:
             streams.append(iter(batches))
         self._open_logs()
         previous = self._install_handlers()
+        self._timed = (time.perf_counter(), self.step)
         try:
             self.stack.train(True)
             for m in self.members:
@@ -237,8 +226,7 @@ class _GroupRun:
                 for a in range(acc):
                     torch.manual_seed(step_seed(self.group_seed, self.step * acc + a))
                     batch = self.stack.stack_chunks([self._to_device(next(s)) for s in streams])
-                    total, count = self.stack.losses(batch)
-                    loss = total / count.clamp(min=1)
+                    loss, _, _ = self.stack.losses(batch)
                     alive = torch.tensor([m.alive for m in self.members], device=loss.device)
                     (torch.where(alive, loss, torch.zeros_like(loss)).sum() / acc).backward()
                     losses += loss.detach().cpu() / acc
@@ -266,7 +254,9 @@ class _GroupRun:
 
     def _to_device(self, batch: Sequence[Any]) -> Sequence[Any]:
         device = next(iter(self.stack.parameters().values())).device
-        return batch if device.type == "cpu" else [chunk.to(device) for chunk in batch]
+        from lightning_modules.models.seed_stack import as_chunks
+
+        return batch if device.type == "cpu" else [chunk.to(device) for chunk in as_chunks(batch)]
 
     def _after_step(self, losses: torch.Tensor, log_every: int) -> None:
         """Log each seed's training loss; a seed whose loss is not finite fails alone."""
@@ -302,7 +292,7 @@ class _GroupRun:
         count = torch.zeros(len(self.members), dtype=torch.float64)
         for batch in batches:
             chunks = self.stack.stack_chunks([self._to_device(batch)])
-            t, c = self.stack.losses([{k: v[0] for k, v in chunk.items()} for chunk in chunks], batched=False)
+            _, t, c = self.stack.losses([{k: v[0] for k, v in chunk.items()} for chunk in chunks], batched=False)
             total += t.double().cpu()
             count += c.double().cpu()
         self.stack.train(True)
@@ -318,6 +308,23 @@ class _GroupRun:
             for logger in m.loggers:
                 logger.save()
 
+    def _cost(self, module: Any) -> dict[str, Any]:
+        """The ``training_cost`` fields of a seed: its parameters, the device, and the group attempt's timing
+        (every seed of the group advances that many steps per second)."""
+        from experiments.training_cost import device_label, parameter_count
+
+        out: dict[str, Any] = {"parameters": parameter_count(module),
+                               "device": device_label(next(iter(self.stack.parameters().values())).device)}
+        steps, seconds = self.step - self._timed[1], time.perf_counter() - self._timed[0]
+        if steps <= 0:
+            return out
+        out.update(train_seconds=seconds, train_steps_timed=steps, train_steps_per_s=steps / seconds)
+        sequences, tokens = self.data.stats.get("train_sequences"), self.data.stats.get("train_tokens")
+        if sequences and tokens:
+            per_step = int(self.tc["batch_size"]) * int(self.tc.get("accumulate", 1))
+            out["train_tokens_per_s"] = steps * per_step * (tokens / sequences) / seconds
+        return out
+
     def _finish(self, max_steps: int) -> dict[int, dict[str, Any]]:
         results = {}
         for i, m in enumerate(self.members):
@@ -329,8 +336,9 @@ class _GroupRun:
             self._close_logs(m, "success")
             metrics = {"best_val_loss": m.best, "global_step": self.step, "family": self.cfg["family"],
                        "seed": m.seed}
-            metrics.update(self.family.final_metrics(self.stack.solo_module(i), self.data,
-                                                     str(best) if best.exists() else ""))
+            solo = self.stack.solo_module(i)
+            metrics.update(self._cost(solo))
+            metrics.update(self.family.final_metrics(solo, self.data, str(best) if best.exists() else ""))
             write_done(m.run_dir, metrics)
             results[m.seed] = metrics
         return results

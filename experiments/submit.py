@@ -6,6 +6,12 @@ either (without it such a run is sent again, e.g. after its job was cancelled be
 
 - ``local``: this machine, ``launcher.local.max_parallel`` runs at a time; returns when all have ended, then
   aggregates.
+
+With ``seeds_per_process: S`` (spec, top level or per model; ``submit --seeds-per-process S``) the runs of one
+config to send train S seeds per task (``synbench train FAMILY --seeds A,B,...``, a seed group): the seeds of a
+model are cut into consecutive groups of S (``experiments.seed_grouping``) and each group's runs still to send
+form one task, so a SLURM array has one task per group and a partly finished group trains only its unfinished
+seeds. A family that cannot stack seeds (``Family.stacks_seeds``) trains one seed per task (a notice says so).
 - ``slurm``: one ``sbatch --array`` job (one task per run) from ``slurm/array.sbatch.tmpl``, and an
   aggregation job chained with ``--dependency=afterany`` so it runs whatever the tasks' outcome.
 - ``submitit``: the same tasks through submitit's ``map_array``, with the same chained aggregation job.
@@ -23,7 +29,7 @@ from typing import Any
 
 from experiments.experiment_runs import experiment_dir, experiment_runs, folder_of, run_statuses
 from experiments.experiment_spec import ExperimentSpec, Run
-from experiments.launchers.manifest import Task, tasks_for_runs
+from experiments.launchers.manifest import Task, tasks_for_groups
 from experiments.runs import RunStatus, select_for_submission
 from lightning_modules.errors import InputError
 
@@ -43,17 +49,61 @@ class Plan:
     skipped: dict[str, str]
     seeds: str | None = None
     resent_in_flight: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # one line each, e.g. a family that trains seeds alone
+
+    @property
+    def sent_runs(self) -> list[str]:
+        """The run ids the tasks train."""
+        return [run_id for task in self.tasks for run_id, _, _ in task.runs()]
 
 
-def plan_submission(spec: ExperimentSpec, root: Path, seeds: str | None, only_missing: bool) -> Plan:
-    """Expand the spec, read every run's state (asking the scheduler) and select the runs to send."""
+def plan_submission(spec: ExperimentSpec, root: Path, seeds: str | None, only_missing: bool,
+                    seeds_per_process: int | None = None) -> Plan:
+    """Expand the spec, read every run's state (asking the scheduler) and select the runs to send, grouped into
+    tasks of ``seeds_per_process`` seeds (None: the spec's)."""
     runs = experiment_runs(spec, seeds)
     statuses = run_statuses(runs, root)
     send, skipped = select_for_submission(statuses, only_missing)
     chosen = set(send)
-    selected = [run for run in runs if run.run_id in chosen and not run.config.get("source")]
+    groups, notes = task_groups(spec, runs, chosen, seeds_per_process)
     in_flight = [s.run_id for s in statuses if s.run_id in chosen and s.state == "RUNNING"]
-    return Plan(spec, root, runs, statuses, tasks_for_runs(selected, root), skipped, seeds, in_flight)
+    return Plan(spec, root, runs, statuses, tasks_for_groups(groups, root), skipped, seeds, in_flight, notes)
+
+
+def task_groups(spec: ExperimentSpec, runs: list[Run], chosen: set[str], per_process: int | None
+                ) -> tuple[list[list[Run]], list[str]]:
+    """The chosen runs (pretrained sources apart) as the groups that train in one process each, in spec order,
+    and the notices (a family that trains one seed per process). ``per_process`` (``--seeds-per-process``)
+    replaces the spec's, except where the grouping is part of the run ids (dropout: an error if it differs)."""
+    from experiments.experiment_spec import seeds_per_process
+    from experiments.families import get_family
+    from experiments.seed_grouping import changes_results, seed_groups
+
+    models = {m.name: m for m in spec.models}
+    cells: dict[tuple[str, str], list[Run]] = {}
+    for run in runs:
+        cells.setdefault((run.model, run.data), []).append(run)
+    groups: list[list[Run]] = []
+    notes: list[str] = []
+    for cell in cells.values():
+        model, first = models[cell[0].model], cell[0]
+        wanted = per_process or model.seeds_per_process or spec.seeds_per_process
+        size = seeds_per_process(spec, model, lambda family: get_family(family).stacks_seeds)
+        if wanted > 1 and model.source is None and not get_family(model.family).stacks_seeds:
+            note = (f"{model.family} cannot train seeds in groups (no stacked form): one seed per process")
+            notes += [] if note in notes else [note]
+        elif per_process is not None and model.source is None:
+            if per_process != size and changes_results(first.config) and max(size, per_process) > 1:
+                raise InputError(
+                    f"model {model.name!r} has dropout, so a seed group's runs are other runs than its solo "
+                    f"seeds (their run ids name the group): set seeds_per_process: {per_process} in "
+                    f"{spec.path} so status, aggregate and evaluate find them", "--seeds-per-process")
+            size = per_process
+        for group in seed_groups(cell, size):
+            members = [r for r in group if r.run_id in chosen and not r.config.get("source")]
+            if members:
+                groups.append(members)
+    return groups, notes
 
 
 def aggregate_command(plan: Plan) -> list[str]:
@@ -99,13 +149,14 @@ def slurm_options(spec: ExperimentSpec) -> Any:
 def describe(plan: Plan, executor: str) -> str:
     """The dry-run report: the commands that would run and, for SLURM, the sbatch script."""
     lines = [
-        f"experiment {plan.spec.name}: {len(plan.runs)} runs, {len(plan.tasks)} to submit ({executor}), "
-        f"{len(plan.skipped)} left alone"
+        f"experiment {plan.spec.name}: {len(plan.runs)} runs, {len(plan.sent_runs)} to submit ({executor}"
+        + (f", {len(plan.tasks)} tasks" if len(plan.tasks) != len(plan.sent_runs) else "")
+        + f"), {len(plan.skipped)} left alone"
     ]
     for run_id, state in plan.skipped.items():
         lines.append(f"  skip {run_id} ({state})")
     for task in plan.tasks:
-        lines.append(f"  run  {task.run_id}: {shlex.join(task.argv)}")
+        lines.append(f"  run  {', '.join(run_id for run_id, _, _ in task.runs())}: {shlex.join(task.argv)}")
     if executor == "slurm" and plan.tasks:
         from experiments.launchers.slurm import render_array_script
 
@@ -170,18 +221,18 @@ def execute(plan: Plan, executor: str) -> dict[str, Any]:
         return {"executor": executor, "submitted": 0}
     launched = launch(plan.tasks, executor, plan.spec, exp)
     if executor == "local":
-        return {"executor": executor, "submitted": len(plan.tasks), **launched}
+        return {"executor": executor, "submitted": len(plan.sent_runs), **launched}
     from experiments.launchers.slurm import submit_after
 
     aggregate_job = submit_after(aggregate_command(plan), launched["job_id"], plan.spec.name, exp,
                                  slurm_options(plan.spec))
-    return {"executor": executor, "submitted": len(plan.tasks), "job_id": launched["job_id"],
+    return {"executor": executor, "submitted": len(plan.sent_runs), "job_id": launched["job_id"],
             "aggregate_job": aggregate_job}
 
 
 def wait_for(plan: Plan, poll_s: float = 5.0) -> list[RunStatus]:
     """Poll until no submitted run is PENDING or RUNNING; returns the states of all runs."""
-    sent = {task.run_id for task in plan.tasks}
+    sent = set(plan.sent_runs)
     while True:
         statuses = run_statuses(plan.runs, plan.root, quiet=True)
         if not any(s.run_id in sent and s.state in ("PENDING", "RUNNING") for s in statuses):

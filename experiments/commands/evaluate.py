@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from experiments.cli_options import add_device_argument, checked_device
+from experiments.cli_options import add_device_argument, checked_device, positive_int
 from experiments.commands import add_experiment_arguments
 
 
@@ -20,6 +20,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_experiment_arguments(p)
     p.add_argument("--executor", default="local", choices=("local", "slurm", "submitit"))
     add_device_argument(p)
+    p.add_argument("--seeds-per-process", type=positive_int, default=1, metavar="S",
+                   help="evaluate S seeds of a config in one process, one after another (experiments/eval_group.py)")
     p.set_defaults(func=run)
 
 
@@ -31,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
     checked_device(args.device)  # before any stage: every eval would fail on it
     spec = load_spec(args.experiment)
     failed = evaluate_stage(spec, runs_root(args.runs_dir), args.seeds, args.executor, args.data_dir,
-                            device=args.device)
+                            device=args.device, seeds_per_process=args.seeds_per_process)
     for stage, keys in failed.items():
         if keys:
             print(f"synbench: {stage}: {len(keys)} task(s) failed: {', '.join(keys)}", file=sys.stderr)

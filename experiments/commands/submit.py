@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -45,6 +46,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "(launcher.slurm.runs_per_gpu; default 1)",
     )
     p.add_argument(
+        "--seeds-per-process", type=positive_int, metavar="S",
+        help="train S seeds of a model per process, their parameters stacked (a seed group; the spec's "
+        "seeds_per_process, default 1); a SLURM array task then carries S seeds",
+    )
+    p.add_argument(
         "--wait", action="store_true", help="wait until the submitted runs end, then print the status"
     )
     p.add_argument(
@@ -64,7 +70,9 @@ def run(args: argparse.Namespace) -> int:
             raise InputError("--runs-per-gpu packs SLURM array tasks (--executor slurm); locally, "
                              "launcher.local.max_parallel runs side by side", "--runs-per-gpu")
         spec.launcher.setdefault("slurm", {})["runs_per_gpu"] = args.runs_per_gpu
-    plan = plan_submission(spec, runs_root(args.runs_dir), args.seeds, args.only_missing)
+    plan = plan_submission(spec, runs_root(args.runs_dir), args.seeds, args.only_missing, args.seeds_per_process)
+    for note in plan.notes:
+        print(f"synbench: note: {note}", file=sys.stderr)
     if args.dry_run:
         print(describe(plan, args.executor))
         return 0

@@ -31,6 +31,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                             "stacked (a seed group); each seed writes its own run folder RUNS/train/RUN_ID")
     p.add_argument("--run-dir", type=Path, help="run folder (default: RUNS/train/RUN_ID; one seed only)")
     p.add_argument("--runs-dir", type=Path, help="parent of run folders (default: $SYNBENCH_RUNS or ./runs)")
+    p.add_argument("--group-dir", type=Path, metavar="DIR",
+                   help="--seeds: each seed's run folder is DIR/RUN_ID (an experiment's folder, as `submit` "
+                        "passes it) instead of RUNS/train/RUN_ID")
     p.add_argument("--print-config", action="store_true", help="print the resolved config and run id, then exit")
     p.set_defaults(func=run)
 
@@ -63,7 +66,8 @@ def _run_group(args: argparse.Namespace, cfg: dict) -> int:
 
     from experiments.config import run_id
     from experiments.experiment_spec import parse_seeds
-    from experiments.seed_group import group_config, train_group
+    from experiments.seed_group import train_group
+    from experiments.seed_grouping import group_config
     from experiments.train import train
     from lightning_modules.errors import InputError
 
@@ -77,7 +81,8 @@ def _run_group(args: argparse.Namespace, cfg: dict) -> int:
         print(json.dumps({"run_ids": list(ids.values()), "seeds": list(seeds), **cfg}, indent=2))
         return 0
     runs = args.runs_dir or Path(os.environ.get("SYNBENCH_RUNS", "runs"))
-    dirs = {seed: args.run_dir or runs / "train" / rid for seed, rid in ids.items()}
+    parent = args.group_dir or runs / "train"
+    dirs = {seed: args.run_dir or parent / rid for seed, rid in ids.items()}
     if len(seeds) == 1:
         results = {seeds[0]: train(cfg, seeds[0], dirs[seeds[0]])}
     else:

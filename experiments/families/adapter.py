@@ -215,6 +215,9 @@ class Family(ABC):
     names: tuple[str, ...] = ()  # the family names this adapter registers (e.g. tg, txl-trees, txl-terminals)
     config_ranges: Mapping[str, Range] = MappingProxyType({})  # key name -> range, beyond the shared rules
     source_prefix: str | None = None  # models named PREFIX... instead of a checkpoint file (``hf:DIR``)
+    # whether S seeds of one config train in one process, parameters stacked (``train --seeds``, ``submit
+    # --seeds-per-process``): its modules have a stacked form (``lightning_modules.models.seed_stack``)
+    stacks_seeds: bool = False
 
     def __init__(self, name: str):
         self.name = name

@@ -44,8 +44,9 @@ def run_local(
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
     submitted_at = time.time()
     for task in tasks:
-        prepare_submission(Path(task.run_dir))
-        write_queued(Path(task.run_dir), EXECUTOR, f"local-{os.getpid()}-{task.index}", submitted_at)
+        for folder in task.run_dirs():  # every run of a seed group is queued under its task
+            prepare_submission(folder)
+            write_queued(folder, EXECUTOR, f"local-{os.getpid()}-{task.index}", submitted_at)
 
     children: set[subprocess.Popen] = set()
     lock = threading.Lock()
@@ -71,9 +72,9 @@ def run_local(
             code = child.wait()
             with lock:
                 children.discard(child)
-        folder = Path(task.run_dir)
-        if code != 0 and not (folder / DONE).exists() and not (folder / FAILED).exists():
-            write_failed(folder, f"exit status {code} (log: {log})")
+        for folder in task.run_dirs():
+            if code != 0 and not (folder / DONE).exists() and not (folder / FAILED).exists():
+                write_failed(folder, f"exit status {code} (log: {log})")
         return code
 
     with ThreadPoolExecutor(max_workers=max_parallel) as pool:

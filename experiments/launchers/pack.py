@@ -70,14 +70,15 @@ def run_packed(tasks: list[Task]) -> int:
     for signum in (signal.SIGUSR1, signal.SIGTERM):
         signal.signal(signum, stop_runs)
     for slot, task in enumerate(tasks):
-        Path(task.run_dir).mkdir(parents=True, exist_ok=True)
+        for folder in task.run_dirs():
+            folder.mkdir(parents=True, exist_ok=True)
         print(f"synbench: pack slot {slot}: run {task.run_id} (manifest line {task.index})", flush=True)
         children.append(subprocess.Popen(list(task.argv), env=child_environment(slot, len(tasks))))
         if received:  # a signal arrived while starting the runs: stop this one too
             stop_runs(received[0], None)
     codes = [child.wait() for child in children]
     if received:
-        unfinished = [t.run_id for t in tasks if not (Path(t.run_dir) / DONE).is_file()]
+        unfinished = [d for t in tasks for d in t.run_dirs() if not (d / DONE).is_file()]
         if signal.SIGUSR1 in received and unfinished:
             from experiments.training_callbacks import requeue_slurm_task
 

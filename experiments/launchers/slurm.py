@@ -256,12 +256,13 @@ def submit_array(
         ),
     )
     for task in tasks:
-        prepare_submission(Path(task.run_dir))
+        for run_folder in task.run_dirs():
+            prepare_submission(run_folder)
     submitted_at = time.time()
     job_id = sbatch([str(script)])
     for task in tasks:
-        write_queued(Path(task.run_dir), EXECUTOR, f"{job_id}_{task.index // options.runs_per_task}",
-                     submitted_at)
+        for run_folder in task.run_dirs():  # every run of a seed group is queued under its task
+            write_queued(run_folder, EXECUTOR, f"{job_id}_{task.index // options.runs_per_task}", submitted_at)
     atomic_write_text(folder / "JOB_ID", job_id + "\n")
     return job_id
 

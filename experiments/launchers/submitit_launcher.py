@@ -91,12 +91,14 @@ def submit_submitit(
         **({"slurm_additional_parameters": dict(options.additional)} if options.additional else {}),
     )
     for task in tasks:
-        prepare_submission(Path(task.run_dir))
+        for folder in task.run_dirs():
+            prepare_submission(folder)
     work = str((workdir or Path.cwd()).resolve())
     submitted_at = time.time()
     jobs = executor.map_array(RunCommand(), [list(t.argv) for t in tasks], [work] * len(tasks))
     for task, job in zip(tasks, jobs):
-        write_queued(Path(task.run_dir), EXECUTOR, str(job.job_id), submitted_at)
+        for folder in task.run_dirs():
+            write_queued(folder, EXECUTOR, str(job.job_id), submitted_at)
     return jobs
 
 

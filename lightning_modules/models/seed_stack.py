@@ -14,8 +14,9 @@ run). Buffers are shared, not stacked (the families' buffers are fixed tables, e
 
 Batches: every seed draws its own batch; under vmap the S batches need one shape, so each chunk's tensors are
 padded to the largest seed's (``stack_chunks``), with the values the collate function pads with (padding
-attends to nothing and predicts nothing, so a seed's loss is unchanged). Which chunk fields exist and how they
-pad is the model's ``CHUNK_PADDING``: a module without it cannot be stacked (``stackable``).
+attends to nothing and predicts nothing, so a seed's loss is unchanged). A batch that is not a list of chunks
+(Pushdown's) is one chunk. What a module's batches hold, how they pad and what its training loss and
+validation NLL are is its ``StackedForm`` (``stacked_form``): a module without one cannot be stacked.
 
 Dropout under vmap draws one mask per seed from the one torch generator (``randomness="different"``): with
 dropout the masks are not those of the seed's solo run (see ``experiments.seed_group``).
@@ -24,41 +25,93 @@ dropout the masks are not those of the seed's solo run (see ``experiments.seed_g
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-# The chunk fields of the Transformer-XL core models (``txl_lm``) and the values their collate pads with.
+# (module, chunks) -> (the training loss its solo run minimises, validation NLL sum, validation token count)
+Terms = Callable[[nn.Module, Sequence[Mapping[str, Tensor]]], tuple[Tensor, Tensor, Tensor]]
+
+
+@dataclass(frozen=True)
+class StackedForm:
+    """How a module trains stacked: its chunk fields with the values its collate pads them with, and ``terms``."""
+
+    padding: Mapping[str, int | bool]
+    terms: Terms
+
+
+def _txl_terms(module: nn.Module, chunks: Sequence[Mapping[str, Tensor]]) -> tuple[Tensor, Tensor, Tensor]:
+    """TG / TXL: mean NLL per predicted token; validation the token-level NLL (``TransformerGrammarLM``)."""
+    total, count = module.nll(chunks)
+    return total / count.clamp(min=1), total, count
+
+
+def _pushdown_terms(module: nn.Module, chunks: Sequence[Mapping[str, Tensor]]) -> tuple[Tensor, Tensor, Tensor]:
+    """Pushdown-LM / Base-LM: the joint loss (LM mean + weight x attachment mean); validation NLL the LM's plus,
+    for Pushdown-LM, the attachments', per LM token (``PushdownLM.validation_step``)."""
+    terms = module.loss_terms(chunks[0])
+    total = terms["lm_nll"] + (terms["attachment_nll"] if module.family == "pushdown" else 0.0)
+    return module.joint_loss(terms), total, terms["lm_count"]
+
+
+def _parser_terms(module: nn.Module, chunks: Sequence[Mapping[str, Tensor]]) -> tuple[Tensor, Tensor, Tensor]:
+    """Proposal parsers (constituency and dependency): mean -log q per gold action, validation likewise."""
+    nll, count, _ = module.loss_terms(chunks[0])
+    return nll / count.clamp(min=1), nll, count
+
+
+# The chunk fields of the Transformer-XL core models (``txl_lm``), of Pushdown batches (``batch.collate``) and of
+# the parsers' (``parser.data.collate``: a padded step's ``mask`` allows every action, a finite softmax whose
+# target 0 is ignored, as the collate's own padded steps).
 TXL_CHUNK_PADDING: dict[str, int | bool] = {
     "inputs": 0, "labels": 0, "compose": False, "attn_mask": False, "relpos": 0, "mem_src": -1, "reset": False,
     "added": 0,
 }
+PUSHDOWN_PADDING: dict[str, int | bool] = {"inputs": 0, "targets": 0, "attachment": 0, "tape": 0, "lengths": 0}
+PARSER_PADDING: dict[str, int | bool] = {"source": 0, "word_first": 0, "n_words": 0, "inputs": 0, "actions": 0,
+                                         "front": 0, "mask": True}
 
 
-def chunk_padding(module: nn.Module) -> dict[str, int | bool] | None:
-    """The chunk fields and padding values of a stackable module's batches, or None (not stackable)."""
+def stacked_form(module: nn.Module) -> StackedForm | None:
+    """The stacked form of a module, or None (it cannot be stacked)."""
+    from lightning_modules.families.parser.model import ProposalParser
+    from lightning_modules.families.pushdown.model import PushdownLM
     from lightning_modules.models.txl_lm import TransformerGrammarLM
 
-    return TXL_CHUNK_PADDING if isinstance(module, TransformerGrammarLM) else None
+    if isinstance(module, TransformerGrammarLM):
+        return StackedForm(TXL_CHUNK_PADDING, _txl_terms)
+    if isinstance(module, PushdownLM):
+        return StackedForm(PUSHDOWN_PADDING, _pushdown_terms)
+    if isinstance(module, ProposalParser):
+        return StackedForm(PARSER_PADDING, _parser_terms)
+    return None
 
 
 def stackable(module: nn.Module) -> bool:
     """Whether seeds of this module can train as one ``SeedStack``."""
-    return chunk_padding(module) is not None
+    return stacked_form(module) is not None
+
+
+def as_chunks(batch: Any) -> list[Any]:
+    """A batch as a list of chunks (a batch that is not a list is one chunk)."""
+    return list(batch) if isinstance(batch, list | tuple) else [batch]
 
 
 class _Loss(nn.Module):
-    """The module's summed NLL and token count of a batch, as its ``forward`` (what ``functional_call`` runs)."""
+    """The module's ``StackedForm.terms`` of a batch, as its ``forward`` (what ``functional_call`` runs)."""
 
-    def __init__(self, module: nn.Module):
+    def __init__(self, module: nn.Module, terms: Terms):
         super().__init__()
         self.module = module
+        self.terms = terms
 
-    def forward(self, batch: Sequence[Mapping[str, Tensor]]) -> tuple[Tensor, Tensor]:
-        return self.module.nll(batch)
+    def forward(self, batch: Sequence[Mapping[str, Tensor]]) -> tuple[Tensor, Tensor, Tensor]:
+        return self.terms(self.module, batch)
 
 
 class SeedStack:
@@ -68,9 +121,10 @@ class SeedStack:
         if not modules:
             raise ValueError("a seed stack needs at least one module")
         first = modules[0]
-        self.padding = chunk_padding(first)
-        if self.padding is None:
+        form = stacked_form(first)
+        if form is None:
             raise ValueError(f"{type(first).__name__} cannot be stacked over seeds")
+        self.padding = form.padding
         self.size = len(modules)
         for name, buffer in first.named_buffers():
             for other in modules[1:]:
@@ -80,7 +134,7 @@ class SeedStack:
         for sub in self.template.modules():  # no branches on tensor values under vmap
             if hasattr(sub, "shortcuts"):
                 sub.shortcuts = False
-        self._loss = _Loss(self.template)
+        self._loss = _Loss(self.template, form.terms)
         self.stacked = copy.deepcopy(first)
         names = dict(first.named_parameters())  # shared parameters appear once
         replacement: dict[int, nn.Parameter] = {}
@@ -119,12 +173,15 @@ class SeedStack:
         return module
 
     # ---- forward -----------------------------------------------------------------------------------------
-    def losses(self, batch: Sequence[Mapping[str, Tensor]], batched: bool = True) -> tuple[Tensor, Tensor]:
-        """Summed NLL [S] and token counts [S] of every seed: ``batch`` chunks of stacked [S, ...] tensors
-        (``stack_chunks``; ``batched=False``: one batch, the same for every seed, e.g. validation)."""
+    def losses(self, batch: Sequence[Mapping[str, Tensor]], batched: bool = True
+               ) -> tuple[Tensor, Tensor, Tensor]:
+        """Every seed's training loss [S], validation NLL sum [S] and token count [S] (``StackedForm.terms``):
+        ``batch`` chunks of stacked [S, ...] tensors (``stack_chunks``; ``batched=False``: one batch, the same
+        for every seed, e.g. validation)."""
         from torch.func import functional_call, vmap
 
-        def one(params: dict[str, Tensor], chunks: Sequence[Mapping[str, Tensor]]) -> tuple[Tensor, Tensor]:
+        def one(params: dict[str, Tensor], chunks: Sequence[Mapping[str, Tensor]]
+                ) -> tuple[Tensor, Tensor, Tensor]:
             named = {f"module.{k}": v for k, v in params.items()}
             return functional_call(self._loss, named, (chunks,))
 
@@ -156,10 +213,11 @@ class SeedStack:
             g.mul_(coef.view(-1, *([1] * (g.dim() - 1))))
         return norms
 
-    def stack_chunks(self, batches: Sequence[Sequence[Any]]) -> list[dict[str, Tensor]]:
-        """S batches (one list of chunks per seed) -> one list of chunks of [S, ...] tensors, each field padded
-        to the largest seed's shape and the shorter batches given empty chunks (rows that attend to and predict
-        nothing, as the collate function's empty rows)."""
+    def stack_chunks(self, batches: Sequence[Any]) -> list[dict[str, Tensor]]:
+        """S batches (one per seed: a list of chunks, or one chunk) -> one list of chunks of [S, ...] tensors,
+        each field padded to the largest seed's shape and the shorter batches given empty chunks (rows that
+        attend to and predict nothing, as the collate function's empty rows)."""
+        batches = [as_chunks(b) for b in batches]
         n_chunks = max(len(b) for b in batches)
         out = []
         for c in range(n_chunks):

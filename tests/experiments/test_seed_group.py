@@ -22,6 +22,16 @@ TINY = ["model.d_model=32", "model.n_layers=2", "model.n_heads=2", "model.d_ff=6
         "runtime.wandb=disabled", "runtime.progress=false", "runtime.threads=1", *NO_DROPOUT]
 SHORT = ["train.max_steps=12", "train.val_every=4", "train.ckpt_every=4"]
 SEEDS = [0, 1]
+TIMING = ("train_seconds", "train_steps_timed", "train_steps_per_s", "train_tokens_per_s")  # of each attempt
+
+
+def outcome(metrics: dict) -> dict:
+    """A run's final metrics without the wall-clock timing of the attempt that finished it."""
+    return {k: v for k, v in metrics.items() if k not in TIMING}
+
+
+def outcomes(results: dict[int, dict]) -> dict[int, dict]:
+    return {seed: outcome(m) for seed, m in results.items()}
 
 
 def logged(run_dir: Path, column: str) -> dict[int, float]:
@@ -34,14 +44,15 @@ def logged(run_dir: Path, column: str) -> dict[int, float]:
 
 
 def close(a: dict, b: dict, rtol: float = 1e-5) -> bool:
-    """Equal keys; numbers equal within ``rtol``, everything else exactly."""
+    """Equal keys; numbers equal within ``rtol``, everything else exactly (timing apart)."""
+    a, b = outcome(a), outcome(b)
     if a.keys() != b.keys():
         return False
     return all(a[k] == pytest.approx(b[k], rel=rtol) if isinstance(a[k], float) else a[k] == b[k] for k in a)
 
 
 def done(run_dir: Path) -> dict:
-    return json.loads((run_dir / "DONE").read_text())
+    return outcome(json.loads((run_dir / "DONE").read_text()))
 
 
 def resolve(treebank: Path, extra: list[str]) -> dict:
@@ -65,7 +76,7 @@ def reference(short_config, tmp_path_factory) -> dict[int, dict]:
     """The uninterrupted group of the short config: DONE per seed."""
     from experiments.seed_group import train_group
 
-    return train_group(short_config, SEEDS, dirs(tmp_path_factory.mktemp("reference")))
+    return outcomes(train_group(short_config, SEEDS, dirs(tmp_path_factory.mktemp("reference"))))
 
 
 def test_each_seed_of_a_group_ends_where_its_solo_run_ends(tiny_treebank, tmp_path):
@@ -95,7 +106,7 @@ def test_each_seed_of_a_group_ends_where_its_solo_run_ends(tiny_treebank, tmp_pa
 def test_dropout_makes_the_group_another_run(tiny_treebank):
     """With dropout the masks are the group's, not the solo run's: the group is part of the run id."""
     from experiments.config import run_id
-    from experiments.seed_group import group_config
+    from experiments.seed_grouping import group_config
 
     plain = resolve(tiny_treebank, SHORT)
     dropping = resolve(tiny_treebank, SHORT + ["model.core_dropout=0.1"])
@@ -131,7 +142,7 @@ def test_a_killed_group_resumes_where_the_uninterrupted_group_ends(short_config,
     assert all(not (d / "DONE").exists() for d in dirs(tmp_path))
     from experiments.seed_group import train_group
 
-    assert train_group(short_config, SEEDS, dirs(tmp_path)) == reference
+    assert outcomes(train_group(short_config, SEEDS, dirs(tmp_path))) == reference
     assert [done(d) for d in dirs(tmp_path)] == [reference[s] for s in SEEDS]
 
 
@@ -158,17 +169,17 @@ def test_a_seed_whose_loss_goes_nan_fails_alone(short_config, reference, tmp_pat
     real_losses, calls = SeedStack.losses, {"n": 0}
 
     def losses(self, batch, batched=True):
-        total, count = real_losses(self, batch, batched)
+        loss, total, count = real_losses(self, batch, batched)
         if batched:
             calls["n"] += 1
             if calls["n"] >= 5:  # seed 1's loss diverges at step 4
-                total = torch.where(torch.arange(len(total)) == 1, torch.full_like(total, float("nan")), total)
-        return total, count
+                loss = torch.where(torch.arange(len(loss)) == 1, torch.full_like(loss, float("nan")), loss)
+        return loss, total, count
 
     monkeypatch.setattr(SeedStack, "losses", losses)
     results = train_group(short_config, SEEDS, dirs(tmp_path))
     s0, s1 = dirs(tmp_path)
-    assert results == {0: reference[0]} and done(s0) == reference[0]
+    assert outcomes(results) == {0: reference[0]} and done(s0) == reference[0]
     assert not (s1 / "DONE").exists()
     assert (s1 / "FAILED").read_text() == "training step 4: training loss is nan (diverged); lower model.peak_lr " \
                                            "or check the data\n"
@@ -199,7 +210,7 @@ def test_sigusr1_saves_every_seed_and_the_rerun_ends_as_the_uninterrupted_group(
         assert read_checkpoint(d / "checkpoints" / "last.ckpt", "tg")["global_step"] == 6
         assert not (d / "DONE").exists() and not (d / "FAILED").exists()
     monkeypatch.setattr(SeedStack, "clip_per_seed", real_clip)
-    assert train_group(short_config, SEEDS, dirs(tmp_path)) == reference
+    assert outcomes(train_group(short_config, SEEDS, dirs(tmp_path))) == reference
 
 
 def test_cli_names_the_group_and_refuses_a_family_without_a_stacked_form(tiny_treebank, tmp_path, capsys):

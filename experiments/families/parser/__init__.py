@@ -23,6 +23,7 @@ class ParserFamily(Family):
     """The proposal parser q(y | x) that draws the trees joint models are marginalised over (TG §3.1)."""
 
     names = ("proposal-parser",)
+    stacks_seeds = True
 
     def kind(self, config: dict[str, Any] | None = None) -> str:
         return "tool"
@@ -79,6 +80,7 @@ class DepParserFamily(Family):
     (``dep_proposals.py``)."""
 
     names = ("dep-parser",)
+    stacks_seeds = True
 
     def kind(self, config: dict[str, Any] | None = None) -> str:
         return "tool"

@@ -31,6 +31,7 @@ class PushdownFamily(Family):
     """Pushdown-LM and its Base-LM (Murty et al. 2023): sentences with attachment labels and stack tapes."""
 
     names = ("pushdown", "base-lm")
+    stacks_seeds = True
 
     def kind(self, config: dict[str, Any] | None = None) -> str:
         return "joint" if self.name == "pushdown" else "string"

@@ -46,6 +46,7 @@ class TGFamily(Family):
     """Transformer Grammars and their Transformer-XL baselines (TG §2–§3)."""
 
     names = ("tg", "txl-trees", "txl-terminals")
+    stacks_seeds = True
 
     # -- identity ------------------------------------------------------------------------------------------
     def kind(self, config: dict[str, Any] | None = None) -> str:
