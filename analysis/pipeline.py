@@ -3,7 +3,8 @@
 In order: the aggregate tables (``aggregate.py``); seed statistics and pairwise Welch tests
 (``statistics.py``); item- vs seed-level variance of SG and BLiMP; the TG §4.2 regressions on the runs'
 per-terminal log-probabilities (``regressions.py``; inputs from ``synbench eval terminals``); MDL probing
-(``probing.py``) of one seed per model; the figures (``figures.py``); and ``settings.json``, which names
+(``probing.py``) of one seed per model; the figures (``figures.py``); the comparison table across models and
+its figures (``comparison.py``, ``comparison_figures.py``); and ``settings.json``, which names
 the scale and every setting that differs from the full-protocol spec the experiment scales down
 (``compare_to``), and the proposal sets' quality (the parser's 1-best and oracle F1, ``proposal_sets``).
 Each output file is written atomically; a section whose inputs are missing is skipped
@@ -100,6 +101,7 @@ def analyze(spec: ExperimentSpec, root: Path, seeds: str | None = None, data_dir
     _regressions(options, runs, root, result)
     _probing(options, runs, root, data_dir, result)
     _figures(agg, result)
+    _comparison(agg, runs, root, result)
     settings = {
         "experiment": spec.name,
         "description": spec.description,
@@ -361,3 +363,21 @@ def _figures(agg: Any, result: Analysis) -> None:
         regressions=json.loads(regressions.read_text(encoding="utf-8")) if regressions.is_file() else None,
     )
     result.written += [str(p.relative_to(result.out_dir)) for p in drawn.paths]
+
+
+# -- comparison across models --------------------------------------------------------------------------------
+def _comparison(agg: Any, runs: list[Run], root: Path, result: Analysis) -> None:
+    """``comparison.csv`` (every model x the metrics that compare across families) and its figures; the
+    figures' notes (what was not drawn and why) go to ``skipped["figures"]``."""
+    from analysis.comparison import COMPARISON_FILE, comparison_table
+    from analysis.comparison_figures import write_comparison_figures
+
+    long = agg.long[~agg.long["family"].map(_is_tool).astype(bool)] if not agg.long.empty else agg.long
+    if long.empty:
+        result.skipped["comparison"] = "no finished run has metrics"
+        return
+    _write_csv(result, COMPARISON_FILE, comparison_table(long, agg.wide, {r.run_id: folder_of(root, r) for r in runs}))
+    drawn = write_comparison_figures(long, result.out_dir / "figures")
+    result.written += [str(p.relative_to(result.out_dir)) for p in drawn.paths]
+    if drawn.notes:
+        result.skipped["figures"] = "; ".join(drawn.notes)

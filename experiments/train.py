@@ -50,6 +50,7 @@ def _train(cfg: dict[str, Any], seed: int, run_dir: Path, callbacks: list[Any]) 
     from experiments.checkpoints import AtomicCheckpointIO, Metadata, read_checkpoint
     from experiments.families import get_family
     from experiments.training_callbacks import Heartbeat, LastCheckpoint, NaNGuard, StepSeeding
+    from experiments.training_cost import TrainingCost
 
     finished = start_run(cfg, seed, run_dir)
     if finished is not None:
@@ -70,6 +71,7 @@ def _train(cfg: dict[str, Any], seed: int, run_dir: Path, callbacks: list[Any]) 
     best = ModelCheckpoint(dirpath=ckpt_dir, filename="best", monitor="val/loss", mode="min", save_top_k=1,
                            save_last=False, enable_version_counter=False)
     last = LastCheckpoint(ckpt_dir / "last.ckpt", int(tc["ckpt_every"]))  # also owns preemption (SIGUSR1/TERM)
+    cost = TrainingCost()
     loggers: list[Any] = [CSVLogger(save_dir=str(run_dir), name="csv")]
     if rt.get("wandb", "offline") != "disabled":
         loggers.append(wandb_logger(cfg, seed, run_dir))
@@ -92,7 +94,7 @@ def _train(cfg: dict[str, Any], seed: int, run_dir: Path, callbacks: list[Any]) 
                  *_cluster_environment(hardware["devices"])],
         callbacks=[
             StepSeeding(seed), NaNGuard(), Heartbeat(run_dir),
-            Metadata(cfg["family"], cfg, seed, data.vocab), *callbacks, best, last,
+            Metadata(cfg["family"], cfg, seed, data.vocab), cost, *callbacks, best, last,
         ],
     )
     def consumed() -> int:
@@ -127,6 +129,7 @@ def _train(cfg: dict[str, Any], seed: int, run_dir: Path, callbacks: list[Any]) 
         "global_step": trainer.global_step,
         "family": cfg["family"],
         "seed": seed,
+        **cost.metrics(trainer, module, data.stats, int(tc["batch_size"])),
     }
     metrics.update(family.final_metrics(module, data, best_path))
     write_done(run_dir, metrics)

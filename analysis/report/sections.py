@@ -1,7 +1,8 @@
 """The report's sections, in reading order: one function per section, each from ``Sources`` to blocks.
 
 headline (scale, seeds, data, models, every reduced setting, skipped analyses), results (the headline table
-with the paper's numbers beside ours, and its figures), all metrics, Welch tests, variance components,
+with the paper's numbers beside ours, and its figures), the comparison across models (``comparison_section``),
+all metrics, Welch tests, variance components,
 regressions, MDL probing, scoring methods, proposal sets and other figures. A section whose file is
 missing says why (the pipeline's reason for skipping it, or the file's problem); a section that fails on
 its values says so in one paragraph and costs nothing else (``build_report``).
@@ -13,13 +14,13 @@ The published numbers come from the paper whose tables describe the experiment's
 from __future__ import annotations
 
 import math
-import os
-from pathlib import Path
 from typing import Any
 
 from analysis import figures as fig
+from analysis.report import comparison_section
 from analysis.report import formatting as fmt
-from analysis.report.blocks import Block, Bullets, Heading, Image, Paragraph, Table
+from analysis.report.blocks import Block, Bullets, Heading, Paragraph, Table
+from analysis.report.figure_block import figure_block, skipped_reasons
 from analysis.report.sources import Sources
 from analysis.statistics import NOT_COMPARED
 from experiments.evaluate import tasks
@@ -30,16 +31,11 @@ SKIP_KEYS = {"summary": "statistics", "welch": "statistics", "variance": "varian
              "regressions": "regressions", "mdl": "probing"}
 
 
-def _skipped(sources: Sources) -> dict[str, str]:
-    skipped = sources.settings.get("skipped")
-    return {str(k): str(v) for k, v in skipped.items()} if isinstance(skipped, dict) else {}
-
-
 def _missing(section: str, sources: Sources, name: str) -> Paragraph:
     """Why ``name``'s section is empty: the pipeline's reason for skipping it if the file is absent, else
     the problem with the file."""
     problem = sources.problems.get(name, "missing")
-    reason = _skipped(sources).get(SKIP_KEYS.get(name, name))
+    reason = skipped_reasons(sources).get(SKIP_KEYS.get(name, name))
     if reason and problem.startswith("missing"):
         return Paragraph(f"{section}: skipped: {reason}.")
     return Paragraph(f"{section}: {problem}.")
@@ -51,22 +47,6 @@ def _data(settings: dict[str, Any]) -> str | None:
     if isinstance(data, list):
         return ", ".join(str(d) for d in data) or None
     return None if data is None else str(data)
-
-
-def _figure(sources: Sources, stem: str, caption: str) -> list[Block]:
-    """The figure ``figures/stem.png`` (and its PDF) if written, else why not (from the figure notes)."""
-    folder = sources.analysis_dir / "figures"
-    png, pdf = folder / f"{stem}.png", folder / f"{stem}.pdf"
-    if not png.is_file():
-        pipeline_notes = _skipped(sources).get("figures", "").split("; ")
-        notes = [n for n in [*sources.figure_notes, *pipeline_notes] if n.startswith(stem)]
-        why = "; ".join(notes) if notes else "no such file"
-        return [Paragraph(f"Figure {stem}: not written: {why}.")]
-
-    def relative(path: Path) -> str:
-        return Path(os.path.relpath(path, sources.out_dir)).as_posix()
-
-    return [Image(relative(png), caption, relative(pdf) if pdf.is_file() else None)]
 
 
 def _paper(settings: dict[str, Any]) -> Paper | None:
@@ -124,7 +104,7 @@ def headline(sources: Sources) -> list[Block]:
     blocks.append(Bullets(facts))
     blocks.append(Heading("Reduced settings (vs the paper)", 3))
     blocks.append(Bullets([str(r) for r in reduced]) if reduced else Paragraph("None recorded."))
-    skipped = _skipped(sources)
+    skipped = skipped_reasons(sources)
     if skipped:
         blocks += [Heading("Skipped analyses", 3), Bullets([f"{k}: {v}" for k, v in skipped.items()])]
     notes = settings.get("notes")
@@ -323,7 +303,7 @@ def regressions(sources: Sources) -> list[Block]:
         return [*blocks, Paragraph("regressions: regressions.json lists no regression.")]
     for name, result in sources.regressions.items():
         blocks += regression(str(name), result)
-    blocks += _figure(sources, fig.REGRESSION_COEFFICIENTS,
+    blocks += figure_block(sources, fig.REGRESSION_COEFFICIENTS,
                       "Regression coefficients ± 1.96 se; hollow diamonds: the paper's (different scale).")
     return blocks
 
@@ -361,9 +341,9 @@ def mdl(sources: Sources) -> list[Block]:
             body = [[" / ".join(key), *(fmt.fixed(fmt.scaled(means.get((*key, layer)), 1 / scale))
                                         for layer in layers)] for key in keys]
             blocks += [Paragraph(f"{title}:"), Table(header, body)]
-    blocks += _figure(sources, fig.MDL_CODE_LENGTH, "Online code length per task and layer (cf. TG Fig. 5); "
+    blocks += figure_block(sources, fig.MDL_CODE_LENGTH, "Online code length per task and layer (cf. TG Fig. 5); "
                       "solid: linear probes, dashed: MLP probes.")
-    blocks += _figure(sources, fig.MDL_COMPRESSION,
+    blocks += figure_block(sources, fig.MDL_COMPRESSION,
                       "Compression (uniform / online code length) per task and layer.")
     return blocks
 
@@ -423,7 +403,7 @@ def _labelled_metric(metric: str, folder: str) -> str:
 
 
 KNOWN_FIGURES = (fig.DISTRIBUTIONS, fig.SG_CIRCUITS, fig.REGRESSION_COEFFICIENTS, fig.MDL_CODE_LENGTH,
-                 fig.MDL_COMPRESSION)
+                 fig.MDL_COMPRESSION, *comparison_section.FIGURES)
 
 
 def proposals(sources: Sources) -> list[Block]:
@@ -457,7 +437,7 @@ def other_figures(sources: Sources) -> list[Block]:
     if others:
         blocks.append(Heading("Other figures"))
         for stem in others:
-            blocks += _figure(sources, stem, stem)
+            blocks += figure_block(sources, stem, stem)
     if sources.figure_notes:
         blocks += [Heading("Figure notes", 3), Bullets(sources.figure_notes)]
     return blocks
@@ -468,13 +448,14 @@ def results(sources: Sources) -> list[Block]:
     return [
         Heading(f"Results (mean ± sd over seeds){beside}"),
         *headline_table(sources),
-        *_figure(sources, fig.DISTRIBUTIONS, "Metrics over seeds per model (cf. TG Fig. 3)."),
-        *_figure(sources, fig.SG_CIRCUITS, "SG score per circuit, mean over seeds ± sd (cf. TG Fig. 4)."),
+        *figure_block(sources, fig.DISTRIBUTIONS, "Metrics over seeds per model (cf. TG Fig. 3)."),
+        *figure_block(sources, fig.SG_CIRCUITS, "SG score per circuit, mean over seeds ± sd (cf. TG Fig. 4)."),
     ]
 
 
 SECTIONS = (
-    ("headline", headline), ("results", results), ("all metrics", all_metrics), ("Welch tests", welch),
+    ("headline", headline), ("results", results), ("comparison", comparison_section.comparison),
+    ("all metrics", all_metrics), ("Welch tests", welch),
     ("variance components", variance), ("regressions", regressions), ("MDL probing", mdl),
     ("scoring methods", scoring), ("proposal sets", proposals), ("other figures", other_figures),
 )

@@ -1,7 +1,7 @@
 """Reading the report's inputs from ``RUNS/EXPERIMENT/analysis/``, never raising on a file's content.
 
 ``settings.json`` (scale, seeds, data, reduced settings, models, skipped analyses, scoring, proposal sets),
-``summary.csv``, ``welch.csv``, ``variance.csv``, ``mdl.csv``, ``regressions.json`` and
+``summary.csv``, ``welch.csv``, ``variance.csv``, ``mdl.csv``, ``comparison.csv``, ``regressions.json`` and
 ``figures/notes.json``. A file that is missing, unreadable, malformed or empty is not in ``Sources``; its
 ``problems`` entry says why, and the sections say so in the report.
 """
@@ -36,9 +36,12 @@ CSV_COLUMNS = {
     "variance": ("task", "model"),
     "mdl": ("model", "representation", "task", "layer", "probe", "online_bits", "compression"),
 }
+# read when present: an analysis written before the comparison existed has none (no problem, no section)
+OPTIONAL_CSV_COLUMNS = {"comparison": ("model", "family", "metric", "n", "mean", "sd", "ci_low", "ci_high", "detail")}
 
 LABEL_COLUMNS = (
-    "metric", "model", "model_a", "model_b", "task", "representation", "probe", "correction", "note",
+    "metric", "model", "model_a", "model_b", "task", "representation", "probe", "correction", "note", "family",
+    "detail",
 )
 
 def _read_json(path: Path) -> tuple[Any, str | None]:
@@ -79,8 +82,10 @@ def read_sources(analysis_dir: Path, out_dir: Path | None = None) -> Sources:
         sources.problems["settings"] = problem
     else:
         sources.settings = settings
-    for name, columns in CSV_COLUMNS.items():
+    for name, columns in {**CSV_COLUMNS, **OPTIONAL_CSV_COLUMNS}.items():
         table, problem = _read_csv(analysis_dir / f"{name}.csv", columns)
+        if problem and name in OPTIONAL_CSV_COLUMNS and problem.startswith("missing"):
+            continue
         if problem:
             sources.problems[name] = problem
         else:

@@ -13,6 +13,7 @@ Nothing here imports torch: the CLI, the plan and the analysis all read it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
@@ -219,10 +220,16 @@ def _subset(size_key: str, names_key: str) -> Callable[[Mapping[str, Any]], str]
 
 
 def _ppl(m: Mapping[str, Any]) -> dict[str, float]:
-    out = {"ppl": m["word_ppl"], "ppl_oov_rate": m["oov_rate"]}
+    """A perplexity written ``null`` (a sentence of probability 0 under a search: ``infinite``) is +inf in the
+    tables, so a seed's infinite bound is never read as a missing value."""
+    out = {"ppl": _finite_or_inf(m["word_ppl"]), "ppl_oov_rate": m["oov_rate"]}
     if "ppl_end_counted" in m:  # results written before it was reported have only the word perplexity
-        out["ppl_end_counted"] = m["ppl_end_counted"]
+        out["ppl_end_counted"] = _finite_or_inf(m["ppl_end_counted"])
     return out
+
+
+def _finite_or_inf(value: float | None) -> float:
+    return math.inf if value is None else value
 
 
 def _sg(m: Mapping[str, Any]) -> dict[str, float]:
@@ -295,8 +302,9 @@ for _task in (
          arguments=_rerank_arguments, takes_method=False, requires_proposals=True, methods=("proposals",)),
     Task("parse", "parse", f"{_EVALUATE}.parse:add_command", _parse,
          headline=("parse_f1", "decision_accuracy.p", "decision_accuracy.p_prime"), tested=("decision_accuracy.*",),
-         secondary=("parse_f1_right_branching", "parse_f1_oracle"), options=COMMON_OPTIONS + CORPUS_OPTIONS + ("beam",),
-         default_split="test", arguments=_gold, takes_method=False, methods=()),
+         secondary=("parse_f1_right_branching", "parse_f1_oracle"),
+         options=COMMON_OPTIONS + CORPUS_OPTIONS + ("method", "beam"), default_split="test", arguments=_gold,
+         methods=("gold",)),
     Task("unsupervised-f1", "parse", f"{_EVALUATE}.unsupervised_parse:add_command", _unsupervised_f1,
          headline=("unsupervised_f1", "unsupervised_f1_right_branching", "splits.left", "splits.right"),
          tested=("unsupervised_f1_corpus",), secondary=("gold_splits.*", "gold_splits_nary.*"),

@@ -96,23 +96,27 @@ def get(key: str) -> Paper:
 
 
 def paper_for(families: Iterable[str]) -> Paper | None:
-    """The paper whose tables describe most of these model families, or None when no registered paper
-    describes any of them. Ties: the paper whose tables show most of them as rows (Pushdown Layers' tables
-    quote TG's), then the first registered."""
+    """The paper that describes these model families best, or None when no registered paper describes any
+    of them: the most of them described, less the paper's families the experiment lacks (a paper's own
+    experiment, not the comparison of every family, whose families include every paper's). Ties: the paper
+    whose tables show most of them as rows (Pushdown Layers' tables quote TG's), then the first registered."""
     wanted = set(families)
-    best, covered = None, (0, 0)
+    best, covered = None, None
     for paper in _registered().values():
-        n = (len(wanted & set(paper.families)), len(wanted & set(paper.model_order)))
-        if n[0] and n > covered:
+        shared = len(wanted & set(paper.families))
+        n = (shared - len(set(paper.families) - wanted), len(wanted & set(paper.model_order)))
+        if shared and (covered is None or n > covered):
             best, covered = paper, n
     return best
 
 
 def model_order(labels: Iterable[str]) -> list[str]:
     """``labels`` (deduplicated) in the papers' tables' order, unknown labels after them, sorted. The paper
-    whose tables list most of them orders first (ties: the first registered), then the next."""
+    whose tables list most of them orders first (ties: the one with fewest other rows, then the first
+    registered), then the next."""
     labels = set(labels)
-    ranked = sorted(_registered().values(), key=lambda paper: -len(labels & set(paper.model_order)))
+    ranked = sorted(_registered().values(),  # ties: the paper with fewest other rows (as ``paper_for``)
+                    key=lambda paper: (-len(labels & set(paper.model_order)), len(set(paper.model_order) - labels)))
     known = list(dict.fromkeys(label for paper in ranked for label in paper.model_order if label in labels))
     return known + sorted(labels - set(known))
 

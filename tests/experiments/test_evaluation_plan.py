@@ -147,9 +147,8 @@ def test_pushdown_runs_on_text_use_their_beam_and_base_lm_is_exact(tmp_path):
     for task in tasks:
         run = next(r for r in runs if r.run_id == Path(task.argv[5]).parent.parent.name)
         by_family.setdefault(run.family, set()).add(task.argv[4])
-        if run.family == "pushdown":  # parse has no --method: the beam is its only one
-            assert task.argv[-4:] == (("--limit", "60") if task.argv[4] == "parse" else ("--method", "beam")) + (
-                "--beam", "8")
+        if run.family == "pushdown":  # parse too: the beam is the family's method
+            assert task.argv[-4:] == ("--method", "beam", "--beam", "8")
         if run.family == "base-lm":
             assert task.argv[-2:] == ("--method", "exact")
     assert by_family["pushdown"] == {"ppl", "sg", "blimp", "parse"}

@@ -31,14 +31,14 @@ def test_scales_and_errors():
     assert spec_for("pushdown", "cpu-small").name == "pushdown-ptb-cpu"
     assert spec_for("palm", "cpu-small").name == "reproduce-palm-cpu-small"
     assert spec_for("som", "demo").name == "reproduce-som-demo"
-    with pytest.raises(InputError, match=r"unknown paper 'nope' \(known: dtg, palm, pushdown, som, tg\)"):
+    with pytest.raises(InputError, match=r"unknown paper 'nope' \(known: compare, dtg, palm, pushdown, som, tg\)"):
         spec_for("nope", "demo")
     with pytest.raises(InputError, match=r"paper 'tg' has no scale 'huge' \(its scales: demo, cpu-small, paper\)"):
         spec_for("tg", "huge")
 
 
 @pytest.mark.parametrize(("argv", "error"), [
-    (["nope"], "PAPER: unknown paper 'nope' (known: dtg, palm, pushdown, som, tg)"),
+    (["nope"], "PAPER: unknown paper 'nope' (known: compare, dtg, palm, pushdown, som, tg)"),
     (["pushdown", "--scale", "huge"],
      "--scale: paper 'pushdown' has no scale 'huge' (its scales: demo, cpu-small, paper)"),
 ])
@@ -200,7 +200,7 @@ def test_som_demo_end_to_end(tmp_path, prepared_data_dir, monkeypatch, capsys):
     for model, metric in [("esom", "ppl"), ("dsom-teacher-forcing", "parse_f1"), ("dsom", "decision_accuracy.p"),
                           ("esom", "decision_accuracy.p_prime"), ("dsom", "parse_f1_oracle@ptb-trees"),
                           ("dsom", "ppl@gum"), ("dsom-left-branching", "parse_f1@pud"), ("dsom", "ppl@gold-tree"),
-                          ("esom", "ppl_end_counted")]:
+                          ("esom", "ppl_end_counted"), ("dsom", "decision_accuracy.p_prime@gold-tree")]:
         assert f"\n{metric},{model}," in summary, (metric, model)
     # no prediction network: no p' decisions to score
     assert "\ndecision_accuracy.p_prime,dsom-no-prediction-network," not in summary
@@ -211,6 +211,7 @@ def test_som_demo_end_to_end(tmp_path, prepared_data_dir, monkeypatch, capsys):
     assert "350.3 (Table 5, GUM perplexity, test)" in text and "perplexity (test) on gum" in text
     assert "66.8 (Table 8, PTB UF1 (n-ary trees), test)" in text
     assert "60.9 (Table 2, PTB test perplexity, gold decisions, test)" in text  # "– Predicted tree + Gold tree"
+    assert "0.884 (Table 2, p' acc, gold decisions, test)" in text  # and its parsers' predictions under that history
     _resumes_without_work(argv, exp, 10, capsys)
 
 

@@ -37,7 +37,7 @@ over 100x below Fig. 7's.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import torch
 import torch.nn.functional as F
@@ -45,8 +45,13 @@ from torch import Tensor, nn
 
 from lightning_modules.layers.multi_head import MultiHeadProjections
 
-if TYPE_CHECKING:
-    from lightning_modules.families.pushdown.score_function import PushdownPattern
+
+class AttentionPattern(Protocol):
+    """A precomputed attention path (``score_function.PushdownPattern``: dense or flex) that a layer hands its
+    projections to; declared here so this module does not import the one that builds on it."""
+
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, rel_keys: Tensor | None = None,
+               depth_table: Tensor | None = None, dropout_p: float = 0.0) -> Tensor: ...
 
 
 def interleaved_sinusoids(positions: Tensor, dim: int) -> Tensor:
@@ -181,7 +186,7 @@ class PushdownSelfAttention(MultiHeadProjections):
         return self.depth is not None
 
     def forward(self, x: Tensor, mask: Tensor, tape: Tensor | None = None,
-                pattern: PushdownPattern | None = None) -> Tensor:
+                pattern: AttentionPattern | None = None) -> Tensor:
         """x [B, T, D], mask [B, T, T] bool (``causal_mask``), tape [B, >=T, >=T] integer -> [B, T, D].
 
         Without ``pattern`` the block loop (``block_causal_attention``); with one, its path (dense or flex,

@@ -147,7 +147,7 @@ def test_build_report_gives_the_sections_in_reading_order(tmp_path) -> None:
     assert [h.split(" ")[0] for h in headings[1:]] == ["Results", "All", "Welch's", "Seed-level", "Regressions",
                                                        "MDL"]
     assert [name for name, _ in sections.SECTIONS] == [
-        "headline", "results", "all metrics", "Welch tests", "variance components", "regressions",
+        "headline", "results", "comparison", "all metrics", "Welch tests", "variance components", "regressions",
         "MDL probing", "scoring methods", "proposal sets", "other figures"]
 
 

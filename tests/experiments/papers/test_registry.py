@@ -18,10 +18,11 @@ REPO = Path(__file__).resolve().parents[3]
 
 
 def test_the_built_in_papers_are_registered_and_found_by_key():
-    assert [p.key for p in papers.papers()] == ["dtg", "palm", "pushdown", "som", "tg"]  # by module name
+    assert [p.key for p in papers.papers()] == ["compare", "dtg", "palm", "pushdown", "som", "tg"]  # by module name
     assert papers.get("tg") is tg.PAPER and papers.get("pushdown") is pushdown.PAPER
     assert papers.get("palm") is palm.PAPER and papers.get("som") is som.PAPER
-    with pytest.raises(InputError, match=r"unknown paper 'nope' \(known: dtg, palm, pushdown, som, tg\)") as error:
+    known = "compare, dtg, palm, pushdown, som, tg"
+    with pytest.raises(InputError, match=rf"unknown paper 'nope' \(known: {known}\)") as error:
         papers.get("nope")
     assert error.value.location == "PAPER"
 
