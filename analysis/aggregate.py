@@ -31,7 +31,7 @@ from experiments.config import config_hash
 from experiments.evaluate import tasks
 from experiments.experiment_runs import experiment_dir, experiment_runs, folder_of
 from experiments.experiment_spec import ExperimentSpec
-from experiments.runs import run_status
+from experiments.runs import read_timing, run_status
 from lightning_modules.data.atomic import atomic_write_text, atomic_write_with
 from lightning_modules.numeric import is_number
 
@@ -79,6 +79,7 @@ def collect(
         metrics = {k: v for k, v in (status.metrics or {}).items() if k not in IDENTITY_METRICS}
         if status.state == "DONE":
             evaluated, eval_settings, eval_notes = run_metrics(folder)
+            metrics.update(read_timing(folder))
             metrics.update(evaluated)
             _add_scoring(scoring, run.model, eval_settings)
             level = run.config.get("data", {}).get("level", "sentence")

@@ -7,6 +7,7 @@ The filesystem is the source of truth for every run (W&B only mirrors it)::
         QUEUED         written by the launcher at submission: {"executor", "job_id", "submitted_at"}
         HEARTBEAT      "unix_time global_step", rewritten by training every ~10 s
         FAILED         the error line of a run that stopped with an error
+        TIMING         the wall-clock speed of the attempt that finished the run (JSON, just before DONE)
         DONE           the final metrics (JSON), written last and atomically
         checkpoints/
 
@@ -32,6 +33,10 @@ QUEUED = "QUEUED"
 HEARTBEAT = "HEARTBEAT"
 FAILED = "FAILED"
 DONE = "DONE"
+TIMING = "TIMING"
+# fields of the attempt that finished a run, not of the run: a run resumed after a kill differs from an
+# uninterrupted one in these only, so they go to TIMING and DONE stays the same for the same config and seed
+ATTEMPT_TIMING = ("train_seconds", "train_steps_timed", "train_steps_per_s", "train_tokens_per_s")
 CHECKPOINTS = "checkpoints"
 
 State = Literal["PENDING", "RUNNING", "DONE", "FAILED"]
@@ -57,9 +62,24 @@ def run_folder(root: Path, experiment: str, run_id: str) -> Path:
 # --- markers written by training ---
 
 
-def write_done(folder: Path, metrics: Mapping[str, Any]) -> None:
-    """Write the final metrics to ``DONE`` atomically; call it last, after every other output is on disk."""
-    atomic_write_text(Path(folder) / DONE, json.dumps(dict(metrics), indent=2, sort_keys=True) + "\n")
+def write_done(folder: Path, metrics: Mapping[str, Any]) -> dict[str, Any]:
+    """Write the final metrics to ``DONE`` atomically, the ``ATTEMPT_TIMING`` fields among them to ``TIMING``
+    first; call it last, after every other output is on disk. Returns what ``DONE`` holds."""
+    timing = {k: v for k, v in metrics.items() if k in ATTEMPT_TIMING}
+    done = {k: v for k, v in metrics.items() if k not in ATTEMPT_TIMING}
+    if timing:
+        atomic_write_text(Path(folder) / TIMING, json.dumps(timing, indent=2, sort_keys=True) + "\n")
+    atomic_write_text(Path(folder) / DONE, json.dumps(done, indent=2, sort_keys=True) + "\n")
+    return done
+
+
+def read_timing(folder: Path) -> dict[str, float]:
+    """The ``TIMING`` of a finished run (empty when it has none or it does not read back: timing is optional)."""
+    try:
+        timing = json.loads((Path(folder) / TIMING).read_text())
+    except (OSError, ValueError):
+        return {}
+    return {k: v for k, v in timing.items() if k in ATTEMPT_TIMING} if isinstance(timing, dict) else {}
 
 
 def write_failed(folder: Path, error: str) -> None:

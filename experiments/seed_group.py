@@ -339,8 +339,7 @@ class _GroupRun:
             solo = self.stack.solo_module(i)
             metrics.update(self._cost(solo))
             metrics.update(self.family.final_metrics(solo, self.data, str(best) if best.exists() else ""))
-            write_done(m.run_dir, metrics)
-            results[m.seed] = metrics
+            results[m.seed] = write_done(m.run_dir, metrics)
         return results
 
     # ---- logs ----------------------------------------------------------------------------------------------

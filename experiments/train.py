@@ -132,8 +132,7 @@ def _train(cfg: dict[str, Any], seed: int, run_dir: Path, callbacks: list[Any]) 
         **cost.metrics(trainer, module, data.stats, int(tc["batch_size"])),
     }
     metrics.update(family.final_metrics(module, data, best_path))
-    write_done(run_dir, metrics)
-    return metrics
+    return write_done(run_dir, metrics)
 
 
 def start_run(cfg: dict[str, Any], seed: int, run_dir: Path) -> dict[str, Any] | None:

@@ -1,4 +1,5 @@
-"""What a run cost to train, recorded in its ``DONE`` for every family alike: parameters, wall-clock, speed, device.
+"""What a run cost to train, for every family alike: parameters and device (in `DONE`), wall-clock and speed
+of the attempt that finished it (in `TIMING`, `runs.write_done`: they differ between attempts of one run).
 
 ``synbench reproduce compare`` sets the families side by side at equal data; what each model costs belongs
 beside its scores. Measured here, by the harness, from what every family shares (the Lightning module, the
@@ -24,7 +25,7 @@ import torch
 
 
 class TrainingCost(pl.Callback):
-    """Times the optimizer steps of one ``fit``; ``metrics`` gives the ``DONE`` fields above."""
+    """Times the optimizer steps of one ``fit``; ``metrics`` gives the fields above."""
 
     def __init__(self) -> None:
         self._start: tuple[float, int] | None = None

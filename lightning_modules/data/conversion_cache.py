@@ -2,7 +2,8 @@
 re-run the converter over the whole treebank (about 1.7 s for the PTB sample, in every training and
 evaluation process that loads it).
 
-An entry is keyed by the sha256 of the treebank file's bytes, the scheme, and the sha256 of the converters'
+An entry is keyed by the sha256 of the treebank file's bytes and its path (every tree's location names it),
+the scheme, and the sha256 of the converters'
 own source files, so editing a file or a conversion rule can never serve a stale tree. Entries are JSON (never
 pickle: a cache file is data, not code), written atomically; an entry that does not read back (truncated,
 edited, another format) is converted again and replaced. The folder is ``$SYNBENCH_CACHE/converted``, else
@@ -52,7 +53,8 @@ def cached_conversion(path: Path, scheme: str, convert: Callable[[], tuple[Any, 
     """The documents ``convert()`` gives for treebank ``path`` in ``scheme``, read from the disk cache when an
     entry for this file, scheme and converter exists; otherwise converted and stored. ``document(name,
     sentences)`` rebuilds a document from its stored name and ``(location, DepTree)`` pairs."""
-    key = hashlib.sha256(b"\0".join([path.read_bytes(), scheme.encode(), converter_digest().encode()])).hexdigest()
+    parts = [path.read_bytes(), str(path).encode(), scheme.encode(), converter_digest().encode()]
+    key = hashlib.sha256(b"\0".join(parts)).hexdigest()  # the path too: locations ("FILE:LINE") name it
     entry = cache_dir() / f"{key}.json"
     try:
         stored = json.loads(entry.read_text(encoding="utf-8"))

@@ -49,3 +49,6 @@ def test_an_edited_treebank_or_a_broken_entry_is_converted_again(treebank: Path)
     edited = _read(treebank, "sd")
     assert len(edited[0].sentences) == 1 and edited[0].sentences[0] == first[0].sentences[0]
     assert len(list(cache_dir().glob("*.json"))) == 2
+
+    moved = treebank.rename(treebank.with_name("moved.mrg"))  # the same bytes elsewhere: its own locations
+    assert _read(moved, "sd")[0].sentences[0][0] == f"{moved}:1"
