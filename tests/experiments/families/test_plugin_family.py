@@ -195,5 +195,6 @@ def test_a_plugin_family_trains_evaluates_and_is_reported(tmp_path, prepared_dat
     assert ppl["bigram"] < ppl["bigram-slow"]  # the faster learning rate fits more in 40 steps
     report = (root / "plugged" / "report.md").read_text()
     rows = [line for line in report.splitlines() if line.startswith("| bigram")]
-    assert len(rows) == 2 and all(line.count("±") >= 3 for line in rows), report  # ppl, sg, blimp: mean ± sd
+    # the results table and the comparison across models: a row per bigram model each, ppl, sg, blimp as mean ± sd
+    assert len(rows) == 4 and all(line.count("±") >= 3 for line in rows), report
     assert any(line.startswith("| gpt2-tiny |") for line in report.splitlines()), report
