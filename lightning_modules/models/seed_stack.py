@@ -51,45 +51,22 @@ def _txl_terms(module: nn.Module, chunks: Sequence[Mapping[str, Tensor]]) -> tup
     return total / count.clamp(min=1), total, count
 
 
-def _pushdown_terms(module: nn.Module, chunks: Sequence[Mapping[str, Tensor]]) -> tuple[Tensor, Tensor, Tensor]:
-    """Pushdown-LM / Base-LM: the joint loss (LM mean + weight x attachment mean); validation NLL the LM's plus,
-    for Pushdown-LM, the attachments', per LM token (``PushdownLM.validation_step``)."""
-    terms = module.loss_terms(chunks[0])
-    total = terms["lm_nll"] + (terms["attachment_nll"] if module.family == "pushdown" else 0.0)
-    return module.joint_loss(terms), total, terms["lm_count"]
-
-
-def _parser_terms(module: nn.Module, chunks: Sequence[Mapping[str, Tensor]]) -> tuple[Tensor, Tensor, Tensor]:
-    """Proposal parsers (constituency and dependency): mean -log q per gold action, validation likewise."""
-    nll, count, _ = module.loss_terms(chunks[0])
-    return nll / count.clamp(min=1), nll, count
-
-
-# The chunk fields of the Transformer-XL core models (``txl_lm``), of Pushdown batches (``batch.collate``) and of
-# the parsers' (``parser.data.collate``: a padded step's ``mask`` allows every action, a finite softmax whose
-# target 0 is ignored, as the collate's own padded steps).
+# The chunk fields of the Transformer-XL core models (``txl_lm``); other modules declare their own stacked form
+# as the class attribute ``seed_stack_form`` (a family's model file), so this module names no family.
 TXL_CHUNK_PADDING: dict[str, int | bool] = {
     "inputs": 0, "labels": 0, "compose": False, "attn_mask": False, "relpos": 0, "mem_src": -1, "reset": False,
     "added": 0,
 }
-PUSHDOWN_PADDING: dict[str, int | bool] = {"inputs": 0, "targets": 0, "attachment": 0, "tape": 0, "lengths": 0}
-PARSER_PADDING: dict[str, int | bool] = {"source": 0, "word_first": 0, "n_words": 0, "inputs": 0, "actions": 0,
-                                         "front": 0, "mask": True}
 
 
 def stacked_form(module: nn.Module) -> StackedForm | None:
     """The stacked form of a module, or None (it cannot be stacked)."""
-    from lightning_modules.families.parser.model import ProposalParser
-    from lightning_modules.families.pushdown.model import PushdownLM
     from lightning_modules.models.txl_lm import TransformerGrammarLM
 
     if isinstance(module, TransformerGrammarLM):
         return StackedForm(TXL_CHUNK_PADDING, _txl_terms)
-    if isinstance(module, PushdownLM):
-        return StackedForm(PUSHDOWN_PADDING, _pushdown_terms)
-    if isinstance(module, ProposalParser):
-        return StackedForm(PARSER_PADDING, _parser_terms)
-    return None
+    form = getattr(module, "seed_stack_form", None)
+    return form if isinstance(form, StackedForm) else None
 
 
 def stackable(module: nn.Module) -> bool:

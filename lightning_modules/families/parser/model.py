@@ -31,6 +31,7 @@ from lightning_modules.errors import InputError
 from lightning_modules.models.config_fields import checked_values
 from lightning_modules.models.lr_schedule import stepwise_scheduler
 from lightning_modules.models.optimisation import ScheduledClipping
+from lightning_modules.models.seed_stack import StackedForm
 
 
 @dataclass(frozen=True)
@@ -180,8 +181,19 @@ class Encoded:
     memory_mask: Tensor  # [B, 1, 1, S] True where a source position exists
 
 
+def _parser_terms(module: Any, chunks: Any) -> tuple[Tensor, Tensor, Tensor]:
+    """Proposal parsers (constituency and dependency): mean -log q per gold action, validation likewise."""
+    nll, count, _ = module.loss_terms(chunks[0])
+    return nll / count.clamp(min=1), nll, count
+
+
 class ProposalParser(ScheduledClipping, pl.LightningModule):
     """Encoder–decoder parser; ``training_step`` minimises -log q(y_gold | x) per action."""
+
+    # seeds as one SeedStack: the batch fields with their padding values (a padded step's mask allows every
+    # action: a finite softmax whose target 0 is ignored) and the loss terms
+    seed_stack_form = StackedForm({"source": 0, "word_first": 0, "n_words": 0, "inputs": 0, "actions": 0, "front": 0,
+                                   "mask": True}, _parser_terms)
 
     def __init__(self, config: ParserConfig):
         super().__init__()

@@ -55,6 +55,7 @@ from lightning_modules.families.pushdown.score_function import PushdownPattern
 from lightning_modules.models.config_fields import checked_values
 from lightning_modules.models.lr_schedule import stepwise_scheduler
 from lightning_modules.models.optimisation import ScheduledClipping
+from lightning_modules.models.seed_stack import StackedForm
 
 FAMILIES = ("pushdown", "base-lm")
 ATTENTION_PATHS = ("blocks", "dense", "flex", "auto")
@@ -221,8 +222,20 @@ class DecodingState:
                              self.rel_keys)
 
 
+def _pushdown_terms(module: Any, chunks: Any) -> tuple[Tensor, Tensor, Tensor]:
+    """Pushdown-LM / Base-LM: the joint loss (LM mean + weight x attachment mean); validation NLL the LM's plus,
+    for Pushdown-LM, the attachments', per LM token (``PushdownLM.validation_step``)."""
+    terms = module.loss_terms(chunks[0])
+    total = terms["lm_nll"] + (terms["attachment_nll"] if module.family == "pushdown" else 0.0)
+    return module.joint_loss(terms), total, terms["lm_count"]
+
+
 class PushdownLM(ScheduledClipping, pl.LightningModule):
     """Pushdown-LM / Base-LM: forward, joint loss, optimisation, and the step API for beam search."""
+
+    # seeds as one SeedStack: the batch fields (``batch.collate``) with their padding values, and the loss terms
+    seed_stack_form = StackedForm({"inputs": 0, "targets": 0, "attachment": 0, "tape": 0, "lengths": 0},
+                                  _pushdown_terms)
 
     def __init__(self, config: PushdownConfig | Mapping[str, Any], family: str = "pushdown"):
         super().__init__()
