@@ -110,7 +110,8 @@ def analyze(spec: ExperimentSpec, root: Path, seeds: str | None = None, data_dir
         "models": {m.name: {"family": m.family, "level": _level(runs, m.name)} for m in spec.models},
         "runs": {"done": agg.summary["done"], "total": agg.summary["runs"],
                  "failed": [f["run_id"] for f in agg.summary["failed"]], "missing": agg.summary["missing"]},
-        "data": sorted({r.data for r in runs if r.data}),
+        "data": sorted({r.data or str(r.config["data"]["corpus"]) for r in runs  # spec data, else the corpora
+                        if r.data or r.config.get("data", {}).get("corpus")}),
         "evaluations": [dict(e) for e in spec.evaluations],
         "reduced": reduced_settings(spec, seeds),
         "skipped": result.skipped,

@@ -1,19 +1,24 @@
-"""Evaluating S seeds of one config in one process: ``synbench evaluate EXPERIMENT --seeds-per-process S``.
+"""Evaluating S seeds of one config in one process: ``synbench evaluate EXPERIMENT --seeds-per-process S``
+(default: the spec's ``seeds_per_process``, 1 unless set: each run's evals in one process).
 
-The evals of one spec entry on the runs of one (model, data) cell still to do are cut into groups of S seeds
-(in seed order); each group is one stage task, ``python -m experiments.eval_group GROUP.json``, that runs each
-member's own ``synbench eval`` command one after another in this one process. Each member writes what its
-solo task writes (``RUN/eval/NAME/results.json``, its item cache and the record of its command), so results
-are those of solo evaluation, a finished member is not run again and the stage resumes member by member.
+The evals still to do on the runs of one (model, data) cell are cut into groups of S seeds (in seed order); a
+group holds every evaluation of its seeds (seed by seed, each in the spec's entry order) and is one stage
+task, ``python -m experiments.eval_group GROUP.json``, that runs each member's own ``synbench eval`` command one
+after another in this one process. Each member writes what its solo task writes (``RUN/eval/NAME/results.json``,
+its item cache and the record of its command), so results are those of solo evaluation, a finished member is
+not run again and the stage resumes member by member.
 
-What the group shares: the process start and the imports (torch, Lightning, the family's code: seconds per
-seed on a loaded machine), and whatever the eval code keeps in memory between calls. The seeds' checkpoints
-are still scored one after another, not stacked: stacked scoring (the S models under one ``vmap``, as training
-does) is not done here.
+What the group shares: the process start and the imports (torch, Lightning, the family's code: 5-10 CPU-seconds
+per process, more than a small model's whole evaluation), and whatever the eval code keeps in memory between
+calls. With stacked scoring (``--stacked-scoring``, default ``auto``: on where the evals run on CUDA), the
+members of one spec entry that score given inputs (exact, gold trees, proposal trees) share their forwards: the
+first member's batch runs all the entry's seeds' checkpoints under one ``vmap`` and the later members take
+their results from memory (``experiments.evaluate.scorers.stacked``; beam searches stay solo).
 """
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import sys
@@ -26,31 +31,47 @@ from lightning_modules.data.atomic import atomic_write_text
 GROUPS = "eval-groups"  # EXPERIMENT/eval-groups/<group>/: the group's member list and its DONE marker
 
 
-def eval_cells(planner: Planner) -> list[list[StageTask]]:
-    """The planner's ready eval tasks by (spec entry, model, data): each cell one config's seeds, in order."""
-    cells: dict[tuple[int, str, str], list[StageTask]] = {}
-    pairs = [(i, run) for i, entry in enumerate(planner.entries) for run in planner.runs if entry.applies_to(run)]
-    for (i, run), task in zip(pairs, planner.eval_tasks(), strict=True):
+def eval_cells(planner: Planner) -> list[list[list[StageTask]]]:
+    """The planner's ready eval tasks by (model, data): each cell one config's seeds in seed order, each seed
+    its tasks in the spec's entry order."""
+    cells: dict[tuple[str, str], dict[int, list[StageTask]]] = {}
+    pairs = [run for entry in planner.entries for run in planner.runs if entry.applies_to(run)]
+    for run, task in zip(pairs, planner.eval_tasks(), strict=True):
         if task.ready():
-            cells.setdefault((i, run.model, run.data), []).append(task)
-    return list(cells.values())
+            cells.setdefault((run.model, run.data), {}).setdefault(run.seed, []).append(task)
+    return [[seeds[s] for s in sorted(seeds)] for seeds in cells.values()]
 
 
-def group_tasks(cells: Sequence[Sequence[StageTask]], per_process: int, exp_dir: Path, python: str
-                ) -> list[StageTask]:
-    """Each cell's tasks (one entry, one config, seeds in order) not done yet, as groups of ``per_process``
-    (a group of one stays the member's own task); the done ones as they are (the stage counts them done)."""
+def group_tasks(cells: Sequence[Sequence[Sequence[StageTask]]], per_process: int, exp_dir: Path, python: str,
+                stacked_scoring: str = "auto") -> list[StageTask]:
+    """Each cell's tasks not done yet (one config; per seed, in order) as groups of ``per_process`` seeds with
+    all their tasks (a group of one task stays that task; ``stacked_scoring``: the groups' mode, ``stacked.MODES``);
+    the done ones as they are (the stage counts them)."""
     out: list[StageTask] = []
     for cell in cells:
-        todo = [t for t in cell if not t.is_done()]
-        out += [t for t in cell if t not in todo]
-        for start in range(0, len(todo), per_process):
-            members = todo[start:start + per_process]
-            out.append(members[0] if len(members) == 1 else _group(members, Path(exp_dir), python))
+        for start in range(0, len(cell), per_process):
+            tasks = [t for seed in cell[start:start + per_process] for t in seed]
+            todo = [t for t in tasks if not t.is_done()]
+            out += [t for t in tasks if t not in todo]
+            if todo:
+                out.append(todo[0] if len(todo) == 1 else _group(todo, Path(exp_dir), python, stacked_scoring))
     return out
 
 
-def _group(members: Sequence[StageTask], exp_dir: Path, python: str) -> StageTask:
+
+def group_by_checkpoint(tasks: Sequence[StageTask], exp_dir: Path, python: str) -> list[StageTask]:
+    """Tasks not done yet that read the same checkpoint (a proposal parser's sentence sets) as one group each;
+    the done ones as they are."""
+    out = [t for t in tasks if t.is_done()]
+    by_checkpoint: dict[Path | None, list[StageTask]] = {}
+    for task in tasks:
+        if not task.is_done():
+            by_checkpoint.setdefault(task.needs[0] if task.needs else None, []).append(task)
+    for members in by_checkpoint.values():
+        out.append(members[0] if len(members) == 1 else _group(members, Path(exp_dir), python, "off"))
+    return out
+
+def _group(members: Sequence[StageTask], exp_dir: Path, python: str, stacked_scoring: str) -> StageTask:
     """The stage task of a group: its member list written under ``EXPERIMENT/eval-groups/``."""
     key = hashlib.sha256("\0".join(m.command for m in members).encode()).hexdigest()[:12]
     folder = exp_dir / GROUPS / f"{members[0].key}+{len(members) - 1}-{key}"
@@ -59,34 +80,50 @@ def _group(members: Sequence[StageTask], exp_dir: Path, python: str) -> StageTas
     listing = folder / "group.json"
     atomic_write_text(listing, json.dumps([{"argv": list(m.argv), "done": str(m.done), "command": m.command,
                                             "label": m.label} for m in members], indent=2))
-    return StageTask(folder.name, members[0].folder, (python, "-m", "experiments.eval_group", str(listing)),
-                     folder / "DONE", f"{members[0].label} +{len(members) - 1} seeds",
+    return StageTask(folder.name, members[0].folder,
+                     (python, "-m", "experiments.eval_group", str(listing), "--stacked-scoring", stacked_scoring),
+                     folder / "DONE", f"{members[0].label} +{len(members) - 1} more",
                      tuple(p for m in members for p in m.needs))
 
 
-def run_group(listing: Path) -> int:
-    """Run every member not done (each as its solo ``synbench eval``); DONE beside the listing once all are."""
+def run_group(listing: Path, stacked_scoring: str = "auto") -> int:
+    """Run every member not done (each as its solo ``synbench eval``, the members of one entry seed-stacked as
+    ``stacked_scoring`` says); DONE beside the listing once all are."""
     from experiments.cli import main
+    from experiments.evaluate.scorers.stacked import GroupStacks
 
     members = json.loads(Path(listing).read_text())
-    codes = []
-    for member in members:
-        task = StageTask(member["label"], Path(member["done"]).parent, tuple(member["argv"]), Path(member["done"]),
-                         member["label"])
-        if task.is_done():
-            continue
+    tasks = [StageTask(m["label"], Path(m["done"]).parent, tuple(m["argv"]), Path(m["done"]), m["label"])
+             for m in members]
+    todo = [task for task in tasks if not task.is_done()]
+    for task in todo:
         if task.argv[1:3] != ("-m", "experiments.cli"):
             raise ValueError(f"{listing}: not a synbench command: {task.argv}")
+    stacks = GroupStacks([task.argv[3:] for task in todo], stacked_scoring)
+    codes = []
+    for i, task in enumerate(todo):
         task.done.unlink(missing_ok=True)
         task.done.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(task.command_file, task.command)
         print(f"synbench: eval group: {task.label}", flush=True)
-        codes.append(main(list(task.argv[3:])))
-    if all(StageTask("", Path(), tuple(m["argv"]), Path(m["done"]), "").is_done() for m in members):
+        with stacks.member(i):
+            codes.append(main(list(task.argv[3:])))
+    if all(task.is_done() for task in tasks):
         atomic_write_text(Path(listing).with_name("DONE"), "")
         return 0
     return next((c for c in codes if c), 1)
 
 
+def cli(argv: Sequence[str]) -> int:
+    """``python -m experiments.eval_group GROUP.json [--stacked-scoring MODE]`` (the group task's command)."""
+    from experiments.evaluate.scorers.stacked import MODES
+
+    parser = argparse.ArgumentParser(prog="python -m experiments.eval_group", description=__doc__)
+    parser.add_argument("listing", type=Path, help="the group's member list (group.json)")
+    parser.add_argument("--stacked-scoring", choices=MODES, default="auto")
+    options = parser.parse_args(list(argv))
+    return run_group(options.listing, options.stacked_scoring)
+
+
 if __name__ == "__main__":
-    sys.exit(run_group(Path(sys.argv[1])))
+    sys.exit(cli(sys.argv[1:]))

@@ -17,7 +17,8 @@
     data: [ptb-sample]           # optional: corpus names (= data.corpus), or {name, overrides} entries
     seeds: 0-3                   # required: 7 | 0-99 | "0-9,20-29" | [0, 1, 5-7]
     seeds_per_process: 1         # optional: S consecutive seeds of a model train in one process, parameters
-                                 #   stacked (a seed group, experiments/seed_grouping.py); default 1
+                                 #   stacked (a seed group, experiments/seed_grouping.py), and are evaluated in
+                                 #   one process, all their evals (experiments/eval_group.py); default 1
     evaluations: [perplexity]    # optional: names, or {name: ..., other options} (experiments/evaluation_plan.py)
     analysis: {...}              # optional: options of `synbench analyze` (analysis/pipeline.py)
     compare_to: reproduce-PAPER-paper   # optional: the full-protocol spec this one scales down

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from experiments import papers
+from experiments.eval_group import eval_cells, group_by_checkpoint, group_tasks
 from experiments.evaluation_plan import Planner, StageTask
 from experiments.experiment_runs import experiment_dir, experiment_runs, folder_of, run_statuses
 from experiments.experiment_spec import ExperimentSpec, load_spec
@@ -79,9 +80,13 @@ def overview(spec: ExperimentSpec, seeds: str | None) -> str:
 
 
 def evaluate_stage(spec: ExperimentSpec, root: Path, seeds: str | None, executor: str, data_dir: str | None = None,
-                   poll_s: float = 5.0, device: str = "cpu", seeds_per_process: int = 1) -> dict[str, list[str]]:
+                   poll_s: float = 5.0, device: str = "cpu", seeds_per_process: int | None = None,
+                   stacked_scoring: str = "auto") -> dict[str, list[str]]:
     """Stages 2 and 3 for the finished runs: proposal sets, then every evaluation (``seeds_per_process`` seeds
-    of a config per process, ``experiments.eval_group``); returns failed task keys."""
+    of a config per process with all their evals, ``experiments.eval_group``; None: the spec's
+    ``seeds_per_process``: with 1, each run's evals share one process; ``stacked_scoring``: whether a group's
+    seeds score shared inputs in one vmapped forward, ``experiments.evaluate.scorers.stacked``); returns failed
+    task keys."""
     exp = experiment_dir(root, spec)
     runs = experiment_runs(spec, seeds)
     done = [r for r in runs if run_status(folder_of(root, r), r.run_id, r.seed).state == "DONE"]
@@ -90,12 +95,10 @@ def evaluate_stage(spec: ExperimentSpec, root: Path, seeds: str | None, executor
         if not path.exists():
             atomic_write_text(path, "".join(" ".join(words) + "\n" for words in sentences))
     proposal_tasks = [t for t in planner.proposal_tasks() if t.ready()]  # the parser is trained
+    proposal_tasks = group_by_checkpoint(proposal_tasks, exp, sys.executable)  # a parser's sets in one process
     failed = {"proposals": [t.key for t in run_stage("proposals", proposal_tasks, executor, spec, exp, poll_s)]}
-    evals = [t for t in planner.eval_tasks() if t.ready()]
-    if seeds_per_process > 1:
-        from experiments.eval_group import eval_cells, group_tasks
-
-        evals = group_tasks(eval_cells(planner), seeds_per_process, exp, sys.executable)
+    per_process = spec.seeds_per_process if seeds_per_process is None else seeds_per_process
+    evals = group_tasks(eval_cells(planner), per_process, exp, sys.executable, stacked_scoring)
     failed["evaluate"] = [t.key for t in run_stage("evaluate", evals, executor, spec, exp, poll_s)]
     return failed
 

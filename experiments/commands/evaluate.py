@@ -13,6 +13,7 @@ import sys
 
 from experiments.cli_options import add_device_argument, checked_device, positive_int
 from experiments.commands import add_experiment_arguments
+from experiments.evaluate.scorers.stacked import MODES
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -20,8 +21,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_experiment_arguments(p)
     p.add_argument("--executor", default="local", choices=("local", "slurm", "submitit"))
     add_device_argument(p)
-    p.add_argument("--seeds-per-process", type=positive_int, default=1, metavar="S",
-                   help="evaluate S seeds of a config in one process, one after another (experiments/eval_group.py)")
+    p.add_argument("--seeds-per-process", type=positive_int, default=None, metavar="S",
+                   help="evaluate S seeds of a config in one process, all their evaluations one after another "
+                        "(experiments/eval_group.py; default: the spec's seeds_per_process)")
+    p.add_argument("--stacked-scoring", choices=MODES, default="auto",
+                   help="in a group, the seeds of one evaluation that score the same inputs (exact, gold, proposal "
+                        "trees) share one vmapped forward (experiments/evaluate/scorers/stacked.py); auto: on "
+                        "CUDA only (default)")
     p.set_defaults(func=run)
 
 
@@ -33,7 +39,8 @@ def run(args: argparse.Namespace) -> int:
     checked_device(args.device)  # before any stage: every eval would fail on it
     spec = load_spec(args.experiment)
     failed = evaluate_stage(spec, runs_root(args.runs_dir), args.seeds, args.executor, args.data_dir,
-                            device=args.device, seeds_per_process=args.seeds_per_process)
+                            device=args.device, seeds_per_process=args.seeds_per_process,
+                            stacked_scoring=args.stacked_scoring)
     for stage, keys in failed.items():
         if keys:
             print(f"synbench: {stage}: {len(keys)} task(s) failed: {', '.join(keys)}", file=sys.stderr)

@@ -8,7 +8,9 @@ the family's first (``exact`` for string models, ``beam`` for joint sentence-lev
 takes a proposal file (``--proposals``) or the built-in parser (``--parser``). A method option left unset
 (``-n``, ``--beam``, ...) takes the default the family's method declares (``adapter.Method``).
 Everything that changes a number (method, N, beam widths, the proposal source's sha256) goes into the
-evaluation's ``settings`` and task identity, and a one-line description goes into its headline.
+evaluation's ``settings`` and task identity, and a one-line description goes into its headline. A checkpoint's
+settings also record ``stacked_scoring``: whether its seed stack scored it (``scorers/stacked.py``; float
+rounding only, so not in the identity).
 
 Proposals from the built-in parser are drawn **per sentence** with a seed derived from the base seed and
 the sentence's words, so a sentence gets the same proposal set whatever else is evaluated with it — the
@@ -182,11 +184,13 @@ def choose(args: argparse.Namespace, gold: TreeSource | None = None, documents: 
         if args.proposals is not None:
             data["proposals"] = args.proposals
     scoring = adapter.scoring(path, meta, request)
+    from experiments.evaluate.scorers import stacked
     identity: dict[str, Any] = {"model_sha256": sha, "family": adapter.name, "method": method, **scoring.identity,
                                 **(extra if given_trees else {})}
     settings = {"method": method, "family": adapter.name, "description": scoring.description,
                 **{k: v for k, v in identity.items() if k not in ("model_sha256", "family", "method")},
-                "scorer_convention": scoring.scorer.convention.to_dict()}
+                "scorer_convention": scoring.scorer.convention.to_dict(),
+                "stacked_scoring": stacked.scored_stacked(str(path))}  # not in the identity: solo up to rounding
     return ChosenScorer(scoring.scorer, adapter.name, adapter.kind(meta["config"]) == "joint", identity, settings,
                         scoring.description, {**data, **scoring.data}, scoring.chunk, scoring.level, adapter,
                         adapter.capabilities(meta["config"]), options)

@@ -18,6 +18,10 @@ attends to nothing and predicts nothing, so a seed's loss is unchanged). A batch
 (Pushdown's) is one chunk. What a module's batches hold, how they pad and what its training loss and
 validation NLL are is its ``StackedForm`` (``stacked_form``): a module without one cannot be stacked.
 
+FlexAttention has no ``vmap`` rule: a module configured for it (``attention: flex``, or ``auto``, which is flex on
+CUDA) runs stacked on its dense path, the same score function through SDPA (equal outputs and gradients, tested
+per family).
+
 Dropout under vmap draws one mask per seed from the one torch generator (``randomness="different"``): with
 dropout the masks are not those of the seed's solo run (see ``experiments.seed_group``).
 """
@@ -26,7 +30,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -111,6 +115,9 @@ class SeedStack:
         for sub in self.template.modules():  # no branches on tensor values under vmap
             if hasattr(sub, "shortcuts"):
                 sub.shortcuts = False
+        config = getattr(self.template, "config", None)
+        if getattr(config, "attention", "dense") in ("flex", "auto"):  # FlexAttention has no vmap rule: the
+            self.template.config = replace(config, attention="dense")  # dense path of the same score function
         self._loss = _Loss(self.template, form.terms)
         self.stacked = copy.deepcopy(first)
         names = dict(first.named_parameters())  # shared parameters appear once

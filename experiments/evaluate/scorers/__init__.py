@@ -11,7 +11,8 @@
 Generic scorers live here: ``tree_marginal`` (the marginal over given trees, for any joint family's
 encoding), ``ngram`` (n-gram baselines) and ``hf`` (local ``transformers`` causal LMs); and what several
 families' scorers share: ``txl_model`` (a loaded Transformer-XL core network scoring encoded sequences, the
-base of the families built on ``lightning_modules/models/txl_lm.py``) and ``beams`` (beam settings, top-k).
+base of the families built on ``lightning_modules/models/txl_lm.py``), ``stacked`` (the seeds of an eval group
+scoring shared inputs in one vmapped forward) and ``beams`` (beam settings, top-k).
 """
 
 from __future__ import annotations

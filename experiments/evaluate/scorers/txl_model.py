@@ -38,6 +38,7 @@ class TXLModel(ABC):
         self.vocab = vocab
         self.config: dict[str, Any] = meta["config"]
         self.length = int(self.config["model"]["segment_length"])
+        self.seed_stack: tuple[Any, int] | None = None  # (StackedScorer, this seed's index): ``stacked``
 
     @staticmethod
     @abstractmethod
@@ -47,7 +48,17 @@ class TXLModel(ABC):
     @classmethod
     def load(cls, checkpoint: str, device: str = "cpu") -> Self:
         """The one loader of these checkpoints (module in eval mode, config, vocabularies): an instance of
-        ``cls``; the checkpoint's family must be one of ``network()``'s."""
+        ``cls``; the checkpoint's family must be one of ``network()``'s. In an eval group with stacked scoring
+        its label log-probs come from its seed stack (``stacked``)."""
+        from experiments.evaluate.scorers import stacked
+
+        model = cls.load_solo(checkpoint, device)
+        stacked.attach(model, checkpoint, device)
+        return model
+
+    @classmethod
+    def load_solo(cls, checkpoint: str, device: str = "cpu") -> Self:
+        """``load`` without a seed stack."""
         from experiments.checkpoints import read_checkpoint
 
         families, build = cls.network()
@@ -77,14 +88,11 @@ class TXLModel(ABC):
     def label_logprobs(self, examples: Sequence[Any]) -> list[np.ndarray]:
         """Each example's label log-probs in one pass (float64; entry j = log p(token j+1 | tokens <= j),
         0 where nothing is predicted)."""
+        if self.seed_stack is not None:
+            stack, index = self.seed_stack
+            return stack.label_logprobs(index, self.chunks(examples), examples)
         logits, chunks = self._forward(examples)
-        per_chunk = []
-        for chunk_logits, chunk in zip(logits, chunks):
-            scores = chunk_logits.float()
-            picked = scores.gather(-1, chunk.labels[..., None]).squeeze(-1)
-            per_chunk.append((picked - torch.logsumexp(scores, -1)).masked_fill(chunk.labels == 0, 0.0))
-        lp = torch.cat(per_chunk, dim=1).double().cpu().numpy()  # chunks before the last have full length
-        return [lp[b, : len(e)] for b, e in enumerate(examples)]
+        return per_example(picked_logprobs(logits, chunks), examples)
 
     @torch.no_grad()
     def distributions(self, examples: Sequence[Any], positions: Sequence[Sequence[int]]) -> list[torch.Tensor]:
@@ -93,3 +101,20 @@ class TXLModel(ABC):
         length = self.length
         return [torch.stack([logits[p // length][b, p % length] for p in ps]).float().log_softmax(-1).cpu()
                 for b, ps in enumerate(positions)]
+
+
+def picked_logprobs(logits: Sequence[torch.Tensor], chunks: Sequence[Any]) -> np.ndarray:
+    """[B, N] float32 log-prob of each chunk position's label (N the chunks' total length; 0 where the label
+    is 0), from the chunks' logits (float32 log-softmax of them)."""
+    per_chunk = []
+    for chunk_logits, chunk in zip(logits, chunks, strict=True):
+        scores = chunk_logits.float()
+        picked = scores.gather(-1, chunk.labels[..., None]).squeeze(-1)
+        per_chunk.append((picked - torch.logsumexp(scores, -1)).masked_fill(chunk.labels == 0, 0.0))
+    return torch.cat(per_chunk, dim=1).cpu().numpy()  # chunks before the last have full length
+
+
+def per_example(logprobs: np.ndarray, examples: Sequence[Any]) -> list[np.ndarray]:
+    """Each example's row of ``picked_logprobs``, cut to its length, as float64."""
+    lp = logprobs.astype(np.float64)
+    return [lp[b, : len(e)] for b, e in enumerate(examples)]

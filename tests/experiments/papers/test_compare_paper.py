@@ -5,11 +5,18 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
 import pytest
+import yaml
 
+from analysis.comparison_figures import BLIMP_PHENOMENON_HEATMAP, SG_CIRCUIT_HEATMAP, SG_VS_PPL
+from analysis.report import write_report
+from analysis.statistics import NOT_COMPARED
 from experiments import papers
+from experiments.experiment_spec import load_spec
 from experiments.papers import compare
-from experiments.reproduce import spec_for
+from experiments.reproduce import run_pipeline, spec_for
+from tests.experiments.evaluate.test_hf_scorer import build_tiny_gpt2
 
 SCALES = ("demo", "cpu-small", "paper")
 TEST_WORDS = {"demo": "ptb-sample", "cpu-small": "ptb-sample", "paper": "ptb"}
@@ -53,3 +60,41 @@ def test_the_constituency_and_dependency_test_sets_have_the_same_words(prepared_
     words = {c: read_sentences(c, "test", None, str(prepared_data_dir)).words
              for c in ("ptb-sample", "ptb-sample-sd", "ptb-sample-ud")}
     assert words["ptb-sample"] == words["ptb-sample-sd"] == words["ptb-sample-ud"]
+
+
+@pytest.mark.slow
+def test_demo_end_to_end_with_a_pretrained_model_beside(tmp_path, prepared_data_dir, shared_data, monkeypatch):
+    """The shipped demo plus a tiny local GPT-2 (``hf:DIR``, evaluated, never trained): every stage, and a
+    report whose comparison has a row for every family, the standard transformer and the pretrained model,
+    with Welch tests between models scored on the same items and the three figures."""
+    monkeypatch.setenv("SYNBENCH_DATA", str(prepared_data_dir))
+    gpt2 = build_tiny_gpt2(tmp_path / "gpt2", shared_data)
+    data = yaml.safe_load(load_spec("reproduce-compare-demo").path.read_text())
+    data["models"].append({"source": f"hf:{gpt2}", "name": "gpt2-tiny"})
+    for entry in data["evaluations"]:  # scored with the string models: the same words, items and pairs
+        if "hf-scratch" in entry.get("models", []):
+            entry["models"].append("gpt2-tiny")
+    path = tmp_path / "reproduce-compare-demo.yaml"
+    path.write_text(yaml.safe_dump(data))
+    spec = load_spec(path)
+    outcome = run_pipeline(spec, tmp_path / "runs", poll_s=1, write_report=write_report)
+    assert outcome.failed == {}, outcome.failed
+    analysis = tmp_path / "runs" / spec.name / "analysis"
+    settings = json.loads((analysis / "settings.json").read_text())
+    assert settings["runs"]["done"] == 35 and settings["scale"] == "demo"
+    text = outcome.report_md.read_text()
+    section = text.split("## Comparison across models", 1)[1].split("\n## ", 1)[0]
+    rows = {line.split(" | ")[0].lstrip("| ") for line in section.splitlines() if line.startswith("| ")}
+    expected = {"tg", "txl-trees", "txl-terminals", "pushdown", "base-lm", "dtg", "dtg-eager", "dtg-swift",
+                "txl-trans", "awd-lstm", "palm-u", "palm-s", "palm-rb", "esom", "dsom", "hf-scratch", "gpt2-tiny"}
+    assert expected <= rows
+    assert "PPL − gold-tree PPL" in section and "training tokens/s" in section
+    assert "upper bound (N = 4 proposals" in section and "exact" in section
+    for stem in (SG_VS_PPL, SG_CIRCUIT_HEATMAP, BLIMP_PHENOMENON_HEATMAP):
+        assert (analysis / "figures" / f"{stem}.png").is_file(), stem
+        assert f"figures/{stem}.png" in section
+    welch = pd.read_csv(analysis / "welch.csv")
+    tested = welch[(welch["metric"] == "ppl") & ~welch["note"].fillna("").str.startswith(NOT_COMPARED)]
+    pairs = {frozenset(p) for p in zip(tested["model_a"], tested["model_b"], strict=True)}
+    assert frozenset({"dsom", "hf-scratch"}) in pairs and frozenset({"tg", "pushdown"}) in pairs  # same words
+    assert set(tested["correction"]) == {"holm"}
