@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from analysis.eval_results import run_items, run_metrics
 from experiments.config import config_hash
@@ -63,7 +63,7 @@ def collect(
     missing: list[str] = []
     hashes: dict[int, str] = {}
     scoring: dict[str, dict[str, list[dict[str, str]]]] = {}
-    evaluated_on: dict[str, dict[str, set[str]]] = {}
+    evaluated_on: dict[str, dict[str, set[Scored]]] = {}
     for run in experiment_runs(spec, seeds):
         ident = {
             "experiment": spec.name,
@@ -109,26 +109,55 @@ def collect(
         "metrics": sorted({row["metric"] for row in long_rows}),
         "notes": notes,
         "scoring": scoring,
-        "evaluated_on": {name: {model: " / ".join(sorted(what)) for model, what in by_model.items()}
-                         for name, by_model in sorted(evaluated_on.items())},
+        "evaluated_on": _described(evaluated_on),
     }
     return long_rows, wide_rows, summary, item_rows
 
 
-def _evaluated_on(data: str, level: str, metrics: dict[str, Any], eval_settings: dict[str, Any]) -> dict[str, str]:
-    """What each metric of one run was computed on, in words: two models' values of a metric are comparable
-    only when these agree (the Welch tests check it). An evaluation's metric: its corpus (or task), level and
+class Scored(NamedTuple):
+    """What one run's metric was computed on: a corpus (or task), the fingerprint of its words when the eval
+    records one (``words_sha256``), and the rest (level, item count)."""
+
+    source: str
+    words: str | None
+    rest: str
+
+
+def _evaluated_on(data: str, level: str, metrics: dict[str, Any], eval_settings: dict[str, Any]
+                  ) -> dict[str, Scored]:
+    """What each metric of one run was computed on: two models' values of a metric are comparable only when
+    these agree (the Welch tests check it). An evaluation's metric: its corpus (or task), words, level and
     item count; a training metric: the run's data, level and the number of validation tokens its loss averages
     over (TG's actions and TXL (terminals)' words differ)."""
-    described: dict[str, str] = {}
+    described: dict[str, Scored] = {}
     for task, settings in eval_settings.items():
-        parts = [str(settings.get("corpus") or tasks.unlabelled(task))]
-        parts += [f"{settings['level']} level"] if settings.get("level") else []
+        parts = [f"{settings['level']} level"] if settings.get("level") else []
         parts += [f"{settings['n_items']} items"] if settings.get("n_items") is not None else []
-        described.update(dict.fromkeys(settings.get("metrics", []), ", ".join(parts)))
+        what = Scored(str(settings.get("corpus") or tasks.unlabelled(task)), settings.get("words_sha256"),
+                      ", ".join(parts))
+        described.update(dict.fromkeys(settings.get("metrics", []), what))
     tokens = f", {metrics['val_tokens']} validation tokens" if "val_tokens" in metrics else ""
-    training = f"{data} in training, {level} level{tokens}"
+    training = Scored(f"{data} in training", None, f"{level} level{tokens}")
     return {name: described.get(name, training) for name in metrics}
+
+
+def _described(evaluated_on: dict[str, dict[str, set[Scored]]]) -> dict[str, dict[str, str]]:
+    """{metric: {model: what its values were computed on, in words}}; corpora of the same words (a treebank's
+    test split and its dependency conversions') are named together, ``ptb-sample/test = ptb-sample-sd/test``, so
+    the models scored on them count as scored on the same items."""
+    aliases: dict[str, set[str]] = {}
+    for by_model in evaluated_on.values():
+        for scored in by_model.values():
+            for what in scored:
+                if what.words:
+                    aliases.setdefault(what.words, set()).add(what.source)
+
+    def words(what: Scored) -> str:
+        source = " = ".join(sorted(aliases[what.words])) if what.words else what.source
+        return ", ".join(p for p in (source, what.rest) if p)
+
+    return {name: {model: " / ".join(sorted(map(words, scored))) for model, scored in by_model.items()}
+            for name, by_model in sorted(evaluated_on.items())}
 
 
 def _add_scoring(scoring: dict[str, dict[str, list[dict[str, str]]]], model: str,

@@ -22,6 +22,7 @@ import argparse
 import hashlib
 import json
 import sys
+import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -106,8 +107,12 @@ def run_group(listing: Path, stacked_scoring: str = "auto") -> int:
         task.done.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(task.command_file, task.command)
         print(f"synbench: eval group: {task.label}", flush=True)
-        with stacks.member(i):
-            codes.append(main(list(task.argv[3:])))
+        try:
+            with stacks.member(i):
+                codes.append(main(list(task.argv[3:])))
+        except Exception:  # a crash of one member, as its solo process would: logged, the others still run
+            traceback.print_exc()
+            codes.append(1)
     if all(task.is_done() for task in tasks):
         atomic_write_text(Path(listing).with_name("DONE"), "")
         return 0

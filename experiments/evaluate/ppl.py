@@ -76,6 +76,12 @@ def read_sentences(corpus: str, split: str, limit: int | None = None, data_dir: 
                      [s.location for s in read], [s.document for s in read], [s.tags for s in read])
 
 
+def words_sha256(words: Sequence[Sequence[str]]) -> str:
+    """The evaluated words' fingerprint: two corpora of the same sentences (a treebank and its dependency
+    conversions) are the same items for the statistics (``analysis.aggregate``)."""
+    return hashlib.sha256("\n".join(" ".join(w) for w in words).encode("utf-8")).hexdigest()
+
+
 def evaluate(chosen: ChosenScorer, model_path: str | Path, sentences: Sentences, limit: int | None,
              out: str | Path | None = None) -> tuple[dict[str, Any], int]:
     """Score the sentences (only those missing from the cache) and write the results.
@@ -83,7 +89,7 @@ def evaluate(chosen: ChosenScorer, model_path: str | Path, sentences: Sentences,
     Returns ``(result, computed)``: the printed result object and the number of sentences scored now.
     """
     settings = {**chosen.settings, "corpus": sentences.name, "sentences": len(sentences.words),
-                "limit": limit, "level": chosen.level}
+                "limit": limit, "level": chosen.level, "words_sha256": words_sha256(sentences.words)}
     identity = {"task": "ppl", **chosen.identity, "corpus": sentences.name, "limit": limit,
                 "data_sha256": sentences.checksum()}
     out_dir = Path(out) if out is not None else default_out_dir(model_path, "ppl", identity)

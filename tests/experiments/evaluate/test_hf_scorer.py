@@ -23,8 +23,9 @@ BOS = "<|endoftext|>"
 SAMPLE = ["wsj_0001.mrg", "wsj_0002.mrg", "wsj_0003.mrg", "wsj_0004.mrg", "wsj_0005.mrg", "wsj_0006.mrg"]
 
 
-def build_tiny_gpt2(folder: Path, shared_data: Path) -> Path:
-    """A randomly initialised 2-layer GPT-2 with a byte-level BPE (vocab 500) trained on PTB-sample text."""
+def build_tiny_gpt2(folder: Path, shared_data: Path, n_positions: int = 128) -> Path:
+    """A randomly initialised 2-layer GPT-2 with a byte-level BPE (vocab 500) trained on PTB-sample text, reading
+    ``n_positions`` pieces."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import GPT2Config, GPT2LMHeadModel, GPT2TokenizerFast
 
@@ -37,7 +38,7 @@ def build_tiny_gpt2(folder: Path, shared_data: Path) -> Path:
                                                        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
     tokenizer = GPT2TokenizerFast(tokenizer_object=bpe, bos_token=BOS, eos_token=BOS, unk_token=BOS)
     torch.manual_seed(0)
-    model = GPT2LMHeadModel(GPT2Config(vocab_size=len(tokenizer), n_positions=128, n_embd=32, n_layer=2, n_head=2,
+    model = GPT2LMHeadModel(GPT2Config(vocab_size=len(tokenizer), n_positions=n_positions, n_embd=32, n_layer=2, n_head=2,
                                        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id))
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)

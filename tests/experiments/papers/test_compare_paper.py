@@ -68,7 +68,7 @@ def test_demo_end_to_end_with_a_pretrained_model_beside(tmp_path, prepared_data_
     report whose comparison has a row for every family, the standard transformer and the pretrained model,
     with Welch tests between models scored on the same items and the three figures."""
     monkeypatch.setenv("SYNBENCH_DATA", str(prepared_data_dir))
-    gpt2 = build_tiny_gpt2(tmp_path / "gpt2", shared_data)
+    gpt2 = build_tiny_gpt2(tmp_path / "gpt2", shared_data, n_positions=512)  # the test sentences' BPE pieces
     data = yaml.safe_load(load_spec("reproduce-compare-demo").path.read_text())
     data["models"].append({"source": f"hf:{gpt2}", "name": "gpt2-tiny"})
     for entry in data["evaluations"]:  # scored with the string models: the same words, items and pairs
@@ -97,4 +97,5 @@ def test_demo_end_to_end_with_a_pretrained_model_beside(tmp_path, prepared_data_
     tested = welch[(welch["metric"] == "ppl") & ~welch["note"].fillna("").str.startswith(NOT_COMPARED)]
     pairs = {frozenset(p) for p in zip(tested["model_a"], tested["model_b"], strict=True)}
     assert frozenset({"dsom", "hf-scratch"}) in pairs and frozenset({"tg", "pushdown"}) in pairs  # same words
+    assert frozenset({"dtg", "tg"}) in pairs  # ptb-sample-sd/test = ptb-sample/test: the same words
     assert set(tested["correction"]) == {"holm"}
