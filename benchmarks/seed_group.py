@@ -28,6 +28,8 @@ import sys
 import time
 from pathlib import Path
 
+from lightning_modules.models.compiled import COMPILE_MODES
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -39,6 +41,7 @@ def measure(mode: str, size: int, args: argparse.Namespace) -> dict[str, float]:
     from experiments.batching import StepBatches
     from experiments.config import resolve_train_config
     from experiments.families import get_family
+    from lightning_modules.models.compiled import compile_module
     from lightning_modules.models.seed_stack import SeedStack
 
     torch.set_num_threads(args.threads)
@@ -49,7 +52,8 @@ def measure(mode: str, size: int, args: argparse.Namespace) -> dict[str, float]:
     modules = []
     for seed in range(size):
         pl.seed_everything(seed, verbose=False)
-        modules.append(family.build_module(cfg, data).to(device).train())
+        module = family.build_module(cfg, data).to(device).train()
+        modules.append(compile_module(module, args.compile) if mode == "solo" else module)
     batch_size = args.batch_size
     streams = [iter(StepBatches(data.train, batch_size, seed, data.collate)) for seed in range(size)]
     clip = float(modules[0].config.grad_clip_norm)
@@ -58,7 +62,7 @@ def measure(mode: str, size: int, args: argparse.Namespace) -> dict[str, float]:
         return [chunk.to(device) for chunk in batch]
 
     if mode == "group":
-        stack = SeedStack(modules)
+        stack = SeedStack(modules).compile(args.compile)
         optimizer = torch.optim.Adam(stack.parameters().values(), lr=1e-4)
 
         def steps(n: int) -> None:
@@ -109,6 +113,8 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=4, help="sequences per seed and step (cpu-small's is 16)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=2, help="interleaved measurements of each mode per S")
+    ap.add_argument("--compile", choices=COMPILE_MODES, default="none",
+                    help="runtime.compile of both paths: each solo network, the group's vmapped loss")
     ap.add_argument("--override", nargs="*", default=[], metavar="KEY=VALUE")
     ap.add_argument("--one", nargs=2, metavar=("MODE", "S"), help=argparse.SUPPRESS)  # a child measurement
     args = ap.parse_args()
@@ -120,7 +126,8 @@ def main() -> None:
     import torch
 
     forwarded = sys.argv[1:]
-    print(f"# {args.family} {args.preset} on {args.device} ({args.threads} threads), batch {args.batch_size}, "
+    print(f"# {args.family} {args.preset} on {args.device} ({args.threads} threads, compile {args.compile}), "
+          f"batch {args.batch_size}, "
           f"{args.steps} timed steps per seed, best of {args.repeats} interleaved; load average "
           f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     print(f"{'S':>4} {'solo seed-steps/s':>18} {'group seed-steps/s':>19} {'speed-up':>9} "

@@ -16,6 +16,12 @@ Peak bf16 dense tensor FLOPs assumed: H100 SXM 989.4 TFLOP/s (H100 PCIe 756), H2
 without sparsity); other devices need ``--peak-tflops``.
 Ratios TG / TXL are printed from the same run. Targets (issue 17): TG step time <= 1.15x TXL's, TG MFU >= 35 %.
 
+``--compile MODE`` (default | reduce-overhead, ``runtime.compile``): each model also runs with its network
+compiled (``lightning_modules.models.compiled``), from the same initial weights on the same batches, steps
+interleaved with the eager ones (TG, TG compiled, TXL, TXL compiled, ...); the compiled / eager step-time ratio
+of each is printed. The warm-up steps take the compilation; a step whose chunk shape is new may recompile once
+(automatic dynamic shapes), so raise ``--warmup`` when the median moves.
+
 ``--check`` first compares the flex and dense attention paths on the device (forward logits and every
 parameter gradient, fp32, rtol 1e-4) on the benchmark's own batches.
 
@@ -25,6 +31,7 @@ official data pipeline feeds them (tests/lightning_modules/families/tg/test_tg_d
     python benchmarks/training_step.py --device cuda --preset ptb --precision bf16 --steps 20 --check
     python benchmarks/training_step.py --device cuda --preset bllip --vocab-size 32768 --batch-size 32
     python benchmarks/training_step.py --device cpu --tiny --steps 2        # CPU smoke test
+    python benchmarks/training_step.py --device cuda --preset ptb --compile reduce-overhead --warmup 10
     python benchmarks/training_step.py --compare layout --preset cpu-small
 """
 
@@ -43,6 +50,7 @@ from experiments.batching import batch_indices
 from experiments.config import resolve_train_config
 from experiments.families import get_family
 from lightning_modules.data.encodings.batch import collate_chunk
+from lightning_modules.models.compiled import compile_module
 
 PEAK_BF16_TFLOPS = {"H100 PCIe": 756.0, "H100": 989.4, "H200": 989.4}
 TINY = ["model.d_model=32", "model.n_layers=2", "model.n_heads=2", "model.d_ff=64"]
@@ -176,15 +184,19 @@ def compare_families(args: argparse.Namespace) -> None:
         else contextlib.nullcontext
     peak = peak_tflops(device, args.peak_tflops)
     models = {}
-    for name in ("tg", "txl-terminals"):
-        module, steps, words = family_batches(name, args)
-        if args.check:
-            check_paths(name, module, steps[0])
-        optimizer = torch.optim.Adam(module.parameters(), lr=1e-5)
-        flops = [step_flops(module, chunks) for chunks in steps]
-        models[name] = {"module": module, "steps": steps, "words": words, "optimizer": optimizer, "flops": flops,
-                        "times": [], "peaks": [], "tokens": [sum(int((c.inputs != 0).sum()) for c in s) for s in steps]}
-    for k in range(args.steps + args.warmup):  # interleaved: TG step k, TXL step k, ...
+    for family in ("tg", "txl-terminals"):
+        for mode in ("none",) if args.compile == "none" else ("none", args.compile):
+            name = family if mode == "none" else f"{family} {mode}"
+            module, steps, words = family_batches(family, args)  # the same initial weights in both modes
+            if args.check and mode == "none":
+                check_paths(name, module, steps[0])
+            module = compile_module(module, mode)
+            optimizer = torch.optim.Adam(module.parameters(), lr=1e-5)
+            flops = [step_flops(module, chunks) for chunks in steps]
+            models[name] = {"module": module, "steps": steps, "words": words, "optimizer": optimizer,
+                            "flops": flops, "times": [], "peaks": [],
+                            "tokens": [sum(int((c.inputs != 0).sum()) for c in s) for s in steps]}
+    for k in range(args.steps + args.warmup):  # interleaved: TG step k, (TG compiled step k,) TXL step k, ...
         for m in models.values():
             sync(device)
             if device == "cuda":
@@ -199,7 +211,8 @@ def compare_families(args: argparse.Namespace) -> None:
                     m["peaks"].append(torch.cuda.max_memory_allocated() - resident)
     print(f"TG vs TXL (terminals), preset {args.preset}{' (tiny)' if args.tiny else ''}, device {device}"
           f"{' ' + torch.cuda.get_device_name() if device == 'cuda' else ''}, precision {args.precision}, "
-          f"attention {args.attention or 'auto'}, {args.steps} steps after {args.warmup} warm-up, "
+          f"attention {args.attention or 'auto'}, compile {args.compile}, {args.steps} steps after {args.warmup} "
+          f"warm-up, "
           f"peak {f'{peak:g} TFLOP/s' if peak else 'unknown (no MFU; --peak-tflops)'}")
     summary = {}
     for name, m in models.items():
@@ -212,7 +225,7 @@ def compare_families(args: argparse.Namespace) -> None:
         summary[name] = {"step": statistics.median(m["times"]), "tokens_s": tokens / t, "words_s": words / t,
                          "mfu": mfu}
         peak_gb = f"{max(m['peaks']) / 2**30:6.2f} GiB" if m["peaks"] else "   n/a"
-        print(f"  {name:14} {params / 1e6:7.1f}M params: {summary[name]['step'] * 1000:8.1f} ms/step  "
+        print(f"  {name:30} {params / 1e6:7.1f}M params: {summary[name]['step'] * 1000:8.1f} ms/step  "
               f"{tokens / t:9.0f} tokens/s  {words / t:8.0f} words/s  step peak {peak_gb} "
               f"(+{state_gb:.2f} GiB params/grads/Adam)  {flops / t / 1e12:7.2f} TFLOP/s"
               + (f"  MFU {mfu * 100:5.1f} %" if mfu is not None else ""))
@@ -223,6 +236,10 @@ def compare_families(args: argparse.Namespace) -> None:
     print(f"  TG / TXL: step time {tg['step'] / txl['step']:.2f}x (target <= 1.15), tokens/s "
           f"{tg['tokens_s'] / txl['tokens_s']:.2f}x, words/s {tg['words_s'] / txl['words_s']:.2f}x"
           + (f"; TG MFU {tg['mfu'] * 100:.1f} % (target >= 35 %)" if tg["mfu"] is not None else ""))
+    if args.compile != "none":
+        print("  compiled / eager step time: " + ", ".join(
+            f"{family} {summary[f'{family} {args.compile}']['step'] / summary[family]['step']:.2f}x"
+            for family in ("tg", "txl-terminals")))
 
 
 def compare_layout(args: argparse.Namespace) -> None:
@@ -275,6 +292,8 @@ def main() -> None:
     ap.add_argument("--corpus", default="ptb-sample", help="the sentences (default ptb-sample)")
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--compile", choices=("none", "default", "reduce-overhead"), default="none",
+                    help="also run each model with runtime.compile=MODE, interleaved with eager (default: none)")
     ap.add_argument("--check", action="store_true", help="first compare flex and dense (forward and gradients)")
     ap.add_argument("--profile", action="store_true", help="print where the time of a step goes (torch.profiler)")
     ap.add_argument("--peak-tflops", type=float, help="the device's peak bf16 dense TFLOP/s (MFU's denominator)")
@@ -287,6 +306,8 @@ def main() -> None:
         ap.error("--device cuda: CUDA is not available on this machine")
     torch.set_num_threads(args.threads)
     args.precision = args.precision or ("bf16" if args.device == "cuda" else "fp32")
+    if args.compile == "reduce-overhead" and args.device != "cuda":
+        ap.error("--compile reduce-overhead captures CUDA graphs: it needs --device cuda")
     if args.compare == "layout":
         args.preset = args.preset or "cpu-small"
         compare_layout(args)

@@ -21,9 +21,10 @@ from lightning_modules.errors import InputError
 
 VOLATILE_SECTIONS = ("runtime",)
 # runtime settings that change what training computes (numerics; the effective batch: train.batch_size per
-# process; the seeds of a group whose dropout masks differ from solo runs'): part of the run's identity when
-# they differ from these defaults, so ids of default runs stay put
-RESULT_RUNTIME = {"precision": "32-true", "devices": 1, "seed_group": None}
+# process; the seeds of a group whose dropout masks differ from solo runs'; compiled kernels, which round
+# differently and draw their own dropout masks): part of the run's identity when they differ from these
+# defaults, so ids of default runs stay put
+RESULT_RUNTIME = {"precision": "32-true", "devices": 1, "seed_group": None, "compile": "none"}
 _FLOAT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
 
 

@@ -36,6 +36,7 @@ import torch
 from experiments.runs import DONE, FAILED, write_done, write_failed, write_heartbeat
 from experiments.seed_grouping import group_seed
 from lightning_modules.errors import InputError
+from lightning_modules.models.compiled import compile_mode
 
 
 def train_group(cfg: dict[str, Any], seeds: Sequence[int], run_dirs: Sequence[Path]) -> dict[int, dict[str, Any]]:
@@ -79,6 +80,7 @@ def _train_pending(cfg: dict[str, Any], pending: list[tuple[int, Path]], group_s
     results: dict[int, dict[str, Any]] = {}
     rt = cfg["runtime"]
     hardware = trainer_hardware(rt)
+    compile_mode(rt)  # a bad value fails before the data is built
     if hardware["devices"] != 1 or hardware["precision"] != "32-true":
         raise InputError("a seed group trains on one device in 32-true precision", "--seeds")
     set_threads(rt)
@@ -143,7 +145,7 @@ class _GroupRun:
         self.cfg, self.family, self.data, self.members = cfg, family, data, members
         self.group_seed = group_seed
         self.tc = cfg["train"]
-        self.stack = SeedStack([m.module for m in members])
+        self.stack = SeedStack([m.module for m in members]).compile(compile_mode(cfg["runtime"]))
         configured = self.stack.stacked.configure_optimizers()
         self.optimizer = configured["optimizer"]
         scheduler = configured.get("lr_scheduler")

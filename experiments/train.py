@@ -51,6 +51,7 @@ def _train(cfg: dict[str, Any], seed: int, run_dir: Path, callbacks: list[Any]) 
     from experiments.families import get_family
     from experiments.training_callbacks import Heartbeat, LastCheckpoint, NaNGuard, StepSeeding
     from experiments.training_cost import TrainingCost
+    from lightning_modules.models.compiled import compile_mode, compile_module
 
     finished = start_run(cfg, seed, run_dir)
     if finished is not None:
@@ -58,6 +59,7 @@ def _train(cfg: dict[str, Any], seed: int, run_dir: Path, callbacks: list[Any]) 
 
     rt, tc = cfg["runtime"], cfg["train"]
     hardware = trainer_hardware(rt)
+    compiling = compile_mode(rt)
     set_threads(rt)
     pl.seed_everything(seed, workers=True, verbose=False)
     torch.use_deterministic_algorithms(bool(tc.get("deterministic", True)), warn_only=True)
@@ -65,7 +67,7 @@ def _train(cfg: dict[str, Any], seed: int, run_dir: Path, callbacks: list[Any]) 
     family = get_family(cfg["family"])
     data = family.build_data(cfg)
     pl.seed_everything(seed, workers=True, verbose=False)  # initialisation independent of data-building RNG use
-    module = family.build_module(cfg, data)
+    module = compile_module(family.build_module(cfg, data), compiling)
 
     ckpt_dir = run_dir / "checkpoints"
     best = ModelCheckpoint(dirpath=ckpt_dir, filename="best", monitor="val/loss", mode="min", save_top_k=1,

@@ -181,6 +181,15 @@ class SeedStack:
         with sdpa_kernel(SDPBackend.MATH):
             return run(params, batch)
 
+    def compile(self, mode: str, backend: str = "inductor") -> SeedStack:
+        """``runtime.compile`` (``lightning_modules.models.compiled``) for the group: ``losses``, the vmapped
+        forward of all seeds, through ``torch.compile`` as one function (the modules given stay eager)."""
+        from lightning_modules.models.compiled import compile_options
+
+        if mode != "none":
+            self.losses = torch.compile(self.losses, **compile_options(self.template, mode, backend))
+        return self
+
     def train(self, mode: bool = True) -> SeedStack:
         """Training (dropout on) or evaluation mode."""
         self.stacked.train(mode)

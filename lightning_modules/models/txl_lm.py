@@ -162,6 +162,8 @@ def parameter_breakdown(module: TransformerGrammarLM) -> dict[str, int]:
 class TransformerGrammarLM(ScheduledClipping, pl.LightningModule):
     """TG / TXL (trees) / TXL (terminals): forward over chunks, loss, optimisation, token log-probs."""
 
+    compiled_parts = ("network",)  # what ``runtime.compile`` compiles (lightning_modules.models.compiled)
+
     def __init__(self, config: TGConfig | Mapping[str, Any]):
         super().__init__()
         self.config = config if isinstance(config, TGConfig) else config_from_dict(config)

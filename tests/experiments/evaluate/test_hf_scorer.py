@@ -38,8 +38,9 @@ def build_tiny_gpt2(folder: Path, shared_data: Path, n_positions: int = 128) -> 
                                                        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
     tokenizer = GPT2TokenizerFast(tokenizer_object=bpe, bos_token=BOS, eos_token=BOS, unk_token=BOS)
     torch.manual_seed(0)
-    model = GPT2LMHeadModel(GPT2Config(vocab_size=len(tokenizer), n_positions=n_positions, n_embd=32, n_layer=2, n_head=2,
-                                       bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id))
+    model = GPT2LMHeadModel(GPT2Config(vocab_size=len(tokenizer), n_positions=n_positions, n_embd=32, n_layer=2,
+                                       n_head=2, bos_token_id=tokenizer.bos_token_id,
+                                       eos_token_id=tokenizer.eos_token_id))
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
