@@ -21,11 +21,14 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import sys
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
+from experiments.evaluate import tasks as eval_tasks
+from experiments.evaluate.scorers import stacked
 from experiments.evaluation_plan import Planner, StageTask
 from lightning_modules.data.atomic import atomic_write_text
 
@@ -91,16 +94,15 @@ def run_group(listing: Path, stacked_scoring: str = "auto") -> int:
     """Run every member not done (each as its solo ``synbench eval``, the members of one entry seed-stacked as
     ``stacked_scoring`` says); DONE beside the listing once all are."""
     from experiments.cli import main
-    from experiments.evaluate.scorers.stacked import GroupStacks
 
     members = json.loads(Path(listing).read_text())
-    tasks = [StageTask(m["label"], Path(m["done"]).parent, tuple(m["argv"]), Path(m["done"]), m["label"])
+    stage_tasks = [StageTask(m["label"], Path(m["done"]).parent, tuple(m["argv"]), Path(m["done"]), m["label"])
              for m in members]
-    todo = [task for task in tasks if not task.is_done()]
+    todo = [task for task in stage_tasks if not task.is_done()]
     for task in todo:
         if task.argv[1:3] != ("-m", "experiments.cli"):
             raise ValueError(f"{listing}: not a synbench command: {task.argv}")
-    stacks = GroupStacks([task.argv[3:] for task in todo], stacked_scoring)
+    stacks = stacked.GroupStacks(member_stacks([task.argv[3:] for task in todo]), stacked_scoring)
     codes = []
     for i, task in enumerate(todo):
         task.done.unlink(missing_ok=True)
@@ -113,19 +115,50 @@ def run_group(listing: Path, stacked_scoring: str = "auto") -> int:
         except Exception:  # a crash of one member, as its solo process would: logged, the others still run
             traceback.print_exc()
             codes.append(1)
-    if all(task.is_done() for task in tasks):
+    if all(task.is_done() for task in stage_tasks):
         atomic_write_text(Path(listing).with_name("DONE"), "")
         return 0
     return next((c for c in codes if c), 1)
 
 
+def scoring_method(args: Sequence[str]) -> str | None:
+    """The method a ``synbench eval TASK ...`` argv scores with: its ``--method``, else the one method of a task
+    that takes none (``rerank``: proposals); None for a task its family evaluates itself (``scored=False``: its
+    results do not go through the scorer choice that records ``stacked_scoring``) or without one method."""
+    if "--method" in args[:-1]:
+        return args[args.index("--method") + 1]
+    task = eval_tasks.get(args[1])
+    return task.methods[0] if task.scored and not task.takes_method and len(task.methods) == 1 else None
+
+
+def member_stacks(argvs: Sequence[Sequence[str]]) -> list[tuple[str, ...] | None]:
+    """Each member's stack: the checkpoints of the members whose ``synbench eval`` argv (without the interpreter)
+    is the same but for the checkpoint and ``--out``, when there are at least two and their method is one of
+    ``stacked.STACKED_METHODS``; None for a member scored solo."""
+    keys: list[tuple[str, ...] | None] = []
+    checkpoints: list[str] = []
+    for argv in argvs:
+        args = list(argv)
+        if (len(args) < 3 or args[0] != "eval" or "--out" not in args[:-1]
+                or scoring_method(args) not in stacked.STACKED_METHODS):
+            keys.append(None)
+            checkpoints.append("")
+            continue
+        checkpoints.append(os.path.abspath(args[2]))
+        out = args.index("--out")
+        keys.append(tuple(args[:2] + args[3:out] + args[out + 2:]))
+    by_key: dict[tuple[str, ...], list[str]] = {}
+    for key, checkpoint in zip(keys, checkpoints, strict=True):
+        if key is not None:
+            by_key.setdefault(key, []).append(checkpoint)
+    return [tuple(by_key[k]) if k is not None and len(set(by_key[k])) > 1 else None for k in keys]
+
+
 def cli(argv: Sequence[str]) -> int:
     """``python -m experiments.eval_group GROUP.json [--stacked-scoring MODE]`` (the group task's command)."""
-    from experiments.evaluate.scorers.stacked import MODES
-
     parser = argparse.ArgumentParser(prog="python -m experiments.eval_group", description=__doc__)
     parser.add_argument("listing", type=Path, help="the group's member list (group.json)")
-    parser.add_argument("--stacked-scoring", choices=MODES, default="auto")
+    parser.add_argument("--stacked-scoring", choices=stacked.MODES, default="auto")
     options = parser.parse_args(list(argv))
     return run_group(options.listing, options.stacked_scoring)
 

@@ -313,19 +313,12 @@ class _GroupRun:
     def _cost(self, module: Any) -> dict[str, Any]:
         """The ``training_cost`` fields of a seed: its parameters, the device, and the group attempt's timing
         (every seed of the group advances that many steps per second)."""
-        from experiments.training_cost import device_label, parameter_count
+        from experiments.training_cost import cost_fields
 
-        out: dict[str, Any] = {"parameters": parameter_count(module),
-                               "device": device_label(next(iter(self.stack.parameters().values())).device)}
-        steps, seconds = self.step - self._timed[1], time.perf_counter() - self._timed[0]
-        if steps <= 0:
-            return out
-        out.update(train_seconds=seconds, train_steps_timed=steps, train_steps_per_s=steps / seconds)
-        sequences, tokens = self.data.stats.get("train_sequences"), self.data.stats.get("train_tokens")
-        if sequences and tokens:
-            per_step = int(self.tc["batch_size"]) * int(self.tc.get("accumulate", 1))
-            out["train_tokens_per_s"] = steps * per_step * (tokens / sequences) / seconds
-        return out
+        device = next(iter(self.stack.parameters().values())).device
+        timed = (time.perf_counter() - self._timed[0], self.step - self._timed[1])
+        per_step = int(self.tc["batch_size"]) * int(self.tc.get("accumulate", 1))
+        return cost_fields(module, device, timed, self.data.stats, per_step)
 
     def _finish(self, max_steps: int) -> dict[int, dict[str, Any]]:
         results = {}

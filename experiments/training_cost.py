@@ -40,16 +40,27 @@ class TrainingCost(pl.Callback):
     def metrics(self, trainer: pl.Trainer, module: torch.nn.Module, stats: dict[str, Any],
                 batch_size: int) -> dict[str, Any]:
         """The cost fields of this run (timing only when ``fit`` trained at least one step)."""
-        out: dict[str, Any] = {"parameters": parameter_count(module), "device": device_name(trainer)}
-        if self._start is None or self._end is None or self._end[1] <= self._start[1]:
-            return out
-        seconds, steps = self._end[0] - self._start[0], self._end[1] - self._start[1]
-        out.update(train_seconds=seconds, train_steps_timed=steps, train_steps_per_s=steps / seconds)
-        sequences, tokens = stats.get("train_sequences"), stats.get("train_tokens")
-        if sequences and tokens:
-            per_step = batch_size * trainer.accumulate_grad_batches * trainer.world_size
-            out["train_tokens_per_s"] = steps * per_step * (tokens / sequences) / seconds
+        timed = None
+        if self._start is not None and self._end is not None:
+            timed = (self._end[0] - self._start[0], self._end[1] - self._start[1])
+        per_step = batch_size * trainer.accumulate_grad_batches * trainer.world_size
+        return cost_fields(module, trainer.strategy.root_device, timed, stats, per_step)
+
+
+def cost_fields(module: torch.nn.Module, device: torch.device, timed: tuple[float, int] | None,
+                stats: dict[str, Any], sequences_per_step: int) -> dict[str, Any]:
+    """The cost fields (module docstring) of a run trained on ``device``; ``timed`` = (seconds, optimizer steps)
+    of the attempt that finished it (None, or no step: no timing fields). A seed group, which trains without a
+    trainer, gives each seed the group attempt's timing."""
+    out: dict[str, Any] = {"parameters": parameter_count(module), "device": device_label(device)}
+    if timed is None or timed[1] <= 0:
         return out
+    seconds, steps = timed
+    out.update(train_seconds=seconds, train_steps_timed=steps, train_steps_per_s=steps / seconds)
+    sequences, tokens = stats.get("train_sequences"), stats.get("train_tokens")
+    if sequences and tokens:
+        out["train_tokens_per_s"] = steps * sequences_per_step * (tokens / sequences) / seconds
+    return out
 
 
 def parameter_count(module: torch.nn.Module) -> int:
@@ -57,13 +68,8 @@ def parameter_count(module: torch.nn.Module) -> int:
     return sum(p.numel() for p in module.parameters() if p.requires_grad)
 
 
-def device_name(trainer: pl.Trainer) -> str:
-    """``NVIDIA H100 80GB HBM3`` for a GPU, ``cpu (N threads)`` otherwise."""
-    return device_label(trainer.strategy.root_device)
-
-
 def device_label(device: torch.device) -> str:
-    """``device_name`` of a device (a seed group trains without a trainer)."""
+    """``NVIDIA H100 80GB HBM3`` for a GPU, ``cpu (N threads)`` otherwise."""
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
     return f"{device.type} ({torch.get_num_threads()} threads)"

@@ -48,7 +48,6 @@ if TYPE_CHECKING:
     import numpy as np
     import torch
 
-    from experiments.evaluate.scorers.txl_model import TXLModel
 
 MODES = ("auto", "on", "off")  # --stacked-scoring: auto = on where the eval device is CUDA
 STACKED_METHODS = ("exact", "gold", "proposals")  # scoring given inputs, the same for every seed
@@ -61,45 +60,10 @@ def _path(checkpoint: str) -> str:
     return os.path.abspath(checkpoint)
 
 
-def scoring_method(args: Sequence[str]) -> str | None:
-    """The method a ``synbench eval TASK ...`` argv scores with: its ``--method``, else the one method of a task
-    that takes none (``rerank``: proposals); None for a task its family evaluates itself (``scored=False``: its
-    results do not go through the scorer choice that records ``stacked_scoring``) or without one method."""
-    from experiments.evaluate import tasks
-
-    if "--method" in args[:-1]:
-        return args[args.index("--method") + 1]
-    task = tasks.get(args[1])
-    return task.methods[0] if task.scored and not task.takes_method and len(task.methods) == 1 else None
-
-
-def member_stacks(argvs: Sequence[Sequence[str]]) -> list[tuple[str, ...] | None]:
-    """Each member's stack: the checkpoints of the members whose ``synbench eval`` argv (without the interpreter)
-    is the same but for the checkpoint and ``--out``, when there are at least two and their method is one of
-    ``STACKED_METHODS``; None for a member scored solo."""
-    keys: list[tuple[str, ...] | None] = []
-    checkpoints: list[str] = []
-    for argv in argvs:
-        args = list(argv)
-        if (len(args) < 3 or args[0] != "eval" or "--out" not in args[:-1]
-                or scoring_method(args) not in STACKED_METHODS):
-            keys.append(None)
-            checkpoints.append("")
-            continue
-        checkpoints.append(_path(args[2]))
-        out = args.index("--out")
-        keys.append(tuple(args[:2] + args[3:out] + args[out + 2:]))
-    by_key: dict[tuple[str, ...], list[str]] = {}
-    for key, checkpoint in zip(keys, checkpoints, strict=True):
-        if key is not None:
-            by_key.setdefault(key, []).append(checkpoint)
-    return [tuple(by_key[k]) if k is not None and len(set(by_key[k])) > 1 else None for k in keys]
-
-
 class StackedScorer:
     """The S seeds of one stack as one network, and each seed's cache of results computed for it by others."""
 
-    def __init__(self, models: Sequence[TXLModel]):
+    def __init__(self, models: Sequence[Any]):
         from lightning_modules.models.seed_stack import SeedStack
 
         self.seeds = SeedStack([m.module for m in models])
@@ -109,7 +73,7 @@ class StackedScorer:
     def label_logprobs(self, index: int, chunks: list[Any], examples: Sequence[Any]) -> list[np.ndarray]:
         """Seed ``index``'s ``TXLModel.label_logprobs`` of ``examples`` (read as ``chunks``): from its cache, else
         from one forward of every seed (the others' results cached). Called under ``torch.no_grad``."""
-        from experiments.evaluate.scorers.txl_model import per_example, picked_logprobs
+        from experiments.evaluate.scorers.label_logprobs import per_example, picked_logprobs
 
         key = _key(chunks, examples)
         cached = self.pending[index].pop(key, None)
@@ -159,7 +123,7 @@ def _key(chunks: Sequence[Any], examples: Sequence[Any]) -> bytes:
     return digest.digest()
 
 
-def compatible(models: Sequence[TXLModel]) -> bool:
+def compatible(models: Sequence[Any]) -> bool:
     """Whether the models are seeds of one config: one class, family, model config and vocabulary, and the same
     parameter names and shapes (buffers are checked by ``SeedStack``)."""
     first = models[0]
@@ -183,13 +147,14 @@ _registry = _Registry()
 
 
 class GroupStacks:
-    """The stacks of one eval group's members (``member_stacks``), made active member by member."""
+    """The stacks of one eval group's members (each member's checkpoints or None: ``eval_group.member_stacks``),
+    made active member by member."""
 
-    def __init__(self, argvs: Sequence[Sequence[str]], mode: str):
+    def __init__(self, stacks: Sequence[tuple[str, ...] | None], mode: str):
         if mode not in MODES:
             raise ValueError(f"stacked scoring must be one of {', '.join(MODES)}, not {mode!r}")
         self.mode = mode
-        self.stacks = member_stacks(argvs) if mode != "off" else [None] * len(argvs)
+        self.stacks = list(stacks) if mode != "off" else [None] * len(stacks)
         self.last = {stack: i for i, stack in enumerate(self.stacks) if stack is not None}
 
     @contextmanager
@@ -207,7 +172,7 @@ class GroupStacks:
                 _registry.built.pop(stack, None)
 
 
-def attach(model: TXLModel, checkpoint: str, device: str) -> None:
+def attach(model: Any, checkpoint: str, device: str) -> None:
     """Route ``model``'s label log-probs through its stack when ``checkpoint`` is in the running member's stack
     (and the mode and device call for it); the stack is built on first use, solo when its seeds differ."""
     if _registry.active is None:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from experiments.eval_group import member_stacks
 from experiments.evaluate.scorers import stacked
 from tests.experiments.conftest import write_tiny_spec
 
@@ -98,7 +99,7 @@ def test_stack_of_different_configs_scores_solo(experiment):
     tg, _, terminals, _ = Planner(spec, experiment_runs(spec), root).eval_tasks()
     argvs = [list(tg.argv[3:]), list(tg.argv[3:])]
     argvs[1][2] = terminals.argv[5]  # a TXL (terminals) checkpoint in the TG seed's stack
-    stacks = stacked.GroupStacks(argvs, "on")
+    stacks = stacked.GroupStacks(member_stacks(argvs), "on")
     assert stacks.stacks[0] == stacks.stacks[1] is not None
     out = tmp / "mixed"
     argvs[0][argvs[0].index("--out") + 1] = str(out)
@@ -122,8 +123,8 @@ def test_member_stacks_are_one_entry_of_the_seeds_scoring_given_inputs():
     members = [argv("a", "gold"), argv("a", "beam"), rerank("a"), argv("b", "gold"), argv("b", "beam"), rerank("b"),
                argv("c", "gold", "-n", "2"), argv("a", "exact"), ["eval", "ppl", "a", "--out", "x"]]
     pair = (str(Path("a").resolve()), str(Path("b").resolve()))
-    assert stacked.member_stacks(members) == [pair, None, pair, pair, None, pair, None, None, None]
-    assert stacked.GroupStacks(members, "off").stacks == [None] * len(members)
+    assert member_stacks(members) == [pair, None, pair, pair, None, pair, None, None, None]
+    assert stacked.GroupStacks(member_stacks(members), "off").stacks == [None] * len(members)
 
 
 def test_flex_attention_config_is_stacked_on_the_dense_path(experiment, tiny_treebank):
