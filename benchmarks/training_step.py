@@ -50,7 +50,7 @@ from experiments.batching import batch_indices
 from experiments.config import resolve_train_config
 from experiments.families import get_family
 from lightning_modules.data.encodings.batch import collate_chunk
-from lightning_modules.models.compiled import compile_module
+from lightning_modules.models.compiled import COMPILE_MODES, compile_module
 
 PEAK_BF16_TFLOPS = {"H100 PCIe": 756.0, "H100": 989.4, "H200": 989.4}
 TINY = ["model.d_model=32", "model.n_layers=2", "model.n_heads=2", "model.d_ff=64"]
@@ -212,8 +212,7 @@ def compare_families(args: argparse.Namespace) -> None:
     print(f"TG vs TXL (terminals), preset {args.preset}{' (tiny)' if args.tiny else ''}, device {device}"
           f"{' ' + torch.cuda.get_device_name() if device == 'cuda' else ''}, precision {args.precision}, "
           f"attention {args.attention or 'auto'}, compile {args.compile}, {args.steps} steps after {args.warmup} "
-          f"warm-up, "
-          f"peak {f'{peak:g} TFLOP/s' if peak else 'unknown (no MFU; --peak-tflops)'}")
+          f"warm-up, peak {f'{peak:g} TFLOP/s' if peak else 'unknown (no MFU; --peak-tflops)'}")
     summary = {}
     for name, m in models.items():
         t = sum(m["times"])
@@ -292,7 +291,7 @@ def main() -> None:
     ap.add_argument("--corpus", default="ptb-sample", help="the sentences (default ptb-sample)")
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3)
-    ap.add_argument("--compile", choices=("none", "default", "reduce-overhead"), default="none",
+    ap.add_argument("--compile", choices=COMPILE_MODES, default="none",
                     help="also run each model with runtime.compile=MODE, interleaved with eager (default: none)")
     ap.add_argument("--check", action="store_true", help="first compare flex and dense (forward and gradients)")
     ap.add_argument("--profile", action="store_true", help="print where the time of a step goes (torch.profiler)")

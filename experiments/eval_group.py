@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import sys
 import traceback
 from collections.abc import Sequence
@@ -144,7 +143,7 @@ def member_stacks(argvs: Sequence[Sequence[str]]) -> list[tuple[str, ...] | None
             keys.append(None)
             checkpoints.append("")
             continue
-        checkpoints.append(os.path.abspath(args[2]))
+        checkpoints.append(stacked.checkpoint_key(args[2]))
         out = args.index("--out")
         keys.append(tuple(args[:2] + args[3:out] + args[out + 2:]))
     by_key: dict[tuple[str, ...], list[str]] = {}

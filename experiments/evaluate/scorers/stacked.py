@@ -6,8 +6,9 @@ score the same sentences, proposal trees or gold trees, in the same batches. Wit
 member to reach a batch runs ONE forward of all S seeds' parameters (stacked on a leading seed axis as training's
 ``lightning_modules.models.seed_stack.SeedStack`` stacks them, ``torch.func.functional_call`` under ``vmap``, the
 batch shared), returns its own seed's label log-probs and keeps the others' in their seeds' caches, keyed by the
-exact forward inputs (the chunks' tensors and the examples' lengths); a later member making the same call gets
-its result from the cache (popped: memory is freed as it is consumed) without a forward. A call not cached is
+exact inputs (the encoded examples' arrays, on the host: the chunks are built, on the device, only for a
+forward); a later member making the same call gets its result from the cache (popped: memory is freed as it is
+consumed) without a forward. A call not cached is
 computed again (correct, only slower), so resumed members and other call orders stay right. Cached results are
 the float32 log-probs the solo path casts to float64, so only the forward itself differs from solo scoring.
 
@@ -18,8 +19,8 @@ given inputs: ``exact``, ``gold`` and ``proposals`` (the tree marginal, ``tree_m
 stacked, solo within the group: beam searches (TG and DTG ``beam``, the beam-proposal union, Pushdown's), whose
 inputs differ per seed, so every seed's share of a stacked forward would be wasted; ``distributions`` (used by
 the beams only); recurrent families (AWD-LSTM/PaLM, SOM) and ``hf:`` models, which are not ``TXLModel``s.
-A stack whose checkpoints differ in family, model config or vocabulary (or whose buffers differ) falls back to
-solo scoring.
+A stack whose checkpoints differ in family, config (``runtime`` aside) or vocabulary (or whose buffers differ) falls
+back to solo scoring.
 
 The setting ``--stacked-scoring {auto,on,off}`` (``synbench evaluate``; ``MODES``): ``auto`` (the default) stacks
 on CUDA only, where one vmapped forward of S seeds replaces S forwards; on the CPU vmapped products are not
@@ -39,7 +40,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -56,7 +57,8 @@ STACKED_METHODS = ("exact", "gold", "proposals")  # scoring given inputs, the sa
 stats = {"forwards": 0, "served": 0}
 
 
-def _path(checkpoint: str) -> str:
+def checkpoint_key(checkpoint: str) -> str:
+    """A checkpoint as stacks name it (its absolute path)."""
     return os.path.abspath(checkpoint)
 
 
@@ -70,16 +72,19 @@ class StackedScorer:
         self.seeds.template.eval()
         self.pending: list[dict[bytes, np.ndarray]] = [{} for _ in models]
 
-    def label_logprobs(self, index: int, chunks: list[Any], examples: Sequence[Any]) -> list[np.ndarray]:
-        """Seed ``index``'s ``TXLModel.label_logprobs`` of ``examples`` (read as ``chunks``): from its cache, else
-        from one forward of every seed (the others' results cached). Called under ``torch.no_grad``."""
+    def label_logprobs(self, index: int, examples: Sequence[Any], chunks_of: Callable[[], list[Any]]
+                       ) -> list[np.ndarray]:
+        """Seed ``index``'s ``TXLModel.label_logprobs`` of ``examples``: from its cache, else from one forward of
+        every seed over ``chunks_of()`` (the examples as the network reads them, built only then; the others'
+        results cached). Called under ``torch.no_grad``."""
         from experiments.evaluate.scorers.label_logprobs import per_example, picked_logprobs
 
-        key = _key(chunks, examples)
+        key = _key(examples)
         cached = self.pending[index].pop(key, None)
         if cached is not None:
             stats["served"] += 1
             return per_example(cached, examples)
+        chunks = chunks_of()
         logits = self._forward(chunks)
         stats["forwards"] += 1
         mine = None
@@ -106,29 +111,32 @@ class StackedScorer:
         return vmap(one)(self.seeds.parameters())
 
 
-def _key(chunks: Sequence[Any], examples: Sequence[Any]) -> bytes:
-    """The exact inputs of a forward: every chunk field's dtype, shape and bytes, and the examples' lengths."""
+def _key(examples: Sequence[Any]) -> bytes:
+    """The exact inputs of a forward: every array field (name, dtype, shape, bytes) of every encoded example, on
+    the host. The seeds of a stack share their whole config (``compatible``), so the same examples are the same
+    chunks for every seed."""
     import numpy as np
 
-    from lightning_modules.models.seed_stack import TXL_CHUNK_PADDING
-    from lightning_modules.models.txl_lm import field as chunk_field
-
-    digest = hashlib.sha256(np.array([len(e) for e in examples], dtype=np.int64).tobytes())
-    for chunk in chunks:
-        for name in TXL_CHUNK_PADDING:
-            value = chunk_field(chunk, name)
-            if value is not None:
-                digest.update(f"{name}{value.dtype}{tuple(value.shape)}".encode())
-                digest.update(value.detach().cpu().contiguous().numpy().tobytes())
+    digest = hashlib.sha256()
+    for example in examples:
+        for name, value in sorted(vars(example).items()):
+            if isinstance(value, np.ndarray):
+                digest.update(f"{name}{value.dtype}{value.shape}".encode())
+                digest.update(np.ascontiguousarray(value).tobytes())
+        digest.update(b"\0")
     return digest.digest()
 
 
 def compatible(models: Sequence[Any]) -> bool:
-    """Whether the models are seeds of one config: one class, family, model config and vocabulary, and the same
-    parameter names and shapes (buffers are checked by ``SeedStack``)."""
+    """Whether the models are seeds of one config: one class and family, one config (but where they run), one
+    vocabulary, and the same parameter names and shapes (buffers are checked by ``SeedStack``)."""
     first = models[0]
     shapes = {k: v.shape for k, v in first.module.state_dict().items()}
-    return all(type(m) is type(first) and m.family == first.family and m.config["model"] == first.config["model"]
+
+    def config(model: Any) -> dict[str, Any]:
+        return {k: v for k, v in model.config.items() if k != "runtime"}
+
+    return all(type(m) is type(first) and m.family == first.family and config(m) == config(first)
                and m.vocab.to_json() == first.vocab.to_json()
                and {k: v.shape for k, v in m.module.state_dict().items()} == shapes for m in models[1:])
 
@@ -178,7 +186,7 @@ def attach(model: Any, checkpoint: str, device: str) -> None:
     if _registry.active is None:
         return
     checkpoints, mode = _registry.active
-    path = _path(checkpoint)
+    path = checkpoint_key(checkpoint)
     import torch
 
     if path not in checkpoints or (mode == "auto" and torch.device(device).type != "cuda"):
@@ -199,4 +207,4 @@ def attach(model: Any, checkpoint: str, device: str) -> None:
 
 def scored_stacked(checkpoint: str) -> bool:
     """Whether the running member loaded ``checkpoint`` stacked (recorded in its results' settings)."""
-    return _path(checkpoint) in _registry.attached
+    return checkpoint_key(checkpoint) in _registry.attached

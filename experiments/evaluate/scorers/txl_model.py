@@ -91,7 +91,7 @@ class TXLModel(ABC):
         0 where nothing is predicted)."""
         if self.seed_stack is not None:
             stack, index = self.seed_stack
-            return stack.label_logprobs(index, self.chunks(examples), examples)
+            return stack.label_logprobs(index, examples, lambda: self.chunks(examples))
         logits, chunks = self._forward(examples)
         return per_example(picked_logprobs(logits, chunks), examples)
 

@@ -149,7 +149,7 @@ def test_flex_attention_config_is_stacked_on_the_dense_path(experiment, tiny_tre
     examples = [models[0].encode_tree(models[0].model_tree(t, True, "test")) for t in trees]
     scorer = stacked.StackedScorer(models)
     with torch.no_grad():
-        together = [scorer.label_logprobs(s, models[s].chunks(examples), examples) for s in range(2)]
+        together = [scorer.label_logprobs(s, examples, lambda s=s: models[s].chunks(examples)) for s in range(2)]
     for model, rows in zip(models, together, strict=True):
         for row, alone in zip(rows, model.label_logprobs(examples), strict=True):
             np.testing.assert_allclose(row, alone, rtol=RTOL, atol=1e-6)
