@@ -1,14 +1,14 @@
 """``synbench analyze EXPERIMENT``: every analysis of an experiment, from its run folders to ``analysis/``.
 
 In order: the aggregate tables (``aggregate.py``); seed statistics and pairwise Welch tests
-(``statistics.py``); item- vs seed-level variance of SG and BLiMP; the TG §4.2 regressions on the runs'
-per-terminal log-probabilities (``regressions.py``; inputs from ``synbench eval terminals``); MDL probing
-(``probing.py``) of one seed per model; the figures (``figures.py``); the comparison table across models and
-its figures (``comparison.py``, ``comparison_figures.py``); and ``settings.json``, which names
-the scale and every setting that differs from the full-protocol spec the experiment scales down
-(``compare_to``), and the proposal sets' quality (the parser's 1-best and oracle F1, ``proposal_sets``).
-Each output file is written atomically; a section whose inputs are missing is skipped
-with its reason in ``settings.json["skipped"]``, which the report shows.
+(``statistics.py``) and the papers' claimed directions checked on them (``claims.py``); item- vs seed-level
+variance of SG and BLiMP; the TG §4.2 regressions on the runs' per-terminal log-probabilities
+(``regressions.py``; inputs from ``synbench eval terminals``); MDL probing (``probing.py``) of one seed per
+model; the figures (``figures.py``); the comparison table across models and its figures (``comparison.py``,
+``comparison_figures.py``); and ``settings.json``, which names the scale and every setting that differs from
+the full-protocol spec the experiment scales down (``compare_to``), and the proposal sets' quality (the
+parser's 1-best and oracle F1, ``proposal_sets``). Each output file is written atomically; a section whose
+inputs are missing is skipped with its reason in ``settings.json["skipped"]``, which the report shows.
 
 The spec's ``analysis:`` section::
 
@@ -164,7 +164,7 @@ def _log_to_wandb(spec: ExperimentSpec, result: Analysis, settings: dict[str, An
                      config={"experiment": spec.name, "scale": settings["scale"], "seeds": settings["seeds"],
                              "reduced": settings["reduced"]})
     try:
-        for name in ("summary", "welch", "variance", "mdl"):
+        for name in ("summary", "welch", "claims", "variance", "mdl"):
             path = result.out_dir / f"{name}.csv"
             if path.is_file():
                 run.log({name: wandb.Table(dataframe=pd.read_csv(path))})
@@ -199,7 +199,7 @@ def _level(runs: list[Run], label: str) -> str | None:
 
 # -- statistics ----------------------------------------------------------------------------------------------
 def _statistics(agg: Any, options: dict[str, Any], result: Analysis) -> None:
-    from analysis import statistics
+    from analysis import claims, statistics
 
     long = agg.long[~agg.long["family"].map(_is_tool).astype(bool)]  # tools of the protocol are not models
     if long.empty:
@@ -212,6 +212,9 @@ def _statistics(agg: Any, options: dict[str, Any], result: Analysis) -> None:
     welch = statistics.pairwise_welch(long, tested, correction=options.get("correction", "holm"),
                                       evaluated_on=agg.summary.get("evaluated_on"))
     _write_csv(result, "welch.csv", welch)
+    checked = claims.check_claims(welch, correction=options.get("correction", "holm"))
+    if not checked.empty:  # the papers' claims whose models this experiment has
+        _write_csv(result, claims.CLAIMS_FILE, checked)
     if not agg.items.empty:
         _write_csv(result, "variance.csv", statistics.variance_components(agg.items))
     else:

@@ -235,7 +235,7 @@ def welch(a: Iterable[float], b: Iterable[float]) -> WelchResult:
     return WelchResult(t, df, p, **described)
 
 
-def _adjusted(p: np.ndarray, correction: str) -> np.ndarray:
+def adjusted_p(p: np.ndarray, correction: str) -> np.ndarray:
     """``p`` corrected over its finite entries as one family (NaN stays NaN)."""
     from statsmodels.stats.multitest import multipletests
 
@@ -293,7 +293,7 @@ def pairwise_welch(
                     "p": r.p, "correction": correction, "note": r.note,
                 })
     result = pd.DataFrame(rows, columns=[c for c in WELCH_COLUMNS if c != "p_adjusted"])
-    adjusted = _adjusted(result["p"].to_numpy(dtype=float), correction)
+    adjusted = adjusted_p(result["p"].to_numpy(dtype=float), correction)
     result.insert(WELCH_COLUMNS.index("p_adjusted"), "p_adjusted", adjusted)
     return result
 

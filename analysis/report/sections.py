@@ -2,7 +2,7 @@
 
 headline (scale, seeds, data, models, every reduced setting, skipped analyses), results (the headline table
 with the paper's numbers beside ours, and its figures), the comparison across models (``comparison_section``),
-all metrics, Welch tests, variance components,
+the papers' claims checked on the runs (``claims.csv``), all metrics, Welch tests, variance components,
 regressions, MDL probing, scoring methods, proposal sets and other figures. A section whose file is
 missing says why (the pipeline's reason for skipping it, or the file's problem); a section that fails on
 its values says so in one paragraph and costs nothing else (``build_report``).
@@ -211,6 +211,38 @@ def welch(sources: Sources) -> list[Block]:
     header = ["metric", "A", "B", "n A", "n B", "mean A", "mean B", "A − B", "t", "df", "p", "p adjusted",
               "note"]
     return [*blocks, Table(header, rows)]
+
+
+def claims(sources: Sources) -> list[Block]:
+    """Each paper's claimed directions whose models this experiment has, checked on our seeds (``claims.csv``);
+    nothing for an experiment without such a pair."""
+    heading = Heading("The papers' claims, checked on these runs")
+    if "claims" in sources.problems:
+        return [heading, Paragraph(f"claims: {sources.problems['claims']}.")]
+    if "claims" not in sources.tables:
+        return []
+    table = sources.tables["claims"]
+    corrections = sorted({fmt.text(c) for c in table.get("correction", [])} - {""})
+    rows = []
+    for r in table.to_dict("records"):
+        scale = percent_scale(str(r["metric"]))
+        rows.append([
+            fmt.text(r["paper"]), fmt.text(r["claim"]), metric_title(str(r["metric"])), fmt.text(r["where"]),
+            f"{fmt.general(r['published_better'])} vs {fmt.general(r['published_worse'])}",
+            f"{fmt.general(fmt.scaled(r['mean_better'], scale))} vs "
+            f"{fmt.general(fmt.scaled(r['mean_worse'], scale))}",
+            fmt.p_value(r["p"]), fmt.p_value(r["p_adjusted"]), fmt.text(r["verdict"]),
+        ])
+    correction = f"{', '.join(corrections)} correction" if corrections else "correction"
+    return [heading, Paragraph(
+        "Each direction a paper states between two of its models, wherever this experiment has both: the "
+        "paper's numbers (its scale and data, its units), our means over seeds, the two-sided Welch test and "
+        f"its p-value with the {correction} over these claims only (they are planned comparisons). "
+        "Verdicts: holds (ordered as claimed, adjusted p < 0.05), same or opposite direction without "
+        "significance, reversed (significantly the other way), or not tested (and why)."),
+        Table(["paper", "claim", "metric", "where", "paper's", "ours", "p", "p adjusted", "verdict"], rows),
+        Bullets([f"{fmt.text(r['claim'])} ({fmt.text(r['where'])}): {fmt.text(r['statement'])}"
+                 for r in table.drop_duplicates(["claim", "where"]).to_dict("records")])]
 
 
 def variance(sources: Sources) -> list[Block]:
@@ -455,7 +487,7 @@ def results(sources: Sources) -> list[Block]:
 
 SECTIONS = (
     ("headline", headline), ("results", results), ("comparison", comparison_section.comparison),
-    ("all metrics", all_metrics), ("Welch tests", welch),
+    ("claims", claims), ("all metrics", all_metrics), ("Welch tests", welch),
     ("variance components", variance), ("regressions", regressions), ("MDL probing", mdl),
     ("scoring methods", scoring), ("proposal sets", proposals), ("other figures", other_figures),
 )

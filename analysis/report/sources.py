@@ -1,9 +1,9 @@
 """Reading the report's inputs from ``RUNS/EXPERIMENT/analysis/``, never raising on a file's content.
 
 ``settings.json`` (scale, seeds, data, reduced settings, models, skipped analyses, scoring, proposal sets),
-``summary.csv``, ``welch.csv``, ``variance.csv``, ``mdl.csv``, ``comparison.csv``, ``regressions.json`` and
-``figures/notes.json``. A file that is missing, unreadable, malformed or empty is not in ``Sources``; its
-``problems`` entry says why, and the sections say so in the report.
+``summary.csv``, ``welch.csv``, ``claims.csv``, ``variance.csv``, ``mdl.csv``, ``comparison.csv``,
+``regressions.json`` and ``figures/notes.json``. A file that is missing, unreadable, malformed or empty is not in
+``Sources``; its ``problems`` entry says why, and the sections say so in the report.
 """
 
 from __future__ import annotations
@@ -37,11 +37,15 @@ CSV_COLUMNS = {
     "mdl": ("model", "representation", "task", "layer", "probe", "online_bits", "compression"),
 }
 # read when present: an analysis written before the comparison existed has none (no problem, no section)
-OPTIONAL_CSV_COLUMNS = {"comparison": ("model", "family", "metric", "n", "mean", "sd", "ci_low", "ci_high", "detail")}
+OPTIONAL_CSV_COLUMNS = {
+    "comparison": ("model", "family", "metric", "n", "mean", "sd", "ci_low", "ci_high", "detail"),
+    "claims": ("paper", "claim", "metric", "where", "statement", "published_better", "published_worse",
+               "mean_better", "mean_worse", "p", "p_adjusted", "verdict"),  # only when some claim's models ran
+}
 
 LABEL_COLUMNS = (
     "metric", "model", "model_a", "model_b", "task", "representation", "probe", "correction", "note", "family",
-    "detail",
+    "detail", "paper", "claim", "where", "statement", "verdict",
 )
 
 def _read_json(path: Path) -> tuple[Any, str | None]:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from experiments.papers.tables import (
     METRIC_TITLES,
     Column,
+    PaperClaim,
     PaperNumber,
     PaperRegression,
     metric_title,
@@ -27,8 +28,8 @@ from experiments.papers.tables import (
 from lightning_modules.errors import InputError
 
 __all__ = [
-    "METRIC_TITLES", "Column", "Paper", "PaperNumber", "PaperRegression", "get", "metric_title", "model_order",
-    "paper_for", "papers", "percent_scale", "published_regression", "register",
+    "METRIC_TITLES", "Column", "Paper", "PaperClaim", "PaperNumber", "PaperRegression", "get", "metric_title",
+    "model_order", "paper_for", "papers", "percent_scale", "published_regression", "register",
 ]
 
 
@@ -46,6 +47,7 @@ class Paper:
     # (model label, our metric, the experiment's data names or None) -> the published numbers to show beside it
     numbers_for: Callable[..., list[PaperNumber]]
     regressions: tuple[PaperRegression, ...] = ()
+    claims: tuple[PaperClaim, ...] = ()  # the directions its text states between its models
     reproductions: Mapping[str, str] = field(default_factory=dict)  # scale -> experiment spec name
 
     def regression(self, name: str) -> PaperRegression | None:

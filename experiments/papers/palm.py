@@ -19,7 +19,7 @@ the finetuning stage (``finetune_after`` 0) and is shown beside the latter; a mo
 from __future__ import annotations
 
 from experiments.papers import Paper
-from experiments.papers.tables import Column, PaperNumber
+from experiments.papers.tables import Column, PaperClaim, PaperNumber
 
 CITATION = "Peng, Schwartz and Smith (2019), PaLM: A Hybrid Parser and Language Model, EMNLP"
 PTB = "PTB (Mikolov's preprocessing, ~1M words)"
@@ -106,6 +106,15 @@ def numbers_for(model: str, metric: str, data: str | None = None) -> list[PaperN
     return own + [n for n in table_numbers() if shared is not None and n.column.metric == shared]
 
 
+# The directions §3 states, with Table 1's PTB test perplexities behind them (stream-level in the paper; checked
+# on ``eval ppl``'s, which every reproduction of PaLM and the comparison of every family score)
+CLAIMS = (
+    PaperClaim("palm-u", "awd-lstm", ("ppl",), True, "§3, Table 1 (PTB test)", (56.4, 57.3),
+               "the unsupervised configuration (PaLM-U) outperforms AWD-LSTM"),
+    PaperClaim("palm-s", "palm-u", ("ppl",), True, "§3, Table 1 (PTB test)", (55.5, 56.4),
+               "PaLM-S further reduces the perplexity: supervised span attention helps language modeling"),
+)
+
 PAPER = Paper(
     key="palm",
     citation=CITATION,
@@ -126,6 +135,7 @@ PAPER = Paper(
     families=("awd-lstm", "palm-u", "palm-s", "palm-rb"),
     model_order=tuple(ROWS),
     numbers_for=numbers_for,
+    claims=CLAIMS,
     reproductions={"demo": "reproduce-palm-demo", "cpu-small": "reproduce-palm-cpu-small",
                    "paper": "reproduce-palm-paper"},
 )

@@ -9,7 +9,7 @@ trees. Pushdown-LM's perplexity is a bound from a beam of 300 over attachment de
 from __future__ import annotations
 
 from experiments.papers import Paper
-from experiments.papers.tables import Column, PaperNumber
+from experiments.papers.tables import Column, PaperClaim, PaperNumber
 
 CITATION = "Murty et al. (2023), Pushdown Layers, EMNLP"
 SEEDS = 3  # §4.2: "averaged across 3 seeds"; Table 2 gives means only
@@ -47,6 +47,16 @@ def numbers_for(model: str, metric: str, data: str | None = None) -> list[PaperN
     return [n for n in table_numbers() if n.column.metric == metric and ROWS.get(model) == n.row]
 
 
+# The directions §4.2 states, with Table 2's means (3 seeds) behind them
+CLAIMS = (
+    PaperClaim("pushdown", "base-lm", ("sg",), False, "§4.2, Table 2 (SG test suites)", (82.3, 69.5),
+               "models with an explicit notion of structure have much better syntactic generalization"),
+    PaperClaim("pushdown", "base-lm", ("blimp",), False, "§4.2, Table 2 (BLiMP)", (75.6, 70.1),
+               "Pushdown-LM achieves better syntactic generalization on BLiMP"),
+    PaperClaim("pushdown", "base-lm", ("ppl",), True, "§4.2, Table 2 (BLLIP-LG test)", (19.9, 20.1),
+               "Pushdown-LM achieves slight gains in perplexity compared to Base-LM"),
+)
+
 PAPER = Paper(
     key="pushdown",
     citation=CITATION,
@@ -63,5 +73,6 @@ PAPER = Paper(
     families=("pushdown", "base-lm"),
     model_order=tuple(ROWS),
     numbers_for=numbers_for,
+    claims=CLAIMS,
     reproductions={"demo": "reproduce-pushdown-demo", "cpu-small": "pushdown-ptb-cpu", "paper": "pushdown-table2"},
 )

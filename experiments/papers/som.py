@@ -27,7 +27,7 @@ parsers' predictions under the gold history).
 from __future__ import annotations
 
 from experiments.papers import Paper
-from experiments.papers.tables import Column, PaperNumber
+from experiments.papers.tables import Column, PaperClaim, PaperNumber
 
 CITATION = "Shen et al. (2021), Explicitly Modeling Syntax in Language Models with Incremental Parsing and a " \
            "Dynamic Oracle (Syntactic Ordered Memory), NAACL"
@@ -150,6 +150,20 @@ def numbers_for(model: str, metric: str, data: str | None = None) -> list[PaperN
             and n.column.metric == metric]
 
 
+# The directions §5 states about Table 2 (PTB test perplexity) and Table 5 (SG of the PTB models)
+CLAIMS = (
+    PaperClaim("esom", "dsom", ("ppl",), True, "§5, Table 2 (PTB test)", (77.68, 78.93),
+               "among the proposed models, eSOM has the best performance on the in-domain PTB test set"),
+    PaperClaim("dsom", "dsom-teacher-forcing", ("ppl",), True, "§5, Table 2 (PTB test)", (78.93, 129.27),
+               "the biggest drop comes from replacing the adaptive structure loss with teacher forcing"),
+    PaperClaim("dsom", "dsom-no-prediction-network", ("ppl",), True, "§5, Table 2 (PTB test)", (78.93, 83.63),
+               "predicting the attaching nodes of the next phrase helps to predict the next token"),
+    PaperClaim("dsom", "dsom-left-branching", ("ppl",), True, "§5, Table 2 (PTB test)", (78.93, 82.01),
+               "left-branching tree labels hurt perplexity: syntactic structure helps language modeling"),
+    PaperClaim("dsom", "dsom-left-branching", ("sg",), False, "Table 5 (SG)", (58.1, 51.3),
+               "gold tree labels generalize better than left-branching ones"),
+)
+
 PAPER = Paper(
     key="som",
     citation=CITATION,
@@ -172,6 +186,7 @@ PAPER = Paper(
     families=("som",),
     model_order=(*ROWS, *TABLE8_ROWS),
     numbers_for=numbers_for,
+    claims=CLAIMS,
     reproductions={"demo": "reproduce-som-demo", "cpu-small": "reproduce-som-cpu-small",
                    "paper": "reproduce-som-paper"},
 )

@@ -108,5 +108,28 @@ class PaperRegression:
         return by_key.get(_indicator_key(name))
 
 
+@dataclass(frozen=True)
+class PaperClaim:
+    """A direction a paper states between two of its models: ``better`` beats ``worse`` on ``metrics``.
+
+    The report checks it on any experiment that has both models (``analysis.claims``): at our scale a claim
+    may hold, point the same way without significance, or turn over, and each paper's reproduction says
+    which, with seed statistics. ``published`` is the paper's (better, worse) pair behind the claim, in the
+    paper's units; ``metrics`` are ours, each checked where the experiment has it.
+    """
+
+    better: str  # our model label
+    worse: str
+    metrics: tuple[str, ...]
+    lower_is_better: bool
+    where: str  # "Table 1, PTB test" or "§3.1"
+    published: tuple[float, float]
+    statement: str  # the claim in the paper's words, shortened
+
+    def text(self) -> str:
+        """``tg < txl-terminals`` (the sign of the claimed means' order)."""
+        return f"{self.better} {'<' if self.lower_is_better else '>'} {self.worse}"
+
+
 def _indicator_key(name: str) -> str:
     return re.sub(r"[^a-z0-9]", "", name.lower())

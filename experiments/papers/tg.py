@@ -11,7 +11,7 @@ show these numbers as "paper, different scale", never as a target we should hit.
 from __future__ import annotations
 
 from experiments.papers import Paper
-from experiments.papers.tables import Column, PaperNumber, PaperRegression
+from experiments.papers.tables import Column, PaperClaim, PaperNumber, PaperRegression
 
 CITATION = "Sartran et al. (2022), Transformer Grammars, TACL"
 SCALE = "paper (BLLIP/PTB full scale, 100 seeds)"
@@ -139,6 +139,27 @@ REGRESSIONS = (
     ),
 )
 
+# The directions §3 states, with Table 1's test numbers behind them (PTB perplexity, SG of the BLLIP sentence
+# models, BLLIP doc. perplexity for the document-level models)
+CLAIMS = (
+    PaperClaim("tg", "txl-terminals", ("ppl",), True, "§3.1, Table 1 (PTB test)", (61.8, 62.6),
+               "TG and TXL (trees) achieve a lower perplexity than TXL (terminals), although theirs is a bound"),
+    PaperClaim("txl-trees", "txl-terminals", ("ppl",), True, "§3.1, Table 1 (PTB test)", (61.2, 62.6),
+               "joint modelling of trees and strings improves perplexity"),
+    PaperClaim("txl-trees", "tg", ("ppl",), True, "§3.1, Table 1 (PTB test)", (61.2, 61.8),
+               "TXL (trees) slightly outperforms the more biased TG in perplexity"),
+    PaperClaim("tg", "txl-terminals", ("sg",), False, "§3.3, Table 1 (SG)", (82.5, 69.5),
+               "recursive syntactic composition benefits syntactic generalization"),
+    PaperClaim("tg", "txl-trees", ("sg",), False, "§3.3, Table 1 (SG)", (82.5, 80.2),
+               "TG generalizes better than TXL (trees), which has no composition"),
+    PaperClaim("txl-trees", "txl-terminals", ("sg",), False, "§3.3, Table 1 (SG)", (80.2, 69.5),
+               "modelling the trees at all improves syntactic generalization"),
+    PaperClaim("txl-terminals-doc", "tg-doc", ("ppl",), True, "§3.1, Table 1 (BLLIP doc. test)", (23.1, 26.3),
+               "on documents TG substantially underperforms TXL (terminals)"),
+    PaperClaim("txl-trees-doc", "txl-terminals-doc", ("ppl",), True, "§3.1, Table 1 (BLLIP doc. test)",
+               (22.1, 23.1), "on documents TXL (trees) again outperforms TXL (terminals)"),
+)
+
 PAPER = Paper(
     key="tg",
     citation=CITATION,
@@ -156,5 +177,6 @@ PAPER = Paper(
     model_order=tuple(ROWS),
     numbers_for=numbers_for,
     regressions=REGRESSIONS,
+    claims=CLAIMS,
     reproductions={"demo": "reproduce-tg-demo", "cpu-small": "reproduce-tg-cpu-small", "paper": "reproduce-tg-paper"},
 )

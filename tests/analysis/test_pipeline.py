@@ -113,6 +113,9 @@ def test_analyze_writes_every_table(experiment):
     assert set(circuit.model) == {"tg", "txl-trees", "txl-terminals"}
     welch = pd.read_csv(out / "welch.csv")
     assert set(welch.metric) >= {"ppl", "sg", "blimp", "f1"}
+    claims = pd.read_csv(out / "claims.csv")  # TG's claimed directions between these three models
+    assert set(claims.paper) == {"tg"} and {"tg > txl-terminals", "txl-trees < tg"} <= set(claims.claim)
+    assert set(claims.metric) == {"ppl", "sg"} and len(claims) == 6
     variance = pd.read_csv(out / "variance.csv")
     assert set(variance.task) == {"sg", "blimp"} and (variance.n_seeds == 3).all()
 

@@ -11,7 +11,7 @@ from report_folder import analysis_folder, with_families
 
 from analysis import report
 from analysis.report import Heading, Paragraph, Table, build_report, read_sources, sections
-from analysis.report.render import _md
+from analysis.report.render import _md, render_markdown
 
 
 def test_sections_the_pipeline_skipped_give_its_reason(tmp_path) -> None:
@@ -147,8 +147,8 @@ def test_build_report_gives_the_sections_in_reading_order(tmp_path) -> None:
     assert [h.split(" ")[0] for h in headings[1:]] == ["Results", "All", "Welch's", "Seed-level", "Regressions",
                                                        "MDL"]
     assert [name for name, _ in sections.SECTIONS] == [
-        "headline", "results", "comparison", "all metrics", "Welch tests", "variance components", "regressions",
-        "MDL probing", "scoring methods", "proposal sets", "other figures"]
+        "headline", "results", "comparison", "claims", "all metrics", "Welch tests", "variance components",
+        "regressions", "MDL probing", "scoring methods", "proposal sets", "other figures"]
 
 
 def test_a_failing_section_is_one_paragraph(tmp_path, monkeypatch) -> None:
@@ -166,3 +166,33 @@ def test_the_headline_table_is_a_table_and_the_paper_s_notes(tmp_path) -> None:
     blocks = sections.headline_table(read_sources(analysis_folder(tmp_path)))
     assert isinstance(blocks[0], Table) and blocks[0].header[0] == "model"
     assert all(isinstance(b, Paragraph) for b in blocks[1:]) and len(blocks) == 3  # provenance, not in paper
+
+
+def test_the_papers_claims_are_checked_on_the_runs_that_have_their_models(tmp_path) -> None:
+    """claims.csv (``analysis.claims``) becomes a section after the comparison: the claim, the paper's numbers,
+    ours in the report's units (SG in percent), the p-values and the verdict, then each claim's statement."""
+    from analysis import claims, statistics
+
+    folder = analysis_folder(tmp_path)
+    long = pd.DataFrame([{"run_id": f"{model}-{seed}", "model": model, "family": "tg", "seed": seed,
+                          "metric": metric, "value": value + 0.01 * seed}
+                         for model, metric, value in (("tg", "sg", 0.70), ("txl-terminals", "sg", 0.55),
+                                                      ("tg", "ppl", 71.0), ("txl-terminals", "ppl", 70.0))
+                         for seed in range(3)])
+    claims.check_claims(statistics.pairwise_welch(long)).to_csv(folder / claims.CLAIMS_FILE, index=False)
+    blocks = build_report(read_sources(folder))
+    headings = [b.text for b in blocks if isinstance(b, Heading)]
+    claims_at = headings.index("The papers' claims, checked on these runs")
+    assert headings[claims_at + 1].startswith("All metrics")
+    table = next(b for b in blocks if isinstance(b, Table) and b.header[0] == "paper")
+    assert [row[1] for row in table.rows] == ["tg < txl-terminals", "tg > txl-terminals"]
+    sg = table.rows[1]
+    assert sg[4:6] == ["82.5 vs 69.5", "71 vs 56"] and sg[-1] == claims.HOLDS
+    assert table.rows[0][-1] == claims.REVERSED  # 71 vs 70 with sd 0.01: significantly the other way
+    md = render_markdown(blocks)
+    assert "recursive syntactic composition benefits syntactic generalization" in md
+
+
+def test_no_claim_whose_models_ran_no_section(tmp_path) -> None:
+    blocks = build_report(read_sources(analysis_folder(tmp_path)))  # the folder has no claims.csv
+    assert not any(isinstance(b, Heading) and "claims" in b.text for b in blocks)

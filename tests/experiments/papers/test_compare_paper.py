@@ -99,3 +99,9 @@ def test_demo_end_to_end_with_a_pretrained_model_beside(tmp_path, prepared_data_
     assert frozenset({"dsom", "hf-scratch"}) in pairs and frozenset({"tg", "pushdown"}) in pairs  # same words
     assert frozenset({"dtg", "tg"}) in pairs  # ptb-sample-sd/test = ptb-sample/test: the same words
     assert set(tested["correction"]) == {"holm"}
+    # every paper's claimed directions between models trained here, checked on the same items
+    claims = pd.read_csv(analysis / "claims.csv")
+    assert set(claims["paper"]) == {"tg", "pushdown", "dtg", "palm", "som"}
+    assert ("dtg", "txl-trans < txl-terminals") in set(zip(claims["paper"], claims["claim"], strict=True))
+    assert not claims["verdict"].str.contains(NOT_COMPARED).any()  # the same words, SG items and BLiMP pairs
+    assert "## The papers' claims, checked on these runs" in text
