@@ -25,8 +25,8 @@ from experiments.papers import papers
 
 CLAIMS_FILE = "claims.csv"
 ALPHA = 0.05
-COLUMNS = ("paper", "claim", "metric", "where", "statement", "published_better", "published_worse",
-           "n_better", "n_worse", "mean_better", "mean_worse", "p", "p_adjusted", "correction", "verdict")
+COLUMNS = ("paper", "claim", "metric", "where", "statement", "published_better", "published_worse", "n_better",
+           "n_worse", "mean_better", "mean_worse", "p", "p_adjusted", "correction", "alpha", "verdict")
 HOLDS, REVERSED = "holds", "reversed"
 SAME_NS, OPPOSITE_NS = "same direction, not significant", "opposite direction, not significant"
 EQUAL = "equal means"
@@ -54,6 +54,7 @@ def check_claims(welch: Any, alpha: float = ALPHA, correction: str = "holm") -> 
                     "statement": claim.statement, "published_better": claim.published[0],
                     "published_worse": claim.published[1], "n_better": n_better, "n_worse": n_worse,
                     "mean_better": better, "mean_worse": worse, "p": found.p, "correction": correction,
+                    "alpha": alpha,
                     "agrees": (better < worse) if claim.lower_is_better else (better > worse),
                     "note": found.note,
                 })

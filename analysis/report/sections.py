@@ -223,6 +223,7 @@ def claims(sources: Sources) -> list[Block]:
         return []
     table = sources.tables["claims"]
     corrections = sorted({fmt.text(c) for c in table.get("correction", [])} - {""})
+    alphas = sorted({fmt.general(a) for a in table.get("alpha", [])} - {"n/a"})
     rows = []
     for r in table.to_dict("records"):
         scale = percent_scale(str(r["metric"]))
@@ -234,12 +235,13 @@ def claims(sources: Sources) -> list[Block]:
             fmt.p_value(r["p"]), fmt.p_value(r["p_adjusted"]), fmt.text(r["verdict"]),
         ])
     correction = f"{', '.join(corrections)} correction" if corrections else "correction"
+    alpha = " / ".join(alphas) or "alpha"
     return [heading, Paragraph(
         "Each direction a paper states between two of its models, wherever this experiment has both: the "
         "paper's numbers (its scale and data, its units), our means over seeds, the two-sided Welch test and "
         f"its p-value with the {correction} over these claims only (they are planned comparisons). "
-        "Verdicts: holds (ordered as claimed, adjusted p < 0.05), same or opposite direction without "
-        "significance, reversed (significantly the other way), or not tested (and why)."),
+        f"Verdicts: holds (ordered as claimed, adjusted p < {alpha}), same or opposite direction without "
+        "significance, equal means, reversed (significantly the other way), or not tested (and why)."),
         Table(["paper", "claim", "metric", "where", "paper's", "ours", "p", "p adjusted", "verdict"], rows),
         Bullets([f"{fmt.text(r['claim'])} ({fmt.text(r['where'])}): {fmt.text(r['statement'])}"
                  for r in table.drop_duplicates(["claim", "where"]).to_dict("records")])]

@@ -191,6 +191,7 @@ def test_the_papers_claims_are_checked_on_the_runs_that_have_their_models(tmp_pa
     assert table.rows[0][-1] == claims.REVERSED  # 71 vs 70 with sd 0.01: significantly the other way
     md = render_markdown(blocks)
     assert "recursive syntactic composition benefits syntactic generalization" in md
+    assert "holm correction over these claims only" in md and "adjusted p &lt; 0.05" in md
 
 
 def test_no_claim_whose_models_ran_no_section(tmp_path) -> None:
