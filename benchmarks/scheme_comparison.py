@@ -41,6 +41,7 @@ SCHEMES = {"dtg": ("sd", "collins"), "som": ("ud", "collins")}
 CORPUS = {"sd": "ptb-sample-sd", "ud": "ptb-sample-ud", "collins": "ptb-sample-dep"}
 MODELS = {"dtg": ("dtg", "txl-trans", "dep-parser"), "som": ("esom", "dsom")}
 OOD = ("gum", "ewt", "partut", "lines", "pronouns", "pud")
+REDUCTIONS_FILE = "reductions.txt"  # in --out: the reductions of the runs there
 # (paper, metric in the aggregate, row label); ``ood_uf1`` is the mean of ``parse_f1@SET`` over OOD.
 # Training's validation metrics (the run's DONE) come first: they exist as soon as a run has finished.
 METRICS = {
@@ -165,6 +166,21 @@ def table(runs: Path, ood_sets: list[str]) -> str:
     return "\n".join(lines)
 
 
+def reductions(args: argparse.Namespace) -> str:
+    """What the runs in ``args.out`` were reduced to: written there by the run that made them, so that
+    ``--table`` (whose own reduction flags are only defaults) reports the settings the numbers come from."""
+    path = args.out / REDUCTIONS_FILE
+    if args.table:
+        return path.read_text(encoding="utf-8").strip() if path.is_file() else \
+            f"reductions vs cpu-small: unknown ({path} not found: the command that ran these specs names them)"
+    text = (f"reductions vs cpu-small: seeds {args.seeds}; DTG/TXL {args.dtg_steps} steps, dep-parser "
+            f"{args.parser_steps} steps, {args.proposals} proposals, {args.limit} test sentences, "
+            f"SG {args.sg_items} item(s)/suite; SOM {args.som_steps} steps, OOD {args.ood_limit} sentences of "
+            f"{', '.join(args.ood_sets)}")
+    path.write_text(text + "\n", encoding="utf-8")
+    return text
+
+
 def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line: where, how many seeds, and each reduction of the cpu-small specs."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -191,6 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     runs = args.out / "runs"
     if not args.table:
         (args.out / "specs").mkdir(parents=True, exist_ok=True)
+        described = reductions(args)  # written first: ``--table`` reads it while the runs go on
         jobs = []
         for scheme_index in range(2):
             for paper in args.papers:
@@ -203,10 +220,7 @@ def main(argv: list[str] | None = None) -> int:
             codes = list(pool.map(lambda job: run_pipeline(job[0], runs, job[1]), jobs))
         if any(codes):
             print("some pipelines failed; the table shows what finished", file=sys.stderr)
-    print(f"reductions vs cpu-small: seeds {args.seeds}; DTG/TXL {args.dtg_steps} steps, dep-parser "
-          f"{args.parser_steps} steps, "
-          f"{args.proposals} proposals, {args.limit} test sentences, SG {args.sg_items} item(s)/suite; "
-          f"SOM {args.som_steps} steps, OOD {args.ood_limit} sentences of {', '.join(args.ood_sets)}")
+    print(reductions(args) if args.table else described)
     print(table(runs, args.ood_sets))
     return 0
 

@@ -51,3 +51,13 @@ def test_table_is_mean_sd_and_welch_between_schemes(tmp_path: Path) -> None:
     assert f"| dsom (UD / Collins) | test UF1 vs Γ | 31.00 ± 1.41 (n=2) | 20.50 ± 0.71 (n=2) | {welch:.3f} |" in text
     assert "| dsom (UD / Collins) | OOD UF1 (gum, ewt) | 16.00 ± 1.41 (n=2) | 5.50 ± 0.71 (n=2) |" in text
     assert "esom" not in text and "dtg" not in text  # nothing measured, no row
+
+
+def test_the_table_names_the_reductions_of_the_runs_not_its_own_defaults(tmp_path: Path) -> None:
+    ran = bench.arguments(["--out", str(tmp_path), "--seeds", "3", "--dtg-steps", "300", "--ood-sets", "gum"])
+    written = bench.reductions(ran)
+    assert "seeds 3; DTG/TXL 300 steps" in written and "sentences of gum" in written
+    table_only = bench.arguments(["--out", str(tmp_path), "--table"])  # its own flags: the defaults
+    assert bench.reductions(table_only) == written
+    elsewhere = bench.arguments(["--out", str(tmp_path / "other"), "--table"])
+    assert bench.reductions(elsewhere).startswith("reductions vs cpu-small: unknown")
