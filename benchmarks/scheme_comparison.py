@@ -35,6 +35,8 @@ from typing import Any
 
 import yaml
 
+from experiments.papers import percent_scale
+
 REPO = Path(__file__).resolve().parents[1]
 SPECS = REPO / "experiments" / "configs" / "experiment"
 SCHEMES = {"dtg": ("sd", "collins"), "som": ("ud", "collins")}
@@ -46,7 +48,7 @@ REDUCTIONS_FILE = "reductions.txt"  # in --out: the reductions of the runs there
 # Training's validation metrics (the run's DONE) come first: they exist as soon as a run has finished.
 METRICS = {
     "dtg": (("val_word_ppl", "valid ppl, gold-tree bound"), ("ppl", "test ppl bound (proposals)"),
-            ("uas_rerank", "test UAS (rerank)"), ("sg", "SG")),
+            ("uas_rerank", "test UAS (rerank)"), ("sg", "SG (%)")),
     "som": (("val_word_ppl", "valid ppl"), ("val_p_accuracy", "valid p accuracy"),
             ("val_p_prime_accuracy", "valid p' accuracy"), ("val_uf1", "valid UF1 vs Γ"),
             ("ppl", "test ppl"), ("decision_accuracy.p", "test p accuracy"), ("parse_f1", "test UF1 vs Γ"),
@@ -134,8 +136,8 @@ def seed_values(runs: Path, paper: str, scheme: str, ood_sets: list[str]) -> dic
         if ood and len(ood) == len(ood_sets):
             values["ood_uf1"] = sum(ood) / len(ood)
         for metric, _label in METRICS[paper]:
-            if metric in values:
-                out.setdefault((model, metric), []).append(float(values[metric]))
+            if metric in values:  # SG in percent, as the report shows it
+                out.setdefault((model, metric), []).append(float(values[metric]) * percent_scale(metric))
     return out
 
 
