@@ -1,12 +1,13 @@
 """The papers synbench reproduces: a registry of their published numbers, provenance and reproduction specs.
 
 A paper is a plug-in, one module each: a ``Paper`` (the module's ``PAPER``) with the model families its tables
-describe, its numbers mapped to our models and metrics, and its reproductions (scale -> experiment spec).
-``synbench reproduce PAPER --scale S`` runs ``get(PAPER).reproductions[S]``; a report shows the numbers of
-``paper_for(the experiment's families)`` beside ours. Every module of this package that defines ``PAPER`` is a
-built-in paper, registered (by module name) when the registry is first asked, so adding a paper is adding its
-module; plug-ins ``register`` more. Nothing here imports ``analysis`` or torch, so every stage and the analysis
-can ask it.
+describe, its numbers mapped to our models and metrics, the directions its text claims between its models
+(``claims``), and its reproductions (scale -> experiment spec). ``synbench reproduce PAPER --scale S`` runs
+``get(PAPER).reproductions[S]``; a report shows the numbers of ``paper_for(the experiment's families)`` beside
+ours, and checks every paper's claims whose models the experiment has (``analysis.claims``). Every module of
+this package that defines ``PAPER`` is a built-in paper, registered (by module name) when the registry is first
+asked, so adding a paper is adding its module; plug-ins ``register`` more. Nothing here imports ``analysis`` or
+torch, so every stage and the analysis can ask it.
 """
 
 from __future__ import annotations
