@@ -42,9 +42,9 @@ def check_claims(welch: Any, alpha: float = ALPHA, correction: str = "holm") -> 
     for paper in papers():
         for claim in paper.claims:
             for metric in claim.metrics:
-                found = pairs.get((metric, claim.better, claim.worse))
-                flipped = found is None
-                found = found or pairs.get((metric, claim.worse, claim.better))
+                flipped = (metric, claim.better, claim.worse) not in pairs  # the Welch table has (worse, better)
+                found = pairs.get((metric, claim.worse, claim.better) if flipped else (metric, claim.better,
+                                                                                       claim.worse))
                 if found is None:
                     continue
                 better, worse = (found.mean_b, found.mean_a) if flipped else (found.mean_a, found.mean_b)
