@@ -137,7 +137,9 @@ def main() -> None:
         for _ in range(args.repeats):
             for mode in ("solo", "group"):
                 done = subprocess.run([sys.executable, __file__, *forwarded, "--one", mode, str(size)], cwd=REPO,
-                                      capture_output=True, text=True, check=True)
+                                      capture_output=True, text=True)
+                if done.returncode:  # the measurement's own error, not just its exit status
+                    sys.exit(f"{mode} S={size} failed (exit {done.returncode}):\n{done.stderr[-4000:]}")
                 row[mode].append(json.loads(done.stdout.strip().splitlines()[-1]))
         solo, group = (max(row[mode], key=lambda r: r["seed_steps_per_s"]) for mode in ("solo", "group"))
         print(f"{size:>4} {solo['seed_steps_per_s']:>18.2f} {group['seed_steps_per_s']:>19.2f} "

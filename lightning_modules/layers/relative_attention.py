@@ -36,6 +36,10 @@ from lightning_modules.layers.multi_head import MultiHeadProjections
 
 _compiled_flex_attention = None
 
+# FlexAttention's compiled (CUDA) kernel refuses heads of fewer dimensions (torch 2.11-2.13: "NYI: embedding
+# dimension ... must be at least 16"); a config below it cannot take the flex path on any device.
+FLEX_MIN_HEAD_DIM = 16
+
 
 def sinusoid_table(max_rel: int, min_rel: int, dim: int) -> Tensor:
     """Sinusoidal encodings of positions ``max_rel, max_rel-1, ..., min_rel`` (row r is position max_rel - r).

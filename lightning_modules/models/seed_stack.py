@@ -172,10 +172,12 @@ class SeedStack:
         self.template.train(self.stacked.training)
         run = vmap(one, in_dims=(0, 0 if batched else None), randomness="different")
         params = self.parameters()
-        if next(iter(params.values())).is_cuda:
+        if next(iter(params.values())).is_cuda and not torch.is_grad_enabled():
             return run(params, batch)
-        # On the CPU SDPA's vmap rule picks the flash kernel, which has no gradient for the position bias; the
-        # solo run's SDPA falls back to the math kernel there, so the group uses that kernel too.
+        # SDPA's vmap rule has no backward through its fused kernels: on the CPU it picks the flash kernel,
+        # which has no gradient for the position bias (the solo run falls back to the math kernel there); on
+        # CUDA the memory-efficient kernel's backward refuses the vmapped log-sum-exp ("LSE is not correctly
+        # aligned (strideH)", seen on an H200, torch 2.11). With gradients the group uses the math kernel.
         from torch.nn.attention import SDPBackend, sdpa_kernel
 
         with sdpa_kernel(SDPBackend.MATH):

@@ -78,7 +78,7 @@ def test_flex_equals_dense_on_random_trees_with_memory(seed, device):
     chunks, vocab_size = random_tree_chunks(5, length=8, seed=seed)
     assert len(chunks) >= 3  # memory carried across several chunks
     chunks = [chunk.to(device) for chunk in chunks]
-    config = dict(vocab_size=vocab_size, d_model=32, n_layers=2, n_heads=4, d_ff=64, segment_length=8,
+    config = dict(vocab_size=vocab_size, d_model=32, n_layers=2, n_heads=2, d_ff=64, segment_length=8,
                   memory_length=8, embedding_dropout=0.0, core_dropout=0.0, core_output_dropout=0.0,
                   attention_dropout=0.0)
     logits, grads = {}, {}

@@ -71,6 +71,18 @@ def test_flex_with_attention_dropout_is_rejected():
         tg.config_from_dict({**TINY, "attention": "flex", "attention_dropout": 0.1})
 
 
+def test_flex_needs_heads_its_compiled_kernel_takes_and_auto_falls_back_to_dense():
+    """FlexAttention's CUDA kernel refuses heads under 16 dimensions (seen on an H200): ``flex`` is a config
+    error for every device, and ``auto`` stays dense there."""
+    narrow = {**TINY, "attention_dropout": 0.0}  # d_model 16 / 2 heads = 8 dimensions
+    with pytest.raises(InputError, match=">= 16 dimensions") as err:
+        tg.config_from_dict({**narrow, "attention": "flex"})
+    assert err.value.location == "model.attention"
+    cuda = torch.device("cuda")
+    assert not tg.build({**narrow, "attention": "auto"}).eval().use_flex(cuda)
+    assert tg.build({**narrow, "attention": "auto", "d_model": 32}).eval().use_flex(cuda)
+
+
 @pytest.mark.filterwarnings("ignore:You are trying to `self.log()`")
 def test_loss_is_mean_nll_over_labelled_positions_and_matches_token_logprobs():
     module = tiny().eval()

@@ -60,7 +60,8 @@ def test_flex_forward_equals_the_block_loop(length):
     torch.testing.assert_close(pattern.attend(q, k, v, rel_keys, table), want, atol=1e-5, rtol=1e-5)
 
 
-TINY = dict(vocab_size=9, d_model=16, n_layers=3, n_heads=2, d_ff=32, attachment_depth_dim=8, dropout=0.0,
+# heads of 16 dimensions: the narrowest FlexAttention's compiled (CUDA) kernel takes
+TINY = dict(vocab_size=9, d_model=32, n_layers=3, n_heads=2, d_ff=32, attachment_depth_dim=8, dropout=0.0,
             embedding_dropout=0.0, output_dropout=0.0, attachment_dropout=0.0, pushdown_layers=2)
 
 
@@ -108,10 +109,13 @@ def test_auto_is_flex_only_on_cuda_without_dropped_attention_weights():
     assert model.attention_path(cpu) == "blocks" and model.attention_path(cuda) == "blocks"  # training
     model.eval()
     assert model.attention_path(cpu) == "blocks" and model.attention_path(cuda) == "flex"
+    narrow = build({**TINY, "attention": "auto", "n_heads": 4}, "pushdown").eval()  # heads of 8 dimensions
+    assert narrow.attention_path(cuda) == "blocks"
 
 
 @pytest.mark.parametrize(("overrides", "message"), [({"attention": "fast"}, "must be one of"),
-                                                    ({"attention": "flex", "dropout": 0.1}, "cannot drop")])
+                                                    ({"attention": "flex", "dropout": 0.1}, "cannot drop"),
+                                                    ({"attention": "flex", "n_heads": 4}, ">= 16 dimensions")])
 def test_bad_attention_setting_names_the_key(overrides, message):
     with pytest.raises(InputError, match=message) as e:
         config_from_dict({**TINY, **overrides}, family="pushdown")
