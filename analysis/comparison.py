@@ -11,7 +11,9 @@ percentile bootstrap CI (``statistics.summarize``):
   validation perplexity at the end of training (``val_word_ppl``, else ``val_token_ppl`` or ``val_ppl``) with the
   convention its ``DONE`` states;
 - where a model was also scored with its gold trees (the evaluation labelled ``gold-tree``, ``ppl@gold-tree``),
-  that value and the bound's distance to it, per seed (``ppl_gold_gap = ppl - ppl@gold-tree``);
+  that value and the bound's distance to it, per seed (``ppl_gold_gap = ppl - ppl@gold-tree``), and that value
+  in its two parts: the words' perplexity given the gold tree and the tree's own cost, -log p(y | ...) of its
+  structure tokens in nats per word (``exp`` of the second times the first is the gold-tree value);
 - SG, BLiMP, and the parsing metrics of the families that parse (bracket F1, reranking F1, UAS,
   unsupervised F1);
 - the cost: parameters, training tokens per second, training wall-clock and the device (``training_cost``).
@@ -35,6 +37,9 @@ COMMON_PPL = "ppl"
 GOLD_LABEL = "gold-tree"  # the label of the evaluation that scores a model with the gold trees
 GOLD_PPL = tasks.labelled(COMMON_PPL, GOLD_LABEL)
 GOLD_GAP = "ppl_gold_gap"
+# log p(x, y_gold) in two parts (``eval ppl --method gold``): the words given the tree, the tree's structure
+GOLD_WORDS = tasks.labelled("ppl_words_given_tree", GOLD_LABEL)
+GOLD_STRUCTURE = tasks.labelled("structure_nll_per_word", GOLD_LABEL)
 OWN_PPL = ("val_word_ppl", "val_token_ppl", "val_ppl")  # the family's own validation perplexity: the first found
 # (metric, title) in the table's order; a column is shown when some model has the metric
 METRICS = (
@@ -43,6 +48,8 @@ METRICS = (
     ("own_ppl", "own validation PPL"),
     (GOLD_PPL, "PPL with gold trees"),
     (GOLD_GAP, "PPL − gold-tree PPL"),
+    (GOLD_WORDS, "gold-tree PPL of the words given the tree"),
+    (GOLD_STRUCTURE, "gold tree's structure (nats per word)"),
     ("sg", "SG (%)"),
     ("sg.all_34", "SG, all 34 suites (%)"),
     ("blimp", "BLiMP (%)"),

@@ -100,9 +100,13 @@ def evaluate(chosen: ChosenScorer, model_path: str | Path, sentences: Sentences,
     ids = [str(k) for k in range(len(groups))]
     lengths = {str(k): sum(len(sentences.words[s]) for s in g) for k, g in enumerate(groups)}
 
+    # a scorer of one given tree per sentence splits log p(x, y); records cached before the split are redone
+    splits = getattr(chosen.scorer, "splits_structure", False)
+
     def valid(r: Record) -> bool:
         return (r["words"] == lengths.get(r["id"]) and is_json_value(r["logprob"])
-                and is_json_value(r["end_logprob"]) and isinstance(r["unknown_words"], int))
+                and is_json_value(r["end_logprob"]) and isinstance(r["unknown_words"], int)
+                and (not splits or ("structure_logprob" in r and is_json_value(r["structure_logprob"]))))
 
     def compute(wanted: list[str]) -> list[Record]:
         if chosen.level == "sentence":
@@ -117,6 +121,9 @@ def evaluate(chosen: ChosenScorer, model_path: str | Path, sentences: Sentences,
                       "logprob": to_json(math.fsum(s.total for s in item), -math.inf),
                       "end_logprob": to_json(math.fsum(s.end_logprob for s in item), -math.inf),
                       "unknown_words": sum(s.unknown_words for s in item)}
+            structure = [s.extra.get("structure_logprob") for s in item]
+            if all(v is not None for v in structure):  # one given tree per sentence: its structure's share
+                record["structure_logprob"] = to_json(math.fsum(structure), -math.inf)
             if chosen.level == "document":
                 record["sentences"] = len(item)
             records.append(record)
@@ -159,9 +166,15 @@ def perplexity(items: Sequence[Record]) -> dict[str, Any]:
                 "logprob": None, **counts}
     logprob = math.fsum(r["logprob"] for r in items)
     without_end = logprob - math.fsum(r["end_logprob"] for r in items)
-    return {"word_ppl": math.exp(-logprob / words), "word_ppl_without_end": math.exp(-without_end / words),
-            "ppl_end_counted": math.exp(-logprob / (words + ends)), "nll_per_word": -logprob / words,
-            "logprob": logprob, **counts}
+    out = {"word_ppl": math.exp(-logprob / words), "word_ppl_without_end": math.exp(-without_end / words),
+           "ppl_end_counted": math.exp(-logprob / (words + ends)), "nll_per_word": -logprob / words,
+           "logprob": logprob, **counts}
+    structure = [r.get("structure_logprob") for r in items]
+    if all(isinstance(v, float) for v in structure):  # scored on one given tree each: log p(x, y) split in two
+        total = math.fsum(structure)
+        out["structure_nll_per_word"] = -total / words
+        out["word_ppl_given_tree"] = math.exp(-(logprob - total) / words)
+    return out
 
 
 def describe(chosen: ChosenScorer, words: int) -> str:

@@ -225,6 +225,9 @@ def _ppl(m: Mapping[str, Any]) -> dict[str, float]:
     out = {"ppl": _finite_or_inf(m["word_ppl"]), "ppl_oov_rate": m["oov_rate"]}
     if "ppl_end_counted" in m:  # results written before it was reported have only the word perplexity
         out["ppl_end_counted"] = _finite_or_inf(m["ppl_end_counted"])
+    if "word_ppl_given_tree" in m:  # scored on one given tree per sentence (gold): log p(x, y) in two parts
+        out["ppl_words_given_tree"] = m["word_ppl_given_tree"]
+        out["structure_nll_per_word"] = m["structure_nll_per_word"]
     return out
 
 

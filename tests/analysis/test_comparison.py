@@ -8,7 +8,7 @@ import json
 import pandas as pd
 import pytest
 
-from analysis.comparison import GOLD_GAP, comparison_table
+from analysis.comparison import GOLD_GAP, GOLD_STRUCTURE, GOLD_WORDS, comparison_table
 from analysis.comparison_figures import (
     BLIMP_PHENOMENON_HEATMAP,
     SG_CIRCUIT_HEATMAP,
@@ -30,6 +30,8 @@ def tables(tmp_path):
                        "train_tokens_per_s": 500.0 + seed, "train_seconds": 10.0, "val_token_ppl": 50.0}
             if model == "joint":
                 metrics["ppl@gold-tree"] = PPL[model, seed] - 5 - seed
+                metrics["ppl_words_given_tree@gold-tree"] = 40.0 + seed
+                metrics["structure_nll_per_word@gold-tree"] = 0.6
             long += [{"run_id": run_id, "model": model, "family": family, "seed": seed, "metric": m, "value": v}
                      for m, v in metrics.items()]
             wide.append({"run_id": run_id, "device": "cpu (1 threads)",
@@ -51,6 +53,8 @@ def test_one_row_per_model_and_metric_with_the_bound_and_its_gold_tree_distance(
     gap = cell["joint", GOLD_GAP]
     assert gap.n == 2 and gap.mean == pytest.approx(5.5) and gap.sd == pytest.approx(0.7071, abs=1e-4)
     assert ("string", GOLD_GAP) not in cell and ("string", "ppl@gold-tree") not in cell
+    assert cell["joint", GOLD_WORDS].mean == pytest.approx(40.5) and cell["joint", GOLD_STRUCTURE].mean == 0.6
+    assert ("string", GOLD_WORDS) not in cell
     assert cell["joint", "ppl"].detail == "upper bound (N = 4 proposals)" and cell["string", "ppl"].detail == "exact"
     assert cell["joint", "ppl"].ci_low <= 85.0 <= cell["joint", "ppl"].ci_high
     assert cell["string", "own_ppl"].mean == 50.0 and cell["string", "own_ppl"].detail == (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -42,6 +43,26 @@ def test_two_steps_of_cpu_small_tiny_give_a_checkpoint(tmp_path, small_treebank,
     ckpt = read_checkpoint(tmp_path / "run" / "checkpoints" / "best.ckpt", family)
     assert ckpt["synbench"]["vocab"]["tokens"][:3] == ["<pad>", "<s>", "<eos>"]
     assert ckpt["hyper_parameters"]["family"] == family
+
+
+def test_gold_tree_perplexity_of_a_pushdown_lm_is_its_validation_gold_bound(tmp_path, capsys, small_treebank):
+    """``eval ppl --method gold`` on the validation sentences = the run's own gold-tree bound (the training
+    path's joint NLL), split into the words given the tree and the attachments."""
+    cfg = resolve_train_config("pushdown", "cpu-small", [*TINY, f"data.corpus={small_treebank}",
+                                                          "data.train_split=file", "data.valid_split=file"])
+    metrics = train(cfg, seed=1, run_dir=tmp_path / "run")
+    capsys.readouterr()
+    code = main(["eval", "ppl", str(tmp_path / "run" / "checkpoints" / "best.ckpt"), "--corpus", str(small_treebank),
+                 "--split", "file", "--method", "gold", "--json", "--out", str(tmp_path / "gold")])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0 and out["settings"]["method"] == "gold"
+    m = out["metrics"]
+    assert m["words"] == metrics["val_words"]
+    assert m["word_ppl"] == pytest.approx(metrics["val_word_ppl"], rel=1e-5)
+    # the run's attachment NLL per word: its joint bound less its LM part
+    attachments = math.log(metrics["val_word_ppl"]) - metrics["val_token_nll"] * metrics["val_tokens"] / m["words"]
+    assert m["structure_nll_per_word"] == pytest.approx(attachments, rel=1e-4)
+    assert m["word_ppl_given_tree"] * math.exp(m["structure_nll_per_word"]) == pytest.approx(m["word_ppl"], rel=1e-9)
 
 
 def test_a_pushdown_lm_without_pushdown_layers_is_one_error_line(tmp_path, capsys, small_treebank):

@@ -93,6 +93,7 @@ class TreeScorer:
             raise InputError("must be at least 1", "batch_size")
         self.model, self.source, self.pos_tags, self.batch_size = model, source, pos_tags, batch_size
         self.n = 1 if method == "gold" else n
+        self.splits_structure = method == "gold"  # its scores carry extra["structure_logprob"]
         self.name = model.name
         name = source_name or getattr(source, "name", None)
         self.convention = Convention(
@@ -177,13 +178,23 @@ class TreeScorer:
             prefix[i] = logsumexp(values)
         total = logsumexp(joint)
         best = int(np.argmax(joint))
+        extra = {"trees": len(candidates), "best_logprob": float(joint[best])}
+        if len(candidates) == 1:  # one tree (the gold one): log p(y | x)'s share, its structure tokens' log-probs
+            extra["structure_logprob"] = structure_logprob(candidates[0].example, logprobs[0])
         return SentenceScore(
             words=tuple(words), word_logprobs=tuple(float(v) for v in np.diff(prefix, prepend=0.0)),
             total=total, end_logprob=total - float(prefix[-1]),
             best_tree=self.model.tree_text(candidates[best].original),
-            unknown_words=sum(self.model.is_unknown(w) for w in words),
-            extra={"trees": len(candidates), "best_logprob": float(joint[best])},
+            unknown_words=sum(self.model.is_unknown(w) for w in words), extra=extra,
         )
+
+
+def structure_logprob(example: Any, logprobs: np.ndarray) -> float:
+    """The sum of the label log-probs that predict structure tokens (not words) of one encoded tree: label j
+    predicts token j + 1, a word where its ``word_index`` is >= 0. The rest of ``log p(x, y)`` is the words'
+    log-probs given the tree."""
+    predicts_word = np.append(np.asarray(example.word_index)[1:], -1)[: len(logprobs)] >= 0
+    return float(logprobs[~predicts_word].sum())
 
 
 class UnionScorer:

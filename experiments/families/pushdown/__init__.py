@@ -19,6 +19,7 @@ from lightning_modules.errors import InputError
 
 # beam 20: the CLI's default (the paper's is 300; its experiments set it)
 BEAM = Method("beam", {"beam": 20})
+GOLD = Method("gold", trees="constituency")  # log p(x, y_gold): the value the beam's bound is set beside
 
 
 def on_dyck(config: dict[str, Any] | None) -> bool:
@@ -39,7 +40,7 @@ class PushdownFamily(Family):
     def methods(self, config: dict[str, Any] | None = None) -> tuple[Method, ...]:
         if on_dyck(config):
             return ()
-        return (BEAM,) if self.name == "pushdown" else (Method("exact"),)
+        return (BEAM, GOLD) if self.name == "pushdown" else (Method("exact"),)
 
     # -- training ------------------------------------------------------------------------------------------
     def build_data(self, cfg: dict[str, Any]) -> Any:
@@ -101,13 +102,19 @@ class PushdownFamily(Family):
         return PushdownModel.load(str(checkpoint), device)
 
     def scoring(self, checkpoint: str | Path, meta: dict[str, Any], request: ScoringRequest) -> Scoring:
-        """Pushdown-LM: beam search over attachments (its only marginalisation); Base-LM: exact."""
+        """Pushdown-LM: beam search over attachments (its only marginalisation), or its gold trees; Base-LM:
+        exact."""
         from experiments.families.pushdown import scorers
 
         if request.proposals is not None:
             raise InputError("Pushdown-family models are marginalised by beam search: --proposals/--parser do "
                              "not apply", str(checkpoint))
         model = self.load(checkpoint, request.device)
+        if self.name == "pushdown" and request.method == "gold":
+            if request.gold is None:
+                raise InputError("--method gold needs gold trees: evaluate a treebank corpus (eval ppl)", "--method")
+            return Scoring(scorers.GoldScorer(model, request.gold, request.batch_size or 32), {},
+                           "gold trees, log p(x, y_gold)", 4)
         if self.name == "pushdown":
             beam = request.options["beam"]
             return Scoring(scorers.BeamScorer(model, beam), {"beam": beam},

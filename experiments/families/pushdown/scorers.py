@@ -33,6 +33,10 @@ the beam's marginal for ``pushdown``.
 
 Every sentence's ``best_tree`` is the highest-scoring tree of the final beam (argmax_y log p(x, y) over the
 beam, §5), unlabelled (``X``) and binary, over words: the input of ``eval parse``.
+
+``GoldScorer`` (``--method gold``) scores each sentence's gold tree, binarised and encoded as training encodes
+it: log p(x, y_gold), the value the beam's bound is set beside. Its per-word values follow the beam's
+accounting (a token's attachment is counted with the next token), so they telescope to the total.
 """
 
 from __future__ import annotations
@@ -46,8 +50,9 @@ import torch
 
 from experiments.evaluate.scorer import Convention, SentenceScore
 from experiments.evaluate.scorers.beams import check_beam_settings
-from lightning_modules.data.tree import to_bracketed
-from lightning_modules.data.vocab import EOS, PAD, SOS, WordVocab, terminal_vocab
+from lightning_modules.data.encodings.choe_charniak import transform_tree
+from lightning_modules.data.tree import Tree, clean, drop_pos_tags, to_bracketed
+from lightning_modules.data.vocab import EOS, PAD, SOS, SPECIALS, TokenVocab, WordVocab, terminal_vocab
 from lightning_modules.errors import InputError
 from lightning_modules.families.pushdown.encoding import StackStates, attachments_to_tree, merge_pieces
 from lightning_modules.numeric import logsumexp
@@ -110,6 +115,10 @@ class PushdownModel:
     def is_unknown(self, word: str) -> bool:
         """Whether the word is outside the vocabulary (its unknown class, or an ``<unk>`` piece, stands in)."""
         return self._pieces(word)[1]
+
+    def pieces(self, word: str) -> tuple[str, ...]:
+        """The vocabulary tokens a word is read as (its unknown class or ``<unk>`` pieces where needed)."""
+        return self._pieces(word)[0]
 
     def encode(self, words: Sequence[str]) -> Encoded:
         """``<s>`` + every word's pieces + ``<eos>``, with the word structure the beam needs."""
@@ -289,4 +298,55 @@ class BeamScorer:
         states = states.select(origins)
         states.attach(labels)
         return states, flat[top], origins
+
+
+class GoldScorer:
+    """``pushdown`` on gold trees: log p(x, y_gold) with the gold attachments, batched over sentences."""
+
+    def __init__(self, model: PushdownModel, source: Any, batch_size: int = 32):
+        if model.family != "pushdown":
+            raise InputError("gold-tree scoring needs a pushdown checkpoint (a Base-LM is scored exactly)", "--method")
+        self.model, self.source, self.batch_size = model, source, batch_size
+        self.transform: str = model.config.get("data", {}).get("tree_transform", "none")
+        self.vocab = TokenVocab(model.tokens[len(SPECIALS):])
+        self.splits_structure = True  # its scores carry extra["structure_logprob"], the attachments' share
+        self.name = "pushdown"
+        self.convention = Convention("gold", bound=True, incremental="gold attachments; a token's attachment "
+                                     "counted with the next token (as the beam counts it)")
+
+    def score(self, sentences: Sequence[Sequence[str]]) -> list[SentenceScore]:
+        from lightning_modules.families.pushdown.batch import collate
+        from lightning_modules.families.pushdown.data import encode_sentence
+
+        _check(sentences)
+        trees = self.source(sentences)
+        out = []
+        for start in range(0, len(sentences), self.batch_size):
+            block = list(range(start, min(start + self.batch_size, len(sentences))))
+            encoded = [encode_sentence(self._tree(trees[k], sentences[k], k), self.vocab, self.model.pieces)
+                       for k in block]
+            batch = collate(encoded).to(self.model.device)
+            with torch.no_grad():
+                lp_words, lp_attach = self.model.module.gold_logprobs(batch)
+            lp_words, lp_attach = lp_words.double().cpu().numpy(), lp_attach.double().cpu().numpy()
+            for row, k in enumerate(block):
+                words, enc = sentences[k], self.model.encode(sentences[k])
+                n = len(enc.ids) - 1  # predictions: the n - 1 tokens and <eos>
+                # token t's attachment is decided after it, so it joins token t + 1's value (the beam's count)
+                per_token = lp_words[row, :n] + np.concatenate([[0.0], lp_attach[row, : n - 1]])
+                per_word = np.bincount(enc.word_of, weights=per_token[:-1], minlength=len(words))
+                out.append(SentenceScore(tuple(words), tuple(float(x) for x in per_word), float(per_token.sum()),
+                                         float(per_token[-1]), unknown_words=enc.unknown,
+                                         extra={"structure_logprob": float(lp_attach[row, : n - 1].sum())}))
+        return out
+
+    def _tree(self, given: Sequence[Any], words: Sequence[str], k: int) -> Tree:
+        """The sentence's gold tree as training reads it (cleaned, POS tags dropped, the run's transform)."""
+        tree = given[0] if given else None
+        if not isinstance(tree, Tree):
+            raise InputError(f"pushdown scores constituency trees, not {type(tree).__name__}", f"sentence {k}")
+        tree = transform_tree(drop_pos_tags(clean(tree)), self.transform)
+        if tree.leaves() != list(words):
+            raise InputError("the gold tree's words differ from the sentence's", f"sentence {k}")
+        return tree
 

@@ -112,6 +112,10 @@ def test_ppl_joint_model_gold_and_beam_are_bounds(capsys, checkpoints, treebank)
     n = sum(len(w) for w in words)
     assert gold["metrics"]["word_ppl"] == pytest.approx(math.exp(-sum(s.total for s in scores) / n), rel=1e-6)
     assert "upper bound" in gold["convention"] and "<=" in gold["headline"]
+    structure = sum(s.extra["structure_logprob"] for s in scores)
+    m = gold["metrics"]
+    assert m["structure_nll_per_word"] == pytest.approx(-structure / n, rel=1e-6)
+    assert m["word_ppl_given_tree"] * math.exp(m["structure_nll_per_word"]) == pytest.approx(m["word_ppl"], rel=1e-9)
     beam, _ = run_json(capsys, *common, *BEAM)
     assert beam["settings"]["beam"] == 3 and beam["settings"]["word_beam"] == 2
     assert "beam 3/2" in beam["headline"] and "paper: 300" in beam["headline"]

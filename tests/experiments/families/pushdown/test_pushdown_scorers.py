@@ -14,7 +14,7 @@ import math
 import pytest
 import torch
 
-from experiments.families.pushdown.scorers import BeamScorer, ExactScorer, PushdownModel
+from experiments.families.pushdown.scorers import BeamScorer, ExactScorer, GoldScorer, PushdownModel
 from lightning_modules.data.sentencepiece import SentencePieceModel
 from lightning_modules.data.tree import Tree, to_bracketed
 from lightning_modules.data.vocab import TokenVocab, WordVocab
@@ -78,6 +78,40 @@ def test_a_narrow_beam_is_a_lower_bound_and_greedy_follows_the_best_path():
     assert narrow <= full + 1e-9
     greedy = BeamScorer(model, beam=1).score([words])[0]
     assert greedy.extra["beam_final"] == 1 and len(greedy.extra["attachment"]) == len(words) + 1
+
+
+def test_gold_scorer_is_the_training_joint_of_the_gold_tree_and_below_the_unpruned_beam():
+    """log p(x, y_gold) as training computes it, from a gold tree with POS tags (dropped as in training), its
+    per-word values telescoping like the beam's; the full marginal is above every single tree."""
+    model = _model("pushdown")
+    words = ["the", "dog", "is", "happy"]
+    tagged = Tree("S", (Tree("NP", (Tree("DT", ("the",)), Tree("NN", ("dog",)))),
+                        Tree("VP", (Tree("VBZ", ("is",)), Tree("ADJP", (Tree("JJ", ("happy",)),))))))
+    untagged = Tree("S", (Tree("NP", (Tree("T", ("the",)), Tree("T", ("dog",)))),
+                          Tree("VP", (Tree("T", ("is",)), Tree("T", ("happy",))))))
+    scorer = GoldScorer(model, lambda sentences: [[tagged] for _ in sentences], batch_size=2)
+    two = scorer.score([words] * 3)  # two batches
+    score = two[0]
+    assert score.total == pytest.approx(_joint(model, words, untagged), abs=1e-5)
+    assert [s.total for s in two] == pytest.approx([score.total] * 3, abs=1e-6)
+    assert len(score.word_logprobs) == 4
+    assert sum(score.word_logprobs) + score.end_logprob == pytest.approx(score.total, abs=1e-6)
+    assert scorer.convention.method == "gold" and scorer.convention.bound
+    vocab = TokenVocab(list(model.ids)[3:])
+    with torch.no_grad():
+        _, lp_attach = model.module.gold_logprobs(collate([encode_sentence(untagged, vocab, model.pieces)]))
+    assert score.extra["structure_logprob"] == pytest.approx(float(lp_attach.sum()), abs=1e-5)
+    assert BeamScorer(model, beam=1000).score([words])[0].total >= score.total
+
+
+def test_gold_scorer_refuses_mismatched_trees_and_string_models():
+    model = _model("pushdown")
+    other = Tree("S", (Tree("T", ("a",)), Tree("T", ("cat",))))
+    with pytest.raises(InputError, match="words differ") as e:
+        GoldScorer(model, lambda sentences: [[other]]).score([["the", "dog"]])
+    assert e.value.location == "sentence 0"
+    with pytest.raises(InputError, match="needs a pushdown checkpoint"):
+        GoldScorer(_model("base-lm"), lambda sentences: [])
 
 
 def test_base_lm_is_exact_and_refuses_the_beam():

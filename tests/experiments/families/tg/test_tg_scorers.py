@@ -113,6 +113,25 @@ def test_enumeration_is_the_bounded_tree_set():
     assert len(three) == len(set(three)) == 554 and all(t.leaves() == list("abc") for t in three)
 
 
+def test_gold_score_splits_the_joint_into_the_words_given_the_tree_and_the_structure(joint):
+    """``extra["structure_logprob"]``: the labels that are not terminals (told here by the vocabulary's id
+    ranges, not by the encoding's word index); only a single given tree is split."""
+    from lightning_modules.data.encodings.choe_charniak import RESERVED
+
+    words = list("ab")
+    trees = enumerate_trees(words, LABELS, A)[:6]
+    scores = TreeScorer(joint, None, method="gold").score_trees([words] * len(trees), [[t] for t in trees])
+    for tree, score in zip(trees, scores):
+        example = joint.encode_tree(tree)
+        lp = joint.label_logprobs([example])[0]
+        terminal = (example.labels >= len(RESERVED)) & (example.labels < len(RESERVED) + len(joint.vocab.terminals))
+        assert score.extra["structure_logprob"] == pytest.approx(float(lp[~terminal].sum()), abs=1e-6)
+        assert score.total - score.extra["structure_logprob"] == pytest.approx(float(lp[terminal].sum()), abs=1e-6)
+        assert score.extra["structure_logprob"] < 0
+    pooled = TreeScorer(joint, all_trees(trees), n=3).score([words])[0]
+    assert "structure_logprob" not in pooled.extra
+
+
 # -- proposals: a bound that grows with N and is exact on the whole set --------------------------------------
 @pytest.mark.parametrize("words", [list("ab"), pytest.param(list("abc"), marks=pytest.mark.slow)])
 def test_proposal_bound_monotone_and_exact_on_all_trees(joint, words):
