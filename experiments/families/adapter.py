@@ -7,7 +7,8 @@ does not offer it, and a capability exists exactly when its part does (``capabil
 
 - ``methods`` and ``scoring``: the scoring methods, each declaring its options with their defaults
   (``Method``), and the scorer of a method (``Scoring``) -> ``perplexity``; at sentence level also ``score``,
-  ``surprisal``, and ``rerank`` when a method scores given constituency trees;
+  ``surprisal``, and ``rerank`` when a method scores given constituency proposals (a gold-tree method alone,
+  which reads no proposals, gives no ``rerank``);
 - ``proposing``: draws proposal trees (``Proposing``) -> ``propose``;
 - ``parse_view``: how its own parses are scored (``ParseView``) -> ``parse``;
 - ``probing``: where node representations are read -> ``probe``;
@@ -307,7 +308,7 @@ class Family(ABC):
             found.add("perplexity")
             if self.level(config) == "sentence":
                 found |= {"score", "surprisal"}
-                if any(m.trees == "constituency" for m in methods):
+                if any(m.trees == "constituency" and m.reads_proposals for m in methods):
                     found.add("rerank")
         parts = {"propose": self.proposing(config), "parse": self.parse_view(config),
                  "probe": self.probing(config), "sample": self.sampling(config)}
