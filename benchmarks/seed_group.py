@@ -16,6 +16,12 @@ enough at one seed: expect groups at or below solo speed). The GPU rows (``ptb``
 
     python benchmarks/seed_group.py                       # CPU, cpu-small, S in 1 4 16, batch 4, 1 timed step
     python benchmarks/seed_group.py --device cuda --preset ptb --sizes 1 4 16 64 --steps 20 --batch-size 32
+
+``--padding`` builds no model: for the same seeds' batches of the measured steps (warm-up included) it prints
+how much a group pads, per seed: the group's chunks are padded to the largest seed's (``SeedStack.stack_chunks``),
+so the longest of S × batch sentences sets every seed's chunk count and lengths. Printed are the tokens and the
+attention area (Σ over chunks of L × (L + memory)) per seed, grouped against solo, which is what the group's
+memory per seed follows.
 """
 
 from __future__ import annotations
@@ -103,6 +109,34 @@ def measure(mode: str, size: int, args: argparse.Namespace) -> dict[str, float]:
             "seconds": seconds}
 
 
+def padding(args: argparse.Namespace) -> None:
+    """Tokens and attention area per seed, group (padded to the largest seed's chunks) against solo."""
+    from experiments.batching import StepBatches
+    from experiments.config import resolve_train_config
+    from experiments.families import get_family
+
+    cfg = resolve_train_config(args.family, args.preset, args.override)
+    data = get_family(args.family).build_data(cfg)
+    memory = int(cfg["model"].get("memory_length") or 0)
+    print(f"# {args.family} {args.preset}: batch {args.batch_size} per seed, {args.steps + 1} steps (warm-up "
+          f"included), memory {memory}; per seed, the largest step")
+    print(f"{'S':>4} {'solo tokens':>12} {'group tokens':>13} {'ratio':>6} {'solo area':>11} {'group area':>11} "
+          f"{'ratio':>6}")
+    for size in args.sizes:
+        streams = [iter(StepBatches(data.train, args.batch_size, seed, data.collate)) for seed in range(size)]
+        worst = {"solo tokens": 0.0, "group tokens": 0.0, "solo area": 0.0, "group area": 0.0}
+        for _ in range(args.steps + 1):
+            lengths = [[chunk.inputs.shape[1] for chunk in next(stream)] for stream in streams]
+            padded = [max(seed[c] for seed in lengths if c < len(seed)) for c in range(max(map(len, lengths)))]
+            solo = [(sum(seed), sum(n * (n + memory) for n in seed)) for seed in lengths]
+            step = {"solo tokens": sum(t for t, _ in solo) / size, "solo area": sum(a for _, a in solo) / size,
+                    "group tokens": sum(padded), "group area": sum(n * (n + memory) for n in padded)}
+            worst = {key: max(worst[key], step[key]) for key in worst}
+        print(f"{size:>4} {worst['solo tokens']:>12.0f} {worst['group tokens']:>13.0f} "
+              f"{worst['group tokens'] / worst['solo tokens']:>5.2f}x {worst['solo area']:>11.0f} "
+              f"{worst['group area']:>11.0f} {worst['group area'] / worst['solo area']:>5.2f}x", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--family", default="tg")
@@ -116,8 +150,12 @@ def main() -> None:
     ap.add_argument("--compile", choices=COMPILE_MODES, default="none",
                     help="runtime.compile of both paths: each solo network, the group's vmapped loss")
     ap.add_argument("--override", nargs="*", default=[], metavar="KEY=VALUE")
+    ap.add_argument("--padding", action="store_true", help="no training: how much a group pads, per seed")
     ap.add_argument("--one", nargs=2, metavar=("MODE", "S"), help=argparse.SUPPRESS)  # a child measurement
     args = ap.parse_args()
+    if args.padding:
+        padding(args)
+        return
     if args.one:
         print(json.dumps(measure(args.one[0], int(args.one[1]), args)))
         return
