@@ -41,6 +41,11 @@ _compiled_flex_attention = None
 FLEX_MIN_HEAD_DIM = 16
 
 
+def fits_flex(d_model: int, n_heads: int) -> bool:
+    """Whether heads of ``d_model / n_heads`` dimensions are wide enough for FlexAttention's kernel."""
+    return d_model // n_heads >= FLEX_MIN_HEAD_DIM
+
+
 def sinusoid_table(max_rel: int, min_rel: int, dim: int) -> Tensor:
     """Sinusoidal encodings of positions ``max_rel, max_rel-1, ..., min_rel`` (row r is position max_rel - r).
 

@@ -38,7 +38,7 @@ from torch import Tensor
 
 from lightning_modules.data.train_data import TrainData, unigram_nll
 from lightning_modules.errors import InputError
-from lightning_modules.layers.relative_attention import FLEX_MIN_HEAD_DIM
+from lightning_modules.layers.relative_attention import FLEX_MIN_HEAD_DIM, fits_flex
 from lightning_modules.layers.txl_core import TransformerXL
 from lightning_modules.models.config_fields import checked_values
 from lightning_modules.models.lr_schedule import stepwise_scheduler
@@ -117,7 +117,7 @@ class TGConfig:
             raise bad("memory_length", f"must equal segment_length={self.segment_length} (or be 0)")
         if self.attention == "flex" and self.attention_dropout > 0:
             raise bad("attention", "flex cannot drop attention weights; set attention_dropout=0 or use dense")
-        if self.attention == "flex" and self.d_model // self.n_heads < FLEX_MIN_HEAD_DIM:
+        if self.attention == "flex" and not fits_flex(self.d_model, self.n_heads):
             raise bad("attention", f"flex needs heads of >= {FLEX_MIN_HEAD_DIM} dimensions (FlexAttention's "
                       f"compiled kernel); d_model / n_heads = {self.d_model // self.n_heads}: use dense")
         for key in ("peak_lr", "start_lr", "min_lr"):
@@ -193,8 +193,7 @@ class TransformerGrammarLM(ScheduledClipping, pl.LightningModule):
         if c.attention == "flex":
             return True
         dropping = self.training and c.attention_dropout > 0
-        wide = c.d_model // c.n_heads >= FLEX_MIN_HEAD_DIM
-        return c.attention == "auto" and device.type == "cuda" and not dropping and wide
+        return c.attention == "auto" and device.type == "cuda" and not dropping and fits_flex(c.d_model, c.n_heads)
 
     def forward(self, chunks: Sequence[Chunk],
                 memory: Tensor | None = None) -> tuple[list[Tensor], Tensor | None]:

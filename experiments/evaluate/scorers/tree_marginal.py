@@ -179,7 +179,7 @@ class TreeScorer:
         total = logsumexp(joint)
         best = int(np.argmax(joint))
         extra = {"trees": len(candidates), "best_logprob": float(joint[best])}
-        if len(candidates) == 1:  # one tree (the gold one): log p(y | x)'s share, its structure tokens' log-probs
+        if self.splits_structure:  # the gold tree alone: its structure tokens' log-probs, the tree's share
             extra["structure_logprob"] = structure_logprob(candidates[0].example, logprobs[0])
         return SentenceScore(
             words=tuple(words), word_logprobs=tuple(float(v) for v in np.diff(prefix, prepend=0.0)),

@@ -113,7 +113,7 @@ class PushdownFamily(Family):
         if self.name == "pushdown" and request.method == "gold":
             if request.gold is None:
                 raise InputError("--method gold needs gold trees: evaluate a treebank corpus (eval ppl)", "--method")
-            return Scoring(scorers.GoldScorer(model, request.gold, request.batch_size or 32), {},
+            return Scoring(scorers.GoldScorer(model, request.gold, request.batch_size), {},
                            "gold trees, log p(x, y_gold)", 4)
         if self.name == "pushdown":
             beam = request.options["beam"]

@@ -52,7 +52,7 @@ from lightning_modules.errors import InputError
 from lightning_modules.families.pushdown.attachment_head import AttachmentHead
 from lightning_modules.families.pushdown.attention import PushdownSelfAttention, causal_mask
 from lightning_modules.families.pushdown.score_function import PushdownPattern
-from lightning_modules.layers.relative_attention import FLEX_MIN_HEAD_DIM
+from lightning_modules.layers.relative_attention import FLEX_MIN_HEAD_DIM, fits_flex
 from lightning_modules.models.config_fields import checked_values
 from lightning_modules.models.lr_schedule import stepwise_scheduler
 from lightning_modules.models.optimisation import ScheduledClipping
@@ -134,7 +134,7 @@ class PushdownConfig:
             raise bad("attention", f"must be one of {', '.join(ATTENTION_PATHS)}")
         if self.attention == "flex" and self.dropout > 0:
             raise bad("attention", "flex cannot drop attention weights; set dropout=0 or use blocks|dense")
-        if self.attention == "flex" and self.d_model // self.n_heads < FLEX_MIN_HEAD_DIM:
+        if self.attention == "flex" and not fits_flex(self.d_model, self.n_heads):
             raise bad("attention", f"flex needs heads of >= {FLEX_MIN_HEAD_DIM} dimensions (FlexAttention's "
                       f"compiled kernel); d_model / n_heads = {self.d_model // self.n_heads}: use blocks|dense")
         if family is not None and family not in FAMILIES:
@@ -268,8 +268,7 @@ class PushdownLM(ScheduledClipping, pl.LightningModule):
         if c.attention != "auto":
             return c.attention
         dropping = self.training and c.dropout > 0
-        wide = c.d_model // c.n_heads >= FLEX_MIN_HEAD_DIM
-        return "flex" if device.type == "cuda" and not dropping and wide else "blocks"
+        return "flex" if device.type == "cuda" and not dropping and fits_flex(c.d_model, c.n_heads) else "blocks"
 
     def hidden_states(self, inputs: Tensor, tape: Tensor | None, lengths: Tensor) -> Tensor:
         """Final-layer states [B, T, D] of ``inputs`` [B, T] (``<s>`` first) under tape [B, T, T]."""

@@ -71,6 +71,11 @@ def test_flatten_maps_results_to_aggregate_metrics(tmp_path):
     assert metrics == {"ppl": 120.5, "ppl_oov_rate": 0.02, "sg": 0.5, "sg.circuit.agreement": 0.75,
                        "parse_f1": 70.1, "parse_f1_right_branching": 40.0, "uas": 81.0, "las": 77.5}
     assert set(settings) == set(results) and notes == []
+    split = {"word_ppl": 120.5, "oov_rate": 0.02, "word_ppl_given_tree": 60.0, "structure_nll_per_word": 0.7}
+    (tmp_path / "eval" / "ppl" / "results.json").write_text(json.dumps({"metrics": split}))
+    assert {k: v for k, v in run_metrics(tmp_path)[0].items() if k.startswith(("ppl_words", "structure"))} == {
+        "ppl_words_given_tree": 60.0, "structure_nll_per_word": 0.7}
+    (tmp_path / "eval" / "ppl" / "results.json").write_text(json.dumps({"metrics": results["ppl"]}))
     (tmp_path / "eval" / "sg" / "results.json").write_text(json.dumps({"metrics": {"circuits": {}}}))
     assert "sg: results.json lacks the expected metrics" in run_metrics(tmp_path)[2][0]
     # a labelled entry (the same task on another corpus): eval/ppl@gum -> ppl@gum, tested like ppl

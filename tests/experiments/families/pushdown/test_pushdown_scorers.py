@@ -110,6 +110,9 @@ def test_gold_scorer_refuses_mismatched_trees_and_string_models():
     with pytest.raises(InputError, match="words differ") as e:
         GoldScorer(model, lambda sentences: [[other]]).score([["the", "dog"]])
     assert e.value.location == "sentence 0"
+    with pytest.raises(InputError, match="constituency trees, not str") as e:
+        GoldScorer(model, lambda sentences: [["(S a)"], ["(S b)"]]).score([["the"], ["dog"]])
+    assert e.value.location == "sentence 0"
     with pytest.raises(InputError, match="needs a pushdown checkpoint"):
         GoldScorer(_model("base-lm"), lambda sentences: [])
 
