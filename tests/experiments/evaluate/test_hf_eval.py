@@ -14,6 +14,7 @@ import torch
 from experiments.cli import main
 from experiments.evaluate.scorer import text_of_words
 from tests.experiments.evaluate.test_hf_scorer import build_tiny_gpt2
+from tests.tolerances import close32
 
 SUITES = "number_prep"
 PARADIGMS = "anaphor_number_agreement"
@@ -63,9 +64,9 @@ def test_ppl_equals_transformers_for_any_batch_size(capsys, gpt2, prepared_data_
 
     sentences = read_sentences("ptb-sample", "test", 6, str(prepared_data_dir))
     for record, words in zip(results[1], sentences.words, strict=True):
-        assert record["logprob"] == pytest.approx(direct_logprob(gpt2, text_of_words(words).text), abs=1e-5)
+        assert record["logprob"] == close32(direct_logprob(gpt2, text_of_words(words).text))
     for a, b in zip(results[1], results[7], strict=True):
-        assert a["logprob"] == pytest.approx(b["logprob"], abs=1e-5)
+        assert a["logprob"] == close32(b["logprob"])
 
 
 def test_sg_and_blimp_read_the_raw_text(capsys, gpt2, prepared_data_dir, tmp_path):
@@ -89,8 +90,8 @@ def test_sg_and_blimp_read_the_raw_text(capsys, gpt2, prepared_data_dir, tmp_pat
 
     pairs = load_paradigms(default_data_dir(str(prepared_data_dir)), 3)[PARADIGMS]
     for record, pair in zip(items(tmp_path / "blimp"), pairs, strict=True):
-        assert record["logprob_good"] == pytest.approx(direct_logprob(gpt2, pair.good), abs=1e-5)
-        assert record["logprob_bad"] == pytest.approx(direct_logprob(gpt2, pair.bad), abs=1e-5)
+        assert record["logprob_good"] == close32(direct_logprob(gpt2, pair.good))
+        assert record["logprob_bad"] == close32(direct_logprob(gpt2, pair.bad))
 
 
 def test_bad_sources_are_one_error_line(capsys, gpt2, tmp_path, prepared_data_dir):

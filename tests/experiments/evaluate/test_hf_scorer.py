@@ -18,6 +18,7 @@ from experiments.evaluate.sg import condition_text, region_sums
 from experiments.evaluate.tokenize import tokenize
 from lightning_modules.data.tree import clean, read_bracketed
 from lightning_modules.errors import InputError
+from tests.tolerances import close32
 
 BOS = "<|endoftext|>"
 SAMPLE = ["wsj_0001.mrg", "wsj_0002.mrg", "wsj_0003.mrg", "wsj_0004.mrg", "wsj_0005.mrg", "wsj_0006.mrg"]
@@ -102,7 +103,7 @@ def test_protocols_convention_and_identity(scorer: hf.HFScorer, gpt2: Path):
 def test_totals_equal_a_direct_transformers_computation(scorer: hf.HFScorer, gpt2: Path, texts: list[Text]):
     for text, got in zip(texts, scorer.score_texts(texts)):
         _, _, logprobs = direct_piece_logprobs(gpt2, text.text)
-        assert got.total == pytest.approx(math.fsum(logprobs), abs=1e-5)
+        assert got.total == close32(math.fsum(logprobs))
         assert got.end_logprob == 0.0 and got.unknown_words == 0 and got.words == text.words
         assert math.fsum(got.word_logprobs) == pytest.approx(got.total, abs=1e-9)
         assert len(got.word_logprobs) == len(text.words)
@@ -115,10 +116,10 @@ def test_independent_of_batch_size_and_order(gpt2: Path, texts: list[Text]):
     for batch_size in (3, 16):
         scorer = hf.load(str(gpt2), batch_size=batch_size)
         for got, want in zip(scorer.score_texts(texts), reference):
-            assert got.word_logprobs == pytest.approx(want.word_logprobs, abs=1e-5)
+            assert got.word_logprobs == close32(want.word_logprobs)
         for k, got in zip(shuffled, scorer.score_texts([texts[k] for k in shuffled])):
-            assert got.word_logprobs == pytest.approx(reference[k].word_logprobs, abs=1e-5)
-            assert got.total == pytest.approx(reference[k].total, abs=1e-5)
+            assert got.word_logprobs == close32(reference[k].word_logprobs)
+            assert got.total == close32(reference[k].total)
 
 
 def test_pieces_go_to_the_word_of_their_first_non_space_character(scorer: hf.HFScorer, gpt2: Path):
@@ -135,7 +136,7 @@ def test_pieces_go_to_the_word_of_their_first_non_space_character(scorer: hf.HFS
     got = scorer.score_texts([text])[0]
     for w in range(len(tokens)):
         want = math.fsum(lp for lp, o in zip(logprobs, expected) if o == w)
-        assert got.word_logprobs[w] == pytest.approx(want, abs=1e-5)
+        assert got.word_logprobs[w] == close32(want)
 
 
 def test_lm_eval_choices_read_a_space_before_the_sentence(scorer: hf.HFScorer, gpt2: Path):
@@ -150,12 +151,11 @@ def test_lm_eval_choices_read_a_space_before_the_sentence(scorer: hf.HFScorer, g
     owners = [word_at[start - 1 + (spaced[start] == " ")] for start, _ in offsets]  # a piece starts with <= 1 space
     lm_eval = hf.load(str(gpt2), convention="lm-eval")
     (got,) = lm_eval.score_choices([text])
-    assert got.words == text.words and got.total == pytest.approx(math.fsum(logprobs), abs=1e-5)
+    assert got.words == text.words and got.total == close32(math.fsum(logprobs))
     for w in range(len(tokens)):
-        assert got.word_logprobs[w] == pytest.approx(math.fsum(lp for lp, o in zip(logprobs, owners) if o == w),
-                                                     abs=1e-5)
+        assert got.word_logprobs[w] == close32(math.fsum(lp for lp, o in zip(logprobs, owners) if o == w))
     (rolling,), (minicons,) = lm_eval.score_texts([text]), scorer.score_texts([text])
-    assert rolling.word_logprobs == pytest.approx(minicons.word_logprobs, abs=1e-6)
+    assert rolling.word_logprobs == close32(minicons.word_logprobs)
     assert scorer.score_choices([text]) == [minicons]
 
 
@@ -177,9 +177,9 @@ def test_region_sums_are_sums_of_the_pieces_in_each_region(scorer: hf.HFScorer, 
     for r, span in enumerate(spans):
         inside = [lp for (s, e), lp in zip(offsets, logprobs)
                   if span is not None and span[0] <= s + (raw[s] == " ") and e <= span[1]]
-        assert sums[r] == pytest.approx(math.fsum(inside), abs=1e-5)
+        assert sums[r] == close32(math.fsum(inside))
     assert spans[2] is None and sums[2] == 0.0
-    assert math.fsum(sums) == pytest.approx(math.fsum(logprobs), abs=1e-5)
+    assert math.fsum(sums) == close32(math.fsum(logprobs))
 
 
 def test_words_are_scored_as_their_text(scorer: hf.HFScorer):

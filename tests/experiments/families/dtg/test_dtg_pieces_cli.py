@@ -20,6 +20,7 @@ from experiments.families.dtg.beam import DTGBeamScorer
 from experiments.families.dtg.reference_beam import OfficialBeamPort
 from lightning_modules.data.dependency import DepTree
 from tests.experiments.families.dtg.test_dtg_beam import all_sequences, check_sums
+from tests.tolerances import close32
 
 ROW = "{i}\t{w}\t_\t_\t_\t_\t{h}\t_\t_\t_\n"
 SENTENCES = [("the cats sat on the mats .", (2, 3, 0, 6, 6, 3, 3)), ("a dog ran home .", (2, 3, 0, 3, 3)),
@@ -54,7 +55,7 @@ def test_piece_model_trains_scores_gold_trees_and_through_the_beam(tmp_path: Pat
         example = model.encode_tree(t)
         with torch.no_grad():
             nll, _ = model.module.nll(model._forward([example])[1])
-        assert score.total == pytest.approx(-float(nll), abs=1e-4)
+        assert score.total == close32(-float(nll))
         assert sum(score.word_logprobs) + score.end_logprob == pytest.approx(score.total)
         assert len(score.word_logprobs) == len(t) and all(v <= 0 for v in score.word_logprobs)
     words = sum(len(t) for t in trees)
@@ -71,8 +72,8 @@ def test_piece_model_trains_scores_gold_trees_and_through_the_beam(tmp_path: Pat
         ours = DTGBeamScorer(model, beam, word_beam, steps, fast_track).score(sentences)
         port = OfficialBeamPort(model, beam, word_beam, steps, fast_track).score(sentences)
         for mine, theirs, words in zip(ours, port, sentences):
-            assert np.cumsum(mine.word_logprobs) == pytest.approx(theirs.prefix[: len(words)], abs=1e-4)
-            assert mine.total == pytest.approx(theirs.total, abs=1e-4)
+            assert np.cumsum(mine.word_logprobs) == close32(theirs.prefix[: len(words)])
+            assert mine.total == close32(theirs.total)
     assert main(["eval", "ppl", str(checkpoint), "--corpus", str(corpus), "--split", "file", "--method", "beam",
                  "--beam", "6", "--word-beam", "3", "--json", "--out", str(tmp_path / "beam")]) == 0
     beam = json.loads(capsys.readouterr().out)

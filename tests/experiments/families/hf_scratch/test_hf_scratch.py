@@ -13,6 +13,7 @@ import torch
 from experiments.checkpoints import read_checkpoint
 from experiments.cli import main
 from experiments.families import get_family
+from tests.tolerances import close32
 
 TINY = ["model.config.n_embd=32", "model.config.n_layer=2", "model.config.n_head=2", "model.config.n_inner=64",
         "model.warmup_steps=2", "model.total_steps=20", "train.max_steps=12", "train.val_every=6",
@@ -82,7 +83,7 @@ def test_the_checkpoint_is_ours_and_scores_exactly(checkpoint):
         with torch.no_grad():
             logits = model.module.network(input_ids=torch.tensor([example.inputs])).logits[0]
         direct = logits.log_softmax(-1).gather(-1, torch.tensor(example.labels)[:, None]).sum().item()
-        assert score.total == pytest.approx(direct, abs=1e-4)
+        assert score.total == close32(direct)
         assert score.total == pytest.approx(sum(score.word_logprobs) + score.end_logprob)
         assert len(score.word_logprobs) == len(words) and score.end_logprob < 0
 

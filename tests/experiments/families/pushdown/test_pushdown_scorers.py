@@ -23,6 +23,7 @@ from lightning_modules.families.pushdown.batch import collate
 from lightning_modules.families.pushdown.data import encode_sentence, with_unknown
 from lightning_modules.families.pushdown.encoding import unlabelled
 from lightning_modules.families.pushdown.model import build
+from tests.tolerances import close32
 
 WORDS = ["the", "dog", "is", "happy", "barks"]
 TINY = dict(d_model=16, n_layers=2, n_heads=2, d_ff=32, attachment_depth_dim=8, dropout=0.0,
@@ -66,7 +67,7 @@ def test_unpruned_beam_is_the_marginal_over_all_binary_trees(words):
     expected = math.log(sum(math.exp(_joint(model, words, t)) for t in trees))
     score = BeamScorer(model, beam=1000).score([words])[0]
     assert score.total == pytest.approx(expected, abs=1e-4)
-    assert sum(score.word_logprobs) + score.end_logprob == pytest.approx(score.total, abs=1e-6)
+    assert sum(score.word_logprobs) + score.end_logprob == close32(score.total)
     assert score.extra["beam_final"] == len(trees)
 
 
@@ -92,15 +93,15 @@ def test_gold_scorer_is_the_training_joint_of_the_gold_tree_and_below_the_unprun
     scorer = GoldScorer(model, lambda sentences: [[tagged] for _ in sentences], batch_size=2)
     two = scorer.score([words] * 3)  # two batches
     score = two[0]
-    assert score.total == pytest.approx(_joint(model, words, untagged), abs=1e-5)
-    assert [s.total for s in two] == pytest.approx([score.total] * 3, abs=1e-6)
+    assert score.total == close32(_joint(model, words, untagged))
+    assert [s.total for s in two] == close32([score.total] * 3)
     assert len(score.word_logprobs) == 4
-    assert sum(score.word_logprobs) + score.end_logprob == pytest.approx(score.total, abs=1e-6)
+    assert sum(score.word_logprobs) + score.end_logprob == close32(score.total)
     assert scorer.convention.method == "gold" and scorer.convention.bound
     vocab = TokenVocab(list(model.ids)[3:])
     with torch.no_grad():
         _, lp_attach = model.module.gold_logprobs(collate([encode_sentence(untagged, vocab, model.pieces)]))
-    assert score.extra["structure_logprob"] == pytest.approx(float(lp_attach.sum()), abs=1e-5)
+    assert score.extra["structure_logprob"] == close32(float(lp_attach.sum()))
     assert BeamScorer(model, beam=1000).score([words])[0].total >= score.total
 
 
@@ -122,7 +123,7 @@ def test_base_lm_is_exact_and_refuses_the_beam():
     words = ["the", "dog", "barks", "zebra"]
     score = ExactScorer(model).score([words])[0]
     ref = _joint(model, words, Tree("X", tuple(Tree("T", (w,)) for w in words)))  # no head: words only
-    assert score.total == pytest.approx(ref, abs=1e-5) and score.unknown_words == 1
+    assert score.total == close32(ref) and score.unknown_words == 1
     with pytest.raises(InputError, match="needs a pushdown checkpoint"):
         BeamScorer(model)
     with pytest.raises(InputError, match="joint model"):
@@ -162,7 +163,7 @@ def test_pieces_unpruned_beam_is_the_marginal_over_word_trees_and_the_best_tree_
     assert score.extra["beam_final"] == len(trees)
     assert score.total == pytest.approx(math.log(sum(math.exp(j) for j in joints)), abs=1e-4)
     assert len(score.word_logprobs) == 3
-    assert sum(score.word_logprobs) + score.end_logprob == pytest.approx(score.total, abs=1e-6)
+    assert sum(score.word_logprobs) + score.end_logprob == close32(score.total)
     best = trees[max(range(len(trees)), key=joints.__getitem__)]
     assert score.best_tree == to_bracketed(unlabelled(best))
     assert score.extra["best_logprob"] == pytest.approx(max(joints), abs=1e-4)
@@ -173,7 +174,7 @@ def test_pieces_base_lm_sums_pieces_into_words_and_counts_unknown_pieces():
     words = ["the", "zebra", "barks"]
     score = ExactScorer(model).score([words])[0]
     ref = _piece_joint(model, sp, Tree("X", tuple(Tree("T", (w,)) for w in words)))
-    assert score.total == pytest.approx(ref, abs=1e-5)
+    assert score.total == close32(ref)
     assert len(score.word_logprobs) == 3 and score.unknown_words == 1  # "z" is not a piece of the vocabulary
-    assert sum(score.word_logprobs) + score.end_logprob == pytest.approx(score.total, abs=1e-5)
+    assert sum(score.word_logprobs) + score.end_logprob == close32(score.total)
     assert model.is_unknown("zebra") and not model.is_unknown("dog")

@@ -30,6 +30,7 @@ from lightning_modules.families.tg import data as tg_data
 from lightning_modules.families.tg.cc_constraints import CCState
 from lightning_modules.models.txl_lm import build
 from lightning_modules.numeric import logsumexp
+from tests.tolerances import FLOAT32, close32
 
 LABELS = st.sampled_from(["S", "NP", "VP", "PP"])
 WORDS = ["the", "cat", "sat", "on", "a", "mat"]
@@ -93,7 +94,7 @@ def check_decoder(model: TGModel, examples: list, compact_at: int = 9, together:
         BeamScorer._feed(decoder, [h for h, _, _ in entries], tokens, types, None if together == 1 else last)
         for h, k in zip(batch, sources):
             j = min(i + together, len(examples[k])) - 1
-            assert torch.allclose(h.next, expected[k][j], atol=1e-5, rtol=0), (k, j)
+            assert torch.allclose(h.next, expected[k][j], **FLOAT32), (k, j)
         if i // together == compact_at // together:  # drop every row no hypothesis can attend any more
             everyone = hyps + ([branch] if branch is not None else [])
             live = {h.rows[p] for h in everyone for p in h.state.live()}
@@ -152,11 +153,11 @@ def test_beam_equals_the_reencoding_beam_on_ptb_sentences(ptb_trees, family, ter
     cached = BeamScorer(model, beam, word_beam, max_actions, batch_size=3).score(sentences)
     for ref, got in zip(reference, cached, strict=True):
         assert got.words == ref.words
-        assert got.total == pytest.approx(ref.total, abs=1e-4)
-        assert got.word_logprobs == pytest.approx(ref.word_logprobs, abs=1e-4)
-        assert got.end_logprob == pytest.approx(ref.end_logprob, abs=1e-4)
+        assert got.total == close32(ref.total)
+        assert got.word_logprobs == close32(ref.word_logprobs, scale=abs(ref.total))
+        assert got.end_logprob == close32(ref.end_logprob)
         assert got.best_tree == ref.best_tree and got.extra["trees"] == ref.extra["trees"]
-        assert got.extra["best_logprob"] == pytest.approx(ref.extra["best_logprob"], abs=1e-4)
+        assert got.extra["best_logprob"] == close32(ref.extra["best_logprob"])
         assert got.unknown_words == ref.unknown_words
 
 
@@ -231,10 +232,10 @@ def test_union_of_beam_trees_and_proposals_counts_each_tree_once(ptb_trees):
         assert u.extra["trees"] == len(distinct)
         assert u.extra["search_only_trees"] == len(distinct) - len(set(proposals(sentences)[k]))
         each = [gold.score_trees([sentences[k]], [[t]])[0].total for t in distinct]
-        assert u.total == pytest.approx(logsumexp(each), abs=1e-4)
+        assert u.total == close32(logsumexp(each))
         assert u.total >= max(b.total, p.total) - 1e-4  # float32 passes
-        assert sum(u.word_logprobs) + u.end_logprob == pytest.approx(u.total, abs=1e-4)
+        assert sum(u.word_logprobs) + u.end_logprob == close32(u.total)
     same = UnionScorer(TreeScorer(model, beam.final_trees, method="proposals", n=None), beam.final_trees,
                        convention).score(sentences)
-    assert [s.total for s in same] == pytest.approx([s.total for s in by_beam], abs=1e-4)
+    assert [s.total for s in same] == close32([s.total for s in by_beam])
     assert all(s.extra["search_only_trees"] == 0 for s in same)

@@ -24,6 +24,7 @@ from lightning_modules.data.tree import read_bracketed, to_bracketed
 from lightning_modules.errors import InputError
 from lightning_modules.families.tg import data as tg_data
 from lightning_modules.models.txl_lm import build
+from tests.tolerances import close32
 
 FILES = ("wsj_0001.mrg", "wsj_0002.mrg", "wsj_0003.mrg")
 
@@ -94,7 +95,7 @@ def test_gold_equals_the_gold_document_exactly(joint, documents):
     scored = scorer.score_documents(sentences)
     for doc, scores in zip(documents, scored):
         reference = sequence_logprob(joint, document_choe_charniak(doc, joint.terminals))
-        assert math.fsum(s.total for s in scores) == pytest.approx(reference, abs=1e-4)
+        assert math.fsum(s.total for s in scores) == close32(reference)
         for s in scores:  # word values and the end term telescope to each sentence's total
             assert sum(s.word_logprobs) + s.end_logprob == pytest.approx(s.total, abs=1e-9)
     assert scorer.convention.incremental.startswith(INCREMENTAL)
@@ -116,11 +117,11 @@ def test_proposals_greedy_prefix_and_bounds(joint, documents):
         last = i == len(doc) - 1
         values = [conditional(joint, chosen, t, last) for t in trees]
         distinct = {to_bracketed(t): v for t, v in zip(trees, values)}
-        assert s.total == pytest.approx(float(np.logaddexp.reduce(list(distinct.values()))), abs=1e-4)
+        assert s.total == close32(float(np.logaddexp.reduce(list(distinct.values()))))
         assert s.total >= values[0] - 1e-4  # at least the gold tree given the same prefix
         best = int(np.argmax(values))
         assert s.best_tree == to_bracketed(trees[best])
-        assert s.extra["best_logprob"] == pytest.approx(values[best], abs=1e-4)
+        assert s.extra["best_logprob"] == close32(values[best])
         chosen.append(trees[best])
     assert scores[0].total >= gold_scores[0].total - 1e-6
 
@@ -133,11 +134,11 @@ def test_exact_document_equals_token_logprobs(documents):
         example = model.encode(terminal_actions(doc, model.terminals))
         lp = model.module.token_logprobs(tg_data.collate_sequences(
             [(example, segment(example, model.length, model.length, model.memory))])).double()[0].numpy()
-        assert math.fsum(s.total for s in scores) == pytest.approx(float(lp.sum()), abs=1e-4)
+        assert math.fsum(s.total for s in scores) == close32(float(lp.sum()))
         words = [v for s in scores for v in s.word_logprobs]
-        assert words == pytest.approx(lp[: len(words)].tolist(), abs=1e-5)  # one terminal per word
+        assert words == close32(lp[: len(words)].tolist())  # one terminal per word
         assert [s.end_logprob for s in scores[:-1]] == [0.0] * (len(scores) - 1)
-        assert scores[-1].end_logprob == pytest.approx(float(lp[len(words)]), abs=1e-5)  # </s>
+        assert scores[-1].end_logprob == close32(float(lp[len(words)]))  # </s>
 
 
 def test_document_errors(joint, documents):
@@ -205,8 +206,7 @@ def test_cli_document_proposals_file_with_gold_only_equals_gold(document_checkpo
                 "--out", str(tmp_path / method), "--json", *extra]
         assert main(args) == 0
         results[method] = json.loads(capsys.readouterr().out)
-    assert results["proposals"]["metrics"]["logprob"] == pytest.approx(results["gold"]["metrics"]["logprob"],
-                                                                       abs=1e-4)
+    assert results["proposals"]["metrics"]["logprob"] == close32(results["gold"]["metrics"]["logprob"])
     assert "greedy single-path prefix" in results["proposals"]["settings"]["scorer_convention"]["incremental"]
 
 

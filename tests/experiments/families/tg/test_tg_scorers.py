@@ -29,6 +29,7 @@ from lightning_modules.errors import InputError
 from lightning_modules.families.tg import data as tg_data
 from lightning_modules.families.tg.cc_constraints import build_tree
 from lightning_modules.models.txl_lm import build
+from tests.tolerances import FLOAT32, close32
 
 GRAMMAR = ["(S (X (W a) (W b)) (W c))", "(S (W a) (X (W b) (W c)))", "(X (S (W a)) (W b))", "(S (W c) (W a))"]
 LABELS = ("S", "X")
@@ -125,8 +126,8 @@ def test_gold_score_splits_the_joint_into_the_words_given_the_tree_and_the_struc
         example = joint.encode_tree(tree)
         lp = joint.label_logprobs([example])[0]
         terminal = (example.labels >= len(RESERVED)) & (example.labels < len(RESERVED) + len(joint.vocab.terminals))
-        assert score.extra["structure_logprob"] == pytest.approx(float(lp[~terminal].sum()), abs=1e-6)
-        assert score.total - score.extra["structure_logprob"] == pytest.approx(float(lp[terminal].sum()), abs=1e-6)
+        assert score.extra["structure_logprob"] == close32(float(lp[~terminal].sum()))
+        assert score.total - score.extra["structure_logprob"] == close32(float(lp[terminal].sum()))
         assert score.extra["structure_logprob"] < 0
     for n in (1, 3):  # proposals, even a single one, are not split: only the gold tree is "the tree"
         assert "structure_logprob" not in TreeScorer(joint, all_trees(trees), n=n).score([words])[0].extra
@@ -138,12 +139,12 @@ def test_proposal_bound_monotone_and_exact_on_all_trees(joint, words):
     trees = enumerate_trees(words, LABELS, A)
     reference = [reference_joint(joint, t) for t in trees[:20]]
     gold = TreeScorer(joint, None, method="gold").score_trees([words] * 20, [[t] for t in trees[:20]])
-    assert np.allclose([s.total for s in gold], reference, atol=1e-5, rtol=0)
+    assert np.allclose([s.total for s in gold], reference, **FLOAT32)
     marginal = TreeScorer(joint, all_trees(trees), n=None).score([words])[0]
     assert marginal.extra["trees"] == len(trees)
     each = TreeScorer(joint, None, method="gold", batch_size=1000).score_trees([words] * len(trees),
                                                                                [[t] for t in trees])
-    assert marginal.total == pytest.approx(logsumexp([s.total for s in each]), abs=1e-5)
+    assert marginal.total == close32(logsumexp([s.total for s in each]))
     previous = -np.inf
     for n in (1, 2, 3, 10, len(trees) // 2, len(trees) - 1, len(trees)):
         bound = TreeScorer(joint, all_trees(trees), n=n).score([words])[0]
@@ -153,8 +154,7 @@ def test_proposal_bound_monotone_and_exact_on_all_trees(joint, words):
         assert sum(bound.word_logprobs) + bound.end_logprob == pytest.approx(bound.total, abs=1e-9)
         assert max(bound.word_logprobs) <= 1e-9 and bound.end_logprob <= 1e-9
     assert previous == pytest.approx(marginal.total, abs=1e-12)
-    assert TreeScorer(joint, all_trees(trees), n=1).score([words])[0].total == pytest.approx(
-        reference_joint(joint, trees[0]), abs=1e-5)
+    assert TreeScorer(joint, all_trees(trees), n=1).score([words])[0].total == close32(reference_joint(joint, trees[0]))
 
 
 def test_duplicates_removed_best_tree_and_prefix_counting(joint):
@@ -172,7 +172,7 @@ def test_duplicates_removed_best_tree_and_prefix_counting(joint):
     shared = [parse_tree("(S a b)"), parse_tree("(S a (X b))")]
     score = TreeScorer(joint, all_trees(shared), n=None).score([words])[0]
     other = TreeScorer(joint, all_trees(shared[:1]), n=None).score([words])[0]
-    assert score.word_logprobs[0] == pytest.approx(other.word_logprobs[0], abs=1e-6)
+    assert score.word_logprobs[0] == close32(other.word_logprobs[0], scale=abs(other.total))
 
 
 # -- beam: exact when wide enough, a bound otherwise ---------------------------------------------------------
@@ -182,9 +182,9 @@ def test_wide_beam_equals_marginal_over_the_enumerated_set(joint, words):
     marginal = TreeScorer(joint, all_trees(trees), n=None, batch_size=1000).score([words])[0]
     wide = BeamScorer(joint, beam=10_000, word_beam=10_000, max_actions=A).score([words])[0]
     assert wide.extra["trees"] == len(trees)
-    assert wide.total == pytest.approx(marginal.total, abs=1e-5)
-    assert wide.word_logprobs == pytest.approx(marginal.word_logprobs, abs=1e-5)
-    assert wide.end_logprob == pytest.approx(marginal.end_logprob, abs=1e-5)
+    assert wide.total == close32(marginal.total)
+    assert wide.word_logprobs == close32(marginal.word_logprobs, scale=abs(marginal.total))
+    assert wide.end_logprob == close32(marginal.end_logprob)
     assert wide.best_tree == marginal.best_tree
     narrow = BeamScorer(joint, beam=3, word_beam=2, max_actions=A).score([words])[0]
     assert narrow.total <= marginal.total + 1e-9 and narrow.extra["trees"] < len(trees)
@@ -203,14 +203,14 @@ def test_exact_scores_are_batch_invariant_and_equal_token_logprobs(grammar):
     assert isinstance(ExactScorer(model), Scorer)
     for a, b, words in zip(one, many, SENTENCES):
         assert a.words == tuple(words)
-        assert a.total == pytest.approx(b.total, abs=1e-5)
-        assert a.word_logprobs == pytest.approx(b.word_logprobs, abs=1e-5)
+        assert a.total == close32(b.total)
+        assert a.word_logprobs == close32(b.word_logprobs, scale=abs(b.total))
         actions = ExactScorer(model).actions(words)
         example = model.encode(actions)
         direct = model.module.token_logprobs(tg_data.collate_sequences(
             [(example, segment(example, model.length, model.length, model.memory))]))
-        assert b.total == pytest.approx(float(direct.double().sum()), abs=1e-5)
-        assert b.end_logprob == pytest.approx(float(direct[0, len(example) - 2]), abs=1e-5)
+        assert b.total == close32(float(direct.double().sum()))
+        assert b.end_logprob == close32(float(direct[0, len(example) - 2]))
         assert sum(b.word_logprobs) + b.end_logprob == pytest.approx(b.total, abs=1e-9)
 
 
@@ -220,8 +220,8 @@ def test_proposal_scores_are_batch_invariant(joint):
     one = TreeScorer(joint, source, n=None, batch_size=1).score(SENTENCES)
     many = TreeScorer(joint, source, n=None, batch_size=32).score(SENTENCES)
     for a, b in zip(one, many):
-        assert a.total == pytest.approx(b.total, abs=1e-5)
-        assert a.word_logprobs == pytest.approx(b.word_logprobs, abs=1e-5)
+        assert a.total == close32(b.total)
+        assert a.word_logprobs == close32(b.word_logprobs, scale=abs(b.total))
         assert a.best_tree == b.best_tree
 
 
@@ -242,9 +242,9 @@ def test_sentencepiece_pieces_are_summed_into_words(shared_data):
         [(example, segment(example, model.length, model.length, model.memory))]))[0].double().numpy()
     for i in range(len(words)):
         positions = [j for j, w in enumerate(actions.word_index) if w == i]
-        assert score.word_logprobs[i] == pytest.approx(direct[[p - 1 for p in positions]].sum(), abs=1e-5)
+        assert score.word_logprobs[i] == close32(direct[[p - 1 for p in positions]].sum())
     assert score.unknown_words == 1  # "Ωmega": Ω is outside the model's alphabet (the <unk> piece)
-    assert score.total == pytest.approx(direct.sum(), abs=1e-5)
+    assert score.total == close32(direct.sum())
 
 
 # -- files and errors ----------------------------------------------------------------------------------------
@@ -311,7 +311,7 @@ def test_gold_trees_from_a_treebank_and_method_errors(tmp_path, joint, grammar):
 
     for s, words in zip(scores, sentences):
         first = next(t for t in grammar if clean(t).leaves() == words)  # the same words: the first tree
-        assert s.total == pytest.approx(reference_joint(joint, drop_pos_tags(first)), abs=1e-5)
+        assert s.total == close32(reference_joint(joint, drop_pos_tags(first)))
     with pytest.raises(InputError, match="joint model"):
         ExactScorer(joint)
     with pytest.raises(InputError, match="string model"):
@@ -343,8 +343,8 @@ def test_load_scorer_every_method(checkpoints, tmp_path):
     sentences = [clean(t).leaves() for t in trees]
     exact = load_scorer(paths["txl-terminals"], batch_size=1)
     assert exact.convention.method == "exact" and not exact.convention.bound
-    assert [s.total for s in exact.score(sentences)] == pytest.approx(
-        [s.total for s in load_scorer(paths["txl-terminals"], batch_size=32).score(sentences)], abs=1e-5)
+    batched = load_scorer(paths["txl-terminals"], batch_size=32).score(sentences)
+    assert [s.total for s in exact.score(sentences)] == close32([s.total for s in batched])
     gold = load_scorer(paths["tg"], "gold", trees=treebank).score(sentences)
     proposals = tmp_path / "p.jsonl"
     proposals.write_text("".join(json.dumps({"sentence": k, "trees": [to_bracketed(t)]}) + "\n"
@@ -352,7 +352,7 @@ def test_load_scorer_every_method(checkpoints, tmp_path):
     scorer = load_scorer(paths["tg"], "proposals", proposals=proposals, n_proposals=5)
     assert scorer.convention.to_dict()["proposal_source"] == f"file:{proposals}"
     assert scorer.convention.incremental == "proposal-prefixes" and scorer.convention.n_proposals == 5
-    assert [s.total for s in scorer.score(sentences)] == pytest.approx([s.total for s in gold], abs=1e-5)
+    assert [s.total for s in scorer.score(sentences)] == close32([s.total for s in gold])
     beam = load_scorer(paths["tg"], "beam", beam=4, word_beam=2, max_actions=3)
     short = [w[:4] for w in sentences[:1]]
     score = beam.score(short)[0]

@@ -17,6 +17,7 @@ from experiments.families.tg import terminals as terminal_logprobs
 from experiments.families.tg.scorers import ExactScorer, TGModel
 from lightning_modules.data.encodings.choe_charniak import Actions, TokenType, choe_charniak
 from lightning_modules.data.tree import clean, drop_pos_tags, read_bracketed, to_bracketed
+from tests.tolerances import FLOAT32, close32
 
 FILES = ("wsj_0001.mrg", "wsj_0002.mrg", "wsj_0003.mrg")
 
@@ -66,7 +67,7 @@ def test_joint_terminals_equal_prefix_forward_passes(checkpoints, tmp_path, name
         prefix = Actions(actions.tokens[:cut], actions.types[:cut], actions.word_index[:cut])
         example = model.encode(prefix)
         expected = model.label_logprobs([example])[0][len(example.tokens) - 2]
-        assert items[1]["logprob"][k] == pytest.approx(expected, abs=1e-5)
+        assert items[1]["logprob"][k] == close32(expected)
 
 
 def test_txl_terminals_equal_exact_word_logprobs(checkpoints, tmp_path):
@@ -76,7 +77,7 @@ def test_txl_terminals_equal_exact_word_logprobs(checkpoints, tmp_path):
     items = [json.loads(line) for line in (tmp_path / "out" / "items.jsonl").read_text().splitlines()]
     scores = ExactScorer(TGModel.load(str(paths["txl-terminals"]))).score(sentences.words[:5])
     for item, score in zip(items, scores):
-        np.testing.assert_allclose(item["logprob"], score.word_logprobs, atol=1e-5)
+        np.testing.assert_allclose(item["logprob"], score.word_logprobs, **FLOAT32)
 
 
 def test_documents_and_training_counts(checkpoints, tmp_path, shared_data):

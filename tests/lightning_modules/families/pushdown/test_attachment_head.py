@@ -7,6 +7,7 @@ import torch
 
 from lightning_modules.families.pushdown.attachment_head import AttachmentHead
 from lightning_modules.families.pushdown.attention import interleaved_sinusoids
+from tests.tolerances import FLOAT32
 
 D, T = 8, 5
 
@@ -66,7 +67,7 @@ def test_single_query_mode_matches_the_training_row():
         one = head(states[:, : t + 1], next_words[:, t : t + 1], tape[:, t : t + 1, : t + 1],
                    torch.tensor([t + 1, t + 1]), query_positions=torch.tensor([t]))
         assert one.shape == (2, 1, t + 2)
-        torch.testing.assert_close(one[0, 0], full[0, t, : t + 2], atol=1e-6, rtol=1e-6)
+        torch.testing.assert_close(one[0, 0], full[0, t, : t + 2], **FLOAT32)
 
 
 def test_gradients_flow_to_every_parameter():
