@@ -37,11 +37,14 @@ logsumexp at its last piece, before that piece's word beam.
 its own (and the word beam after it). So here: after the last word, the transition that ends the sequence
 (arc-standard's ``pop_root``, arc-eager's POP of the root) is the target of a group, then ``</s>`` of another;
 arc-swift, which has no ending transition, has only the ``</s>`` group (``</s>`` once every word is attached).
-The official mask lets ``pop_root`` through on any stack and arcs after it (up to 2 x 7 arcs after the last
-word); our states represent complete trees only, so ``pop_root`` comes only on a one-word stack and nothing
-follows it, and the groups after the last word get ``2 * max_actions - 1`` token steps (the same 14 arcs,
-all before ``pop_root``). ``total`` is the logsumexp over the final beam, a lower bound on log p(x); -inf
-(``trees`` 0, no best tree) when no hypothesis completes within those steps (the prefix values stand).
+When arc-standard's ``pop_root`` may come is the ``pop_root`` setting (``encoding.POP_ROOT_RULES``):
+``official`` (the default), the official mask's, on any stack with a word, composing the top two units, and
+arcs after it in the ``</s>`` group (each group ``max_actions`` token steps, so up to 2 x 7 arcs after the last
+word), where ``</s>`` may also leave words unattached; ``single-word``, on a one-word stack only, nothing after
+it but ``</s>``, every hypothesis a complete tree, and the groups after the last word ``2 * max_actions - 1``
+token steps (the same 14 arcs, all before ``pop_root``). ``total`` is the logsumexp over the final beam, a
+lower bound on log p(x); -inf (``trees`` 0, no best tree) when no hypothesis completes within those steps (the
+prefix values stand). The best tree is the best final hypothesis that attaches every word (None if none does).
 
 Each token is fed once through ``TransformerXL.step`` into a ``KeyValuePool`` row; its query reads the rows of
 its attend list: the STACK/COMPOSE units ``DTGState`` gives (keys, raw relative positions, COMPOSE flag, the
@@ -91,17 +94,20 @@ class _Hypothesis:
 
 
 class DTGBeamScorer:
-    """Word-synchronous beam over a DTG / TXL (trans) checkpoint's transitions (module docstring). The settings
-    have no defaults here: the ``beam`` method of the family adapter declares them."""
+    """Word-synchronous beam over a DTG / TXL (trans) checkpoint's transitions (module docstring). The search
+    settings have no defaults here: the ``beam`` method of the family adapter declares them; ``pop_root`` is the
+    official rule unless given (``POP_ROOT_RULES[0]``, as the port's)."""
 
     def __init__(self, model: object, beam: int, word_beam: int, max_actions: int, fast_track: int,
-                 batch_size: int = 8):
+                 batch_size: int = 8, pop_root: str = dtg.POP_ROOT_RULES[0]):
         beams.check_beam_settings(beam, word_beam, max_actions, batch_size, fast_track)
         if fast_track > beam:
             raise InputError(f"must be at most the beam ({beam})", "fast_track")
+        if pop_root not in dtg.POP_ROOT_RULES:
+            raise InputError(f"must be one of {', '.join(dtg.POP_ROOT_RULES)} (got {pop_root!r})", "pop_root")
         self.model = model
         self.beam, self.word_beam, self.max_actions = beam, word_beam, max_actions
-        self.fast_track, self.batch_size = fast_track, batch_size
+        self.fast_track, self.batch_size, self.pop_root = fast_track, batch_size, pop_root
         self.name = model.family  # type: ignore[attr-defined]
         self.causal = model.family == "txl-trans"  # type: ignore[attr-defined]
         self.convention = Convention(method="beam", bound=True, beam=beam, word_beam=word_beam,
@@ -161,13 +167,14 @@ class DTGBeamScorer:
         model = self.model
         pieces = word_pieces(model, words)
         pool = self.network.new_pool(1024)
-        start = _Hypothesis(dtg.DTGState(model.system), [], [], 0.0)  # type: ignore[attr-defined]
+        start = _Hypothesis(dtg.DTGState(model.system, self.pop_root), [], [], 0.0)  # type: ignore[attr-defined]
         self._feed(pool, [start], [None], ())
         beam, prefix = [start], np.full(len(words), -np.inf)
         ending = [] if model.system == "swift" else [END]  # type: ignore[attr-defined]
         reached: list[_Hypothesis] = []
+        closing = self.max_actions if self.pop_root == "official" else 2 * self.max_actions - 1
         for i, target in enumerate([*(p[0] for p in pieces), *ending, EOS]):
-            steps = self.max_actions if i < len(words) else 2 * self.max_actions - 1
+            steps = self.max_actions if i < len(words) else closing
             reached = self._group(pool, beam, target, steps)
             if not reached:  # the official loop: no hypothesis survives, every later prefix is -inf
                 break
@@ -177,7 +184,7 @@ class DTGBeamScorer:
                 beam = self._word_beam(reached)
                 self._feed(pool, beam, [h.pending for h in beam], ())
         total = logsumexp([h.logprob for h in reached]) if reached else float("-inf")  # reached: after </s>
-        best = max(reached, key=lambda h: h.logprob, default=None)
+        best = max((h for h in reached if h.state.complete()), key=lambda h: h.logprob, default=None)
         tree = None if best is None else to_conllu(DepTree(
             tuple(words), tuple(best.state.heads[w] for w in range(1, len(words) + 1)), ("dep",) * len(words)))
         word_logprobs = word_values(prefix)

@@ -22,10 +22,13 @@ Where it departs from the official code, and why:
 - The next-token log-probs come from the checkpoint's full forward pass over each slot's whole prefix
   (``DTGModel.distributions``), not from a key/value cache; the tokens' attention from ``DTGState`` (the
   official ``TGAgent``) through ``beam.token_records``.
-- An action or terminal is taken only where ``DTGState.check`` also allows it. Between words that is the
-  official mask itself (two words on the stack); at the end the official mask lets ``pop_root`` through on a
-  larger stack and up to 7 arcs after it, sequences our states cannot represent: so the ``pop_root`` terminal
-  gets ``2 * max_actions - 1`` token steps (the same 14 arcs, all before it), as ``beam.py``'s closing groups.
+- An action or terminal is taken only where ``DTGState.check`` also allows it, under the ``pop_root`` rule
+  (``encoding.POP_ROOT_RULES``). Between words that is the official mask itself (two words on the stack).
+  ``official`` (the default): ``pop_root`` on any stack with a word and arcs after it, as the official mask,
+  less the two arcs it lets through that compose no two words (over a single unit; the root as a dependent;
+  ``encoding``'s module docstring). ``single-word``: ``pop_root`` on a one-word stack only, nothing after it,
+  and its terminal gets ``2 * max_actions - 1`` token steps (the same 14 arcs, all before it), as ``beam.py``'s
+  closing groups.
 - Ties in the sort go by flat index (a stable sort; CUDA's sort is not stable).
 
 Arc-standard only (the official code's system). It scores one slot prefix per forward pass row, so it is slow:
@@ -68,11 +71,12 @@ class OfficialBeamPort:
     """The official ``word_sync_beam_search`` over a DTG (arc-standard) or TXL (trans) checkpoint (module
     docstring); ``score`` gives each sentence's ``PortScore``."""
 
-    def __init__(self, model: object, beam: int, word_beam: int, max_actions: int, fast_track: int):
+    def __init__(self, model: object, beam: int, word_beam: int, max_actions: int, fast_track: int,
+                 pop_root: str = dtg.POP_ROOT_RULES[0]):
         if model.system != "standard":  # type: ignore[attr-defined]
             raise ValueError("the port of the official beam is for arc-standard checkpoints (the official system)")
         self.model, self.beam, self.word_beam = model, beam, word_beam
-        self.max_actions, self.shift_size = max_actions, fast_track
+        self.max_actions, self.shift_size, self.pop_root_rule = max_actions, fast_track, pop_root
         self.compose = model.family == "dtg"  # type: ignore[attr-defined]
         vocab = model.vocab  # type: ignore[attr-defined]
         self.actions = [(vocab.id(dtg.LEFT_ARC), dtg.Transition(dtg.LEFT_ARC)),
@@ -87,7 +91,7 @@ class OfficialBeamPort:
         model = self.model
         terminals = [(piece, k == 0, word) for word in word_pieces(model, words) for k, piece in enumerate(word)]
         terminals += [(self.pop_root, True, [self.pop_root]), (self.eos, True, [self.eos])]
-        start = _Slot(dtg.DTGState("standard"), [])
+        start = _Slot(dtg.DTGState("standard", self.pop_root_rule), [])
         start.records = token_records(model, [], start.state, None)
         slots: list[_Slot | None] = [start] + [None] * (self.beam - 1)
         scores = np.full(self.beam, -np.inf)
@@ -97,7 +101,8 @@ class OfficialBeamPort:
         for terminal, begin, word in terminals:
             finished = np.zeros(self.beam, dtype=bool)
             prev_compose = False
-            steps = 2 * self.max_actions - 1 if terminal == self.pop_root else self.max_actions
+            closing = terminal == self.pop_root and self.pop_root_rule == "single-word"
+            steps = 2 * self.max_actions - 1 if closing else self.max_actions
             shift_size = self.shift_size if begin else self.beam  # a later piece: only the piece is taken
             for k in range(steps):
                 completed = finished | (scores == -np.inf)

@@ -3,9 +3,13 @@
 A dependency corpus (CoNLL-U, or a constituency corpus as ``NAME-dep``) is read sentence by sentence; words
 map to terminal tokens (``data.terminals``): ``words`` (the default), the training vocabulary with unknown-word
 classes (``vocab.WordVocab``, ``data.min_count``), or ``sentencepiece``, the pieces of a SentencePiece unigram
-model of ``data.sp_vocab_size`` pieces trained on the training split's words, as TG's (``<unk>`` for a piece
-outside the model's alphabet), one token per piece (``encoding.encode_pieces``: the paper's appendix on
-subword tokenizers). The oracle
+model of ``data.sp_vocab_size`` pieces (``<unk>`` for a piece outside the model's alphabet), one token per
+piece (``encoding.encode_pieces``: the paper's appendix on subword tokenizers). The model is trained on
+``data.sp_text`` (``SP_TEXTS``): ``transitions`` (the default), as the official ``tokenizer_build.py``, on the
+training split's transition sequences written out (``sentencepiece_text``: ``The cat left_arc sat left_arc .
+right_arc pop_root``) with the transition tokens as user-defined symbols (one piece each, never split or
+learnt from); ``words``, as TG's tokenizer, on the training split's sentences, no symbols (so DTG reads TG's
+pieces). The oracle
 of ``model.system`` turns each tree into transitions; non-projective trees have none and are left out, as the
 official preprocessing drops them, and so are sentences whose sequence exceeds one segment (DTG is sentence
 level, as the official code, which keeps the first 512-token chunk); both are counted in the run's stats.
@@ -42,6 +46,7 @@ if TYPE_CHECKING:
     from lightning_modules.data.sentencepiece import SentencePieceModel
 
 TERMINALS = ("words", "sentencepiece")
+SP_TEXTS = ("transitions", "words")  # what the SentencePiece model is trained on (module docstring)
 UNKNOWN_PIECE = "<unk>"  # the token of a piece outside the SentencePiece model's alphabet (TG's)
 
 # the spelling of every non-GEN transition token and of the sequence ends: a word spelled so is escaped
@@ -146,11 +151,13 @@ def build(family: str, cfg: dict[str, Any]) -> TrainData:
                      valid_words=valid_words, stats=stats)
 
 
-def terminal_vocabulary(data: dict[str, Any], train: list[tuple[DepTree, Any]], train_forms: list[tuple[str, ...]]
+def terminal_vocabulary(data: dict[str, Any], train: list[tuple[DepTree, list[dtg.Transition]]],
+                        train_forms: list[tuple[str, ...]]
                         ) -> tuple[WordVocab | SentencePieceModel, tuple[str, ...], dict[str, Any]]:
     """The terminals of ``data.terminals`` (a ``WordVocab`` from the projective training trees, or a
-    SentencePiece model trained on every training sentence, as TG's), their vocabulary tokens and their
-    checkpoint payload."""
+    SentencePiece model trained on ``data.sp_text``: the projective training trees' transition sequences, or
+    every training sentence), their vocabulary tokens and their checkpoint payload. A piece spelled like a
+    transition (a user-defined symbol inside a word) is a terminal token of its own (``escaped``)."""
     kind = data.get("terminals", "words")
     if kind == "words":
         words = WordVocab.build([w for t, _ in train for w in t.forms], int(data["min_count"]))
@@ -161,13 +168,38 @@ def terminal_vocabulary(data: dict[str, Any], train: list[tuple[DepTree, Any]], 
         raise InputError("data.terminals: sentencepiece needs the number of pieces", "data.sp_vocab_size")
     from lightning_modules.data.sentencepiece import SentencePieceModel
 
+    sentences, symbols = sentencepiece_text(data, train, train_forms)
     try:
-        sp = SentencePieceModel.train(train_forms, vocab_size=int(data["sp_vocab_size"]))
+        sp = SentencePieceModel.train(sentences, vocab_size=int(data["sp_vocab_size"]), user_defined_symbols=symbols)
     except InputError as e:
         raise InputError(e.message, "data.sp_vocab_size") from None
     tokens = (*(escaped(sp.id_to_piece(i)) for i in range(4, len(sp))), UNKNOWN_PIECE)
     return sp, tokens, {"terminals": "sentencepiece", "unknown": UNKNOWN_PIECE,
                         "sentencepiece": base64.b64encode(sp.to_bytes()).decode("ascii")}
+
+
+def sentencepiece_text(data: dict[str, Any], train: list[tuple[DepTree, list[dtg.Transition]]],
+                       train_forms: list[tuple[str, ...]]) -> tuple[list[list[str]], list[str]]:
+    """What the SentencePiece model of ``data.sp_text`` is trained on: its lines (each a sequence of items that
+    ``SentencePieceModel.train`` joins by spaces) and user-defined symbols. ``transitions``: each projective
+    training tree's undoubled transition sequence, a GEN written as its word (the official ``conll_to_dep.py``
+    output, ``The cat left_arc sat left_arc . right_arc pop_root``), the transition tokens as symbols;
+    ``words``: every training sentence, no symbols."""
+    text = data.get("sp_text", SP_TEXTS[0])
+    if text not in SP_TEXTS:
+        raise InputError(f"must be one of {', '.join(SP_TEXTS)} (got {text!r})", "data.sp_text")
+    if text == "words":
+        return [list(forms) for forms in train_forms], []
+    return [dtg.items(t.forms, ts) for t, ts in train], transition_symbols([x for _, ts in train for x in ts])
+
+
+def transition_symbols(transitions: Sequence[dtg.Transition]) -> list[str]:
+    """The user-defined symbols of the SentencePiece model: the non-GEN transition tokens of the training
+    sequences, by action (left_arc, right_arc, pop, pop_root: the official ``left_arc,right_arc,pop_root`` for
+    arc-standard) and reach (arc-swift)."""
+    order = (dtg.LEFT_ARC, dtg.RIGHT_ARC, dtg.POP, dtg.POP_ROOT)
+    made = {t for t in transitions if t.action != "gen"}
+    return [t.token() for t in sorted(made, key=lambda t: (order.index(t.action), t.k or 0))]
 
 
 def example_encoder(family: str, system: str, arc_input: str, vocab: ActionVocab,

@@ -36,6 +36,18 @@ pieces: an arc token's head position (``arc_heads``) is its head word's last pie
 
 ``DTGState`` is the system one transition at a time with the §3.5 constraints (``check``), for the oracle
 decoder, the encoder and generation; ``encode`` returns a ``DTGSequence`` (strings, types, attention lists).
+
+**When pop_root may come** (arc-standard; ``POP_ROOT_RULES``). ``single-word``: only on a one-word stack, and
+nothing but ``</s>`` follows: every sequence is one complete tree (the encoder's and the decoder's rule; the
+oracle's sequences are such). ``official``: the official beam search's rule (``beam_search_standard.py``):
+``pop_root`` is a terminal that its action mask never blocks, so it comes on any stack with a word, and its
+masking agent (``TGAgent``) composes the stack's top two units as a right arc: the top word becomes the
+dependent of the root (one word) or of the word below it (more). Arcs may follow it before ``</s>`` (the
+official count mask still allows them), each composing the top two units, the root's included (a right arc
+over the root attaches the word to it); ``</s>`` may come at any point after it, so a sequence may leave words
+unattached. Two arcs that the official count mask lets through are left out, as they compose no two words
+of a tree: an arc over a single unit (the official agent then composes nothing) and a left arc making the root
+a dependent.
 """
 
 from __future__ import annotations
@@ -60,6 +72,7 @@ from lightning_modules.data.encodings.transitions import (  # noqa: F401  (the s
 )
 
 BOS, EOS = "<s>", "</s>"
+POP_ROOT_RULES = ("official", "single-word")  # when pop_root may come (module docstring)
 
 
 class DTGType(IntEnum):
@@ -98,10 +111,13 @@ class DTGState:
     the bottom. ``gen_position[w]`` is the position of w's last piece, the head position of its arcs.
     """
 
-    def __init__(self, system: str = "standard"):
+    def __init__(self, system: str = "standard", pop_root: str = "single-word"):
         if system not in SYSTEMS:
             raise ValueError(f"system must be one of {SYSTEMS}, not {system!r}")
-        self.system = system
+        if pop_root not in POP_ROOT_RULES:
+            raise ValueError(f"pop_root must be one of {POP_ROOT_RULES}, not {pop_root!r}")
+        self.system, self.pop_root = system, pop_root
+        self.root_popped = False  # arc-standard: after pop_root
         self.stack: list[int] = [0]  # words, the root first
         self.buffer: int | None = None  # eager/swift: the generated word not yet shifted
         self.unit: dict[int, tuple[int, ...]] = {0: (0,)}
@@ -109,12 +125,13 @@ class DTGState:
         self.heads: dict[int, int] = {}
         self.words = 0  # generated so far
         self.position = 1  # of the next token
-        self.ended = False  # after pop_root / the final pop
+        self.ended = False  # nothing follows: after pop_root (single-word rule) / the final pop
 
     def copy(self) -> DTGState:
         """An independent copy (beam search branches states)."""
         state = DTGState.__new__(DTGState)
-        state.system, state.buffer, state.words = self.system, self.buffer, self.words
+        state.system, state.pop_root, state.root_popped = self.system, self.pop_root, self.root_popped
+        state.buffer, state.words = self.buffer, self.words
         state.position, state.ended = self.position, self.ended
         state.stack, state.unit, state.gen_position = self.stack[:], dict(self.unit), dict(self.gen_position)
         state.heads = dict(self.heads)
@@ -128,12 +145,20 @@ class DTGState:
         if (t.k is not None) != (self.system == "swift" and t.action in (LEFT_ARC, RIGHT_ARC)):
             return f"{t.token()} is not a transition of arc-{self.system}"
         if t.action == "gen":
-            return None
+            return "no word follows pop_root" if self.root_popped else None
         if self.system == "standard":
             words_on_stack = len(self.stack) - 1
             if t.action in (LEFT_ARC, RIGHT_ARC):
-                return None if words_on_stack >= 2 else "an arc needs two words on the stack"
+                if not self.root_popped:
+                    return None if words_on_stack >= 2 else "an arc needs two words on the stack"
+                if words_on_stack < 1:  # after pop_root (official rule): the top two units, the root's included
+                    return "an arc needs two units on the stack"
+                return "the root is never a dependent" if t.action == LEFT_ARC and self.stack[-2] == 0 else None
             if t.action == POP_ROOT:
+                if self.root_popped:
+                    return "pop_root comes once"
+                if self.pop_root == "official":
+                    return None if words_on_stack >= 1 else "pop_root needs a word on the stack"
                 return None if words_on_stack == 1 else "pop_root needs exactly one word on the stack"
         elif t.action in (LEFT_ARC, RIGHT_ARC):
             if self.buffer is None:
@@ -159,7 +184,11 @@ class DTGState:
         """Whether ``</s>`` may come next: after pop_root / the final pop, or (swift) once every word is attached."""
         if self.system == "swift":
             return self.buffer is None and self.words > 0 and len(self.heads) == self.words
-        return self.ended
+        return self.ended or self.root_popped
+
+    def complete(self) -> bool:
+        """Whether the sequence so far is one complete tree that may end (every word has its head)."""
+        return self.can_end() and len(self.heads) == self.words
 
     # -- applying transitions ----------------------------------------------------------------------------------
     def start(self) -> Token:
@@ -182,14 +211,11 @@ class DTGState:
             arc_type = DTGType.LA if t.action == LEFT_ARC else DTGType.RA
             second = DTGType.LA2 if t.action == LEFT_ARC else DTGType.RA2
             out = [Token(arc_type, *compose, head), self._stack_token(second, p + 1, head)]
-        elif t.action == POP_ROOT:
-            (word,) = self.stack[1:]
-            self.heads[word] = 0
-            pairs = [*((u, 0) for u in self.unit[0]), *((u, -1) for u in self.unit[word]), (p, 0)]
-            out = [Token(DTGType.POP, *_sorted(pairs), 0)]
-            self.stack.pop()
-            self.unit[0] = (p,)
-            self.ended = True
+        elif t.action == POP_ROOT:  # a right arc over the top two units: the root and its word (module docstring)
+            compose, head = self._arc(False, 1, p)
+            out = [Token(DTGType.POP, *compose, head)]
+            self.root_popped = True
+            self.ended = self.pop_root == "single-word"
         else:  # eager POP
             self.stack.pop()
             self.ended = not self.stack

@@ -1,10 +1,10 @@
 """The DTG / TXL (trans) word-synchronous beam: it equals a step-by-step port of the official loop
 (``reference_beam.py``) at narrow beams, with and without fast-track and with few token steps (re-ranked
-completions and two-token arcs both change these numbers); with beams wide enough to keep everything it sums
-p(x, a) over every transition sequence the system allows within the token steps (checked against full forward
-passes of each sequence: 15 steps for every sequence of three words, 3 for the four-word ones with at most one
-arc between words), its prefix values add up to the total, and narrow beams give a lower bound; eval sg/blimp
-run through it."""
+completions and two-token arcs both change these numbers), under both pop_root rules; with beams wide enough to
+keep everything it sums p(x, a) over every transition sequence the system and the pop_root rule allow within
+the token steps (checked against full forward passes of each sequence: 15 steps for every sequence of three
+words, 3 for the four-word ones with at most one arc between words), its prefix values add up to the total, and
+narrow beams give a lower bound; eval sg/blimp run through it and record the pop_root rule."""
 
 from __future__ import annotations
 
@@ -17,11 +17,20 @@ import pytest
 
 from experiments.config import resolve_train_config
 from experiments.families import get_family
-from experiments.families.dtg.beam import END, DTGBeamScorer, _ends, _Hypothesis, _transition
-from experiments.families.dtg.reference_beam import OfficialBeamPort
+from experiments.families.dtg.beam import (
+    END,
+    DTGBeamScorer,
+    _ends,
+    _Hypothesis,
+    _transition,
+    token_records,
+    word_pieces,
+)
+from experiments.families.dtg.reference_beam import OfficialBeamPort, _prefix_example
 from experiments.train import train
 from lightning_modules.data.dependency import DepTree
 from lightning_modules.families.dtg import encoding as dtg
+from tests.tolerances import close32
 
 TINY = ["model.d_model=32", "model.n_layers=2", "model.n_heads=2", "model.d_ff=64", "model.warmup_steps=4",
         "model.total_steps=40", "model.peak_lr=3e-3", "train.batch_size=4", "train.max_steps=8",
@@ -62,19 +71,19 @@ def official_model(request, tmp_path_factory):
     return trained(*request.param, tmp_path_factory)
 
 
-def all_sequences(model, n: int) -> list[list[dtg.Transition]]:
-    """Every complete sequence over n words whose transitions the vocabulary has (what the beam may take)."""
+def all_sequences(model, n: int, rule: str = "official") -> list[list[dtg.Transition]]:
+    """Every sequence over n words that may end (``</s>`` next) whose transitions the vocabulary has, under the
+    pop_root ``rule`` (what the beam may take)."""
     known = [t for t in (_transition(tok) for tok in model.vocab.tokens) if t is not None]
     out, stack = [], [[]]
     while stack:
         prefix = stack.pop()
-        state = dtg.DTGState(model.system)
+        state = dtg.DTGState(model.system, rule)
         for t in prefix:
             state.apply(t)
         remaining = n - state.words
         if not remaining and state.can_end():
             out.append(prefix)
-            continue
         if remaining and state.check(dtg.GEN) is None:
             stack.append(prefix + [dtg.GEN])
         stack.extend(prefix + [t] for t in known if state.check(t) is None and not (remaining and _ends(state, t)))
@@ -82,30 +91,54 @@ def all_sequences(model, n: int) -> list[list[dtg.Transition]]:
 
 
 def arcs_per_gap(sequence: list[dtg.Transition]) -> list[int]:
-    """The arcs before each word, and (last) those after the last word."""
+    """The arcs before each word, those after the last word (before pop_root) and those after pop_root."""
     gaps, arcs = [], 0
     for t in sequence:
         if t.action in (dtg.LEFT_ARC, dtg.RIGHT_ARC):
             arcs += 1
-        elif t.action == "gen":
+        elif t.action in ("gen", dtg.POP_ROOT):
             gaps.append(arcs)
             arcs = 0
     return [*gaps, arcs]
 
 
 def sequence_logprob(model, words: list[str], transitions: list[dtg.Transition]) -> float:
-    heads = dtg.decode(transitions, model.system)
+    """log p(x, a) with ``</s>``: a sequence of one complete tree through the training encoding, any other
+    (pop_root on a larger stack, arcs after it, words left unattached) from its tokens' records."""
+    try:
+        heads = dtg.decode(transitions, model.system)
+    except (ValueError, KeyError):
+        return records_logprob(model, words, transitions)
     example = model._encode(DepTree(tuple(words), heads, ("_",) * len(words)), transitions)
     return float(model.label_logprobs([example])[0].sum())
 
 
-def check_sums(model, words: list[str], steps: int, sequences: list[list[dtg.Transition]]) -> None:
+def records_logprob(model, words: list[str], transitions: list[dtg.Transition]) -> float:
+    """log p(x, a) with ``</s>`` from one forward pass over the sequence's token records (official rule)."""
+    state = dtg.DTGState(model.system, "official")
+    ids = word_pieces(model, words)
+    records = token_records(model, [], state, None)
+    reads, targets = [], []
+    for t in transitions:  # a word's first piece read after the last token, each later one after the piece before
+        word = ids[state.words] if t.action == "gen" else [model.vocab.id(t.token())]
+        reads += [len(records) - 1 + k for k in range(len(word))]
+        targets += word
+        records += token_records(model, [r[0] for r in records], state, t, word if t.action == "gen" else ())
+    reads.append(len(records) - 1)
+    targets.append(model.vocab.id(dtg.EOS))
+    (rows,) = model.distributions([_prefix_example(records, model.family == "txl-trans")], [reads])
+    return sum(float(row[target]) for row, target in zip(rows, targets))
+
+
+def check_sums(model, words: list[str], steps: int, sequences: list[list[dtg.Transition]],
+               rule: str = "official") -> float:
     exact = math.log(sum(math.exp(sequence_logprob(model, words, s)) for s in sequences))
-    (score,) = DTGBeamScorer(model, 10_000, 10_000, steps, 0).score([words])
-    assert score.total == pytest.approx(exact, abs=1e-4)
+    (score,) = DTGBeamScorer(model, 10_000, 10_000, steps, 0, pop_root=rule).score([words])
+    assert score.total == close32(exact)
     assert score.extra["trees"] == len(sequences)
     assert sum(score.word_logprobs) + score.end_logprob == pytest.approx(score.total)
     assert all(v <= 1e-9 for v in score.word_logprobs)
+    return score.total
 
 
 def test_wide_beam_sums_every_sequence(model) -> None:
@@ -114,25 +147,53 @@ def test_wide_beam_sums_every_sequence(model) -> None:
     check_sums(model, ["the", "dog", "sat"], 15, sequences)
 
 
-def test_token_steps_bound_the_arcs_between_terminals(tmp_path_factory) -> None:
-    """3 token steps: a word after at most one doubled arc (pop_root after at most two: 2 x 3 - 1 steps)."""
+def test_the_pop_root_rules_differ(official_model) -> None:
+    """single-word: pop_root on a one-word stack, complete trees only; official: pop_root on any stack with arcs
+    after it (and words left unattached), so more sequences, a larger sum, and the best tree still complete."""
+    words = ["the", "dog", "sat"]
+    official, single = all_sequences(official_model, 3), all_sequences(official_model, 3, "single-word")
+    assert set(map(tuple, single)) < set(map(tuple, official))
+    pop, right = dtg.Transition(dtg.POP_ROOT), dtg.Transition(dtg.RIGHT_ARC)
+    assert [dtg.GEN] * 3 + [pop, right] in official  # "sat" under "dog" by pop_root, "dog" under the root
+    assert [dtg.GEN] * 3 + [pop] in official  # "the" and "dog" left unattached
+    assert check_sums(official_model, words, 15, official) > check_sums(official_model, words, 15, single,
+                                                                         "single-word")
+    (score,) = DTGBeamScorer(official_model, 10_000, 10_000, 15, 0).score([words])
+    heads = [int(line.split("\t")[6]) for line in score.best_tree.strip().splitlines()]
+    assert sorted(heads).count(0) == 1 and len(heads) == 3
+    # at a narrow beam the port of the official loop differs between the rules as the cached beam does
+    sentence = [["a", "big", "cat", "ran", "home", "."]]
+    totals = {rule: (DTGBeamScorer(official_model, 6, 3, 15, 0, pop_root=rule).score(sentence)[0].total,
+                     OfficialBeamPort(official_model, 6, 3, 15, 0, pop_root=rule).score(sentence)[0].total)
+              for rule in dtg.POP_ROOT_RULES}
+    assert all(ours == close32(port) for ours, port in totals.values())
+    assert totals["official"][0] != close32(totals["single-word"][0])
+
+
+@pytest.mark.parametrize("rule", dtg.POP_ROOT_RULES)
+def test_token_steps_bound_the_arcs_between_terminals(tmp_path_factory, rule: str) -> None:
+    """3 token steps: a word after at most one doubled arc; single-word: pop_root after at most two (2 x 3 - 1
+    steps); official: pop_root after at most one, and at most one after it."""
     model = trained("dtg", "standard", tmp_path_factory)
-    sequences = all_sequences(model, 4)
-    kept = [s for s in sequences if max(arcs_per_gap(s)[:-1]) <= 1 and arcs_per_gap(s)[-1] <= 2]
+    sequences = all_sequences(model, 4, rule)
+    closing = [1, 1] if rule == "official" else [2, 0]
+    kept = [s for s in sequences if max(arcs_per_gap(s)[:4]) <= 1
+            and all(a <= b for a, b in zip(arcs_per_gap(s)[4:], closing))]
     assert 0 < len(kept) < len(sequences)
-    check_sums(model, ["the", "big", "dog", "ran"], 3, kept)
+    check_sums(model, ["the", "big", "dog", "ran"], 3, kept, rule)
 
 
+@pytest.mark.parametrize("rule", dtg.POP_ROOT_RULES)
 @pytest.mark.parametrize(("beam", "word_beam", "steps", "fast_track"), [(6, 3, 15, 0), (6, 3, 5, 0), (5, 2, 11, 2)])
 def test_equals_the_port_of_the_official_loop(official_model, beam: int, word_beam: int, steps: int,
-                                              fast_track: int) -> None:
+                                              fast_track: int, rule: str) -> None:
     model = official_model
     sentences = [["a", "big", "cat", "ran", "home", "."], ["the", "dog", "sat", "."]]
-    ours = DTGBeamScorer(model, beam, word_beam, steps, fast_track).score(sentences)
-    port = OfficialBeamPort(model, beam, word_beam, steps, fast_track).score(sentences)
+    ours = DTGBeamScorer(model, beam, word_beam, steps, fast_track, pop_root=rule).score(sentences)
+    port = OfficialBeamPort(model, beam, word_beam, steps, fast_track, pop_root=rule).score(sentences)
     for mine, theirs, words in zip(ours, port, sentences):
-        assert np.cumsum(mine.word_logprobs) == pytest.approx(theirs.prefix[: len(words)], abs=1e-4)
-        assert mine.total == pytest.approx(theirs.total, abs=1e-4)
+        assert np.cumsum(mine.word_logprobs) == close32(theirs.prefix[: len(words)])
+        assert mine.total == close32(theirs.total)
 
 
 def test_a_word_no_hypothesis_generates_is_minus_inf_as_in_the_port(official_model) -> None:
@@ -145,8 +206,8 @@ def test_a_word_no_hypothesis_generates_is_minus_inf_as_in_the_port(official_mod
         ours = DTGBeamScorer(model, beam, word_beam, steps, 0).score(sentences)
         port = OfficialBeamPort(model, beam, word_beam, steps, 0).score(sentences)
         for mine, theirs, words in zip(ours, port, sentences):
-            assert np.cumsum(mine.word_logprobs) == pytest.approx(theirs.prefix[: len(words)], abs=1e-4)
-            assert mine.total == pytest.approx(theirs.total, abs=1e-4)
+            assert np.cumsum(mine.word_logprobs) == close32(theirs.prefix[: len(words)])
+            assert mine.total == close32(theirs.total)
             dead = [k for k, v in enumerate(mine.word_logprobs) if v == -math.inf]
             if dead:  # from the first unreached word on, every word; no tree
                 assert dead == list(range(dead[0], len(words))) and mine.total == -math.inf
@@ -169,14 +230,19 @@ def test_narrow_beam_is_a_lower_bound_and_fast_track(model) -> None:
 def test_eval_blimp_and_sg_through_the_beam(model, tmp_path: Path, capsys, prepared_data_dir: Path) -> None:
     from experiments.cli import main
 
-    for task, extra in (("blimp", ["--pairs-per-paradigm", "1", "--paradigms", "anaphor_gender_agreement"]),
-                        ("sg", ["--items-per-suite", "1", "--suites", "number_prep"])):
+    standard = model.system == "standard"
+    for task, extra, rule in (
+            ("blimp", ["--pairs-per-paradigm", "1", "--paradigms", "anaphor_gender_agreement"], "official"),
+            ("sg", ["--items-per-suite", "1", "--suites", "number_prep", "--pop-root", "single-word"], "single-word")):
         assert main(["eval", task, str(model.path), "--beam", "8", "--word-beam", "3", "--max-actions", "11",
                      "--data-dir", str(prepared_data_dir), "--json", "--out", str(tmp_path / task), *extra]) == 0
         result = json.loads(capsys.readouterr().out)
         settings = result["settings"]
         assert settings["method"] == "beam" and settings["fast_track"] == 0  # the method's default
         assert settings["max_actions"] == 11 and settings["max_actions_counts"] == "tokens"
+        # arc-standard's pop_root rule (the official by default), in the settings and the description
+        assert settings.get("pop_root") == (rule if standard else None)
+        assert (f"pop_root {rule}" in settings["description"]) == standard
 
 
 def test_no_transition_ends_the_sequence_while_words_remain(model) -> None:

@@ -201,6 +201,36 @@ def test_constraints_of_each_system() -> None:
         swift.apply(Transition("right_arc", 2))
 
 
+def test_pop_root_rules() -> None:
+    """single-word (the encoder's): pop_root on a one-word stack, nothing after it. official (the official beam's):
+    pop_root on any stack with a word, composing the top two units as a right arc (as the official TGAgent), then
+    arcs over the top two units (the root's included; the root never a dependent) and </s> at any point."""
+    pop, left, right = Transition("pop_root"), Transition("left_arc"), Transition("right_arc")
+    single, official = DTGState("standard"), DTGState("standard", "official")
+    for state in (single, official):
+        state.apply(GEN)
+        state.apply(GEN)  # <s> 0, w1 1, w2 2
+    assert single.check(pop) == "pop_root needs exactly one word on the stack"
+    (token,) = official.apply(pop)  # w2 under w1: w1's unit at relpos 0, w2's at -1, itself 0
+    assert (TYPE_NAMES[token.type], token.keys, token.relpos, token.arc_head) == ("POP", [1, 2, 3], [0, -1, 0], 1)
+    assert official.heads == {2: 1} and official.stack == [0, 1] and official.can_end() and not official.complete()
+    assert official.check(GEN) == "no word follows pop_root" and official.check(pop) == "pop_root comes once"
+    assert official.check(left) == "the root is never a dependent"
+    compose, second = official.apply(right)  # w1 (its unit: the pop_root token) under the root
+    assert (compose.keys, compose.relpos, compose.arc_head) == ([0, 3, 4], [0, -1, 0], 0)
+    assert official.heads == {2: 1, 1: 0} and official.complete()
+    assert official.check(right) == "an arc needs two units on the stack"
+    with pytest.raises(ValueError, match="pop_root must be one of"):
+        DTGState("standard", "any")
+    # one word: both rules pop the root alike, and only the single-word rule ends the sequence there
+    for rule in ("single-word", "official"):
+        state = DTGState("standard", rule)
+        state.apply(GEN)
+        assert [(t.keys, t.relpos, t.arc_head) for t in state.apply(pop)] == [([0, 1, 2], [0, -1, 0], 0)]
+        assert state.complete() and state.check(right) == ("the sequence has ended" if rule == "single-word"
+                                                            else "an arc needs two units on the stack")
+
+
 def test_decode_refuses_incomplete_sequences() -> None:
     with pytest.raises(ValueError, match="does not end in a complete tree"):
         decode([GEN, GEN, Transition("left_arc")])

@@ -1,7 +1,8 @@
 """DTG over subword pieces (the paper's appendix "Using subword tokenizers"): arcs between the words' last pieces,
 every piece of a masked word masked, the head embedded by its last piece; golden vectors of the official masking
-library; the SentencePiece training data of DTG and TXL (trans), the same pieces as TG's; word-level configs
-unchanged."""
+library; the SentencePiece model of DTG and TXL (trans) trained as the official tokenizer_build.py (on the
+transition sequences, the transitions user-defined symbols), or on the sentences as TG's (the same pieces as
+TG's); word-level configs unchanged."""
 
 from __future__ import annotations
 
@@ -130,6 +131,61 @@ def test_piece_training_data(corpus: Path) -> None:
     assert info.value.location == "data.sp_vocab_size"
 
 
+# the official data_scripts/conll_to_dep.py output for SENTENCES (its arc-standard loop run on their heads)
+OFFICIAL_TEXT = ["the cats left_arc sat left_arc on the mats left_arc left_arc right_arc . right_arc pop_root",
+                 "a dog left_arc ran left_arc home right_arc . right_arc pop_root",
+                 "the dogs left_arc sat left_arc . right_arc pop_root",
+                 "cats ran left_arc on mats left_arc right_arc . right_arc pop_root"]
+
+
+def test_sentencepiece_trained_as_the_official_tokenizer_build(corpus: Path, monkeypatch) -> None:
+    """The official tokenizer_build.py: the transition text, left_arc/right_arc/pop_root user-defined symbols (ids
+    4-6, one piece wherever they occur), pad 0 / <s> 1 / </s> 2 / <unk> 3, full character coverage, sentences of
+    up to 100,000 bytes, a unigram model of vocab_size pieces counting the specials and symbols."""
+    from sentencepiece import sentencepiece_model_pb2
+
+    seen: list[list[str]] = []
+    train = SentencePieceModel.train.__func__
+
+    def recording(cls, sentences, *args, **kwargs):
+        sentences = list(sentences)
+        seen.extend(" ".join(s) for s in sentences)
+        return train(cls, sentences, *args, **kwargs)
+
+    monkeypatch.setattr(SentencePieceModel, "train", classmethod(recording))
+    data = dtg_data.build("dtg", piece_config(corpus))
+    assert seen == OFFICIAL_TEXT * 3
+    sp = SentencePieceModel.from_bytes(base64.b64decode(data.vocab["sentencepiece"]))
+    proto = sentencepiece_model_pb2.ModelProto.FromString(sp.to_bytes())
+    spec = proto.trainer_spec
+    assert list(spec.user_defined_symbols) == ["left_arc", "right_arc", "pop_root"]
+    assert (spec.vocab_size, spec.character_coverage, spec.max_sentence_length, spec.model_type) == \
+        (21, 1.0, 100_000, sentencepiece_model_pb2.TrainerSpec.UNIGRAM)
+    assert (spec.pad_id, spec.bos_id, spec.eos_id, spec.unk_id) == (0, 1, 2, 3) and len(sp) == 21
+    user = sentencepiece_model_pb2.ModelProto.SentencePiece.USER_DEFINED
+    assert [(p.piece, p.type) for p in proto.pieces[4:7]] == [(a, user) for a in ("left_arc", "right_arc", "pop_root")]
+    assert all(p.type != user for p in proto.pieces[7:])
+    # a symbol is one piece wherever it occurs, never split nor merged with text; a word spelled like one
+    # reads that piece, a terminal of its own (escaped), not the transition
+    pieces, _ = sp.encode_words(["sat", "xpop_rooty"])
+    assert "pop_root" in pieces and not any("pop_root" in p and p != "pop_root" for p in pieces)
+    assert "\\pop_root" in data.vocab["actions"]["terminals"] and "pop_root" in data.vocab["actions"]["closing"] + \
+        data.vocab["actions"]["opening"]
+
+
+def test_sentencepiece_text_setting(corpus: Path) -> None:
+    """sp_text: words trains on the sentences with no symbols (TG's tokenizer); an unknown value is an error."""
+    cfg = piece_config(corpus, size=18)
+    lines, symbols = dtg_data.sentencepiece_text({**cfg["data"], "sp_text": "words"}, [], [("a", "b"), ("c",)])
+    assert (lines, symbols) == ([["a", "b"], ["c"]], [])
+    data = dtg_data.build("dtg", {**cfg, "data": {**cfg["data"], "sp_text": "words"}})
+    sp = SentencePieceModel.from_bytes(base64.b64decode(data.vocab["sentencepiece"]))
+    assert "left_arc" not in [sp.id_to_piece(i) for i in range(len(sp))]
+    with pytest.raises(InputError) as info:
+        dtg_data.build("dtg", {**cfg, "data": {**cfg["data"], "sp_text": "actions"}})
+    assert info.value.location == "data.sp_text"
+
+
 def test_the_same_pieces_as_tg(prepared_data_dir: Path) -> None:
     """DTG's pieces on the PTB sample converted by head rules are TG's on the PTB sample: the same sentences, the
     same SentencePiece training (its validation split as the training split, to be quick)."""
@@ -138,7 +194,8 @@ def test_the_same_pieces_as_tg(prepared_data_dir: Path) -> None:
     splits = corpus_splits("tg", tg)
     words = [w for seq in splits["train_split"] for t in seq for w in t.leaves()]
     _, tg_payload, _ = terminal_mapping(tg["data"], words, splits["train_split"])
-    dtg = resolve_train_config("dtg", "cpu-small-pieces", ["data.corpus=ptb-sample-dep", *shared])
+    dtg = resolve_train_config("dtg", "cpu-small-pieces", ["data.corpus=ptb-sample-dep", "data.sp_text=words",
+                                                           *shared])
     forms = [t.forms for _, t in load_corpus("ptb-sample-dep", str(prepared_data_dir)).sentences("valid", "valid")]
     assert [list(f) for f in forms] == [t.leaves() for seq in splits["train_split"] for t in seq]
     _, _, payload = dtg_data.terminal_vocabulary(dtg["data"], [], forms)
@@ -150,11 +207,12 @@ def test_word_level_configs_are_unchanged_and_table_2_reads_pieces() -> None:
         for preset in ("cpu-small", "ptb"):  # no terminals key: the same configs (and run ids) as before
             data = resolve_train_config(family, preset)["data"]
             assert data == DATA_PRESETS[preset] and "terminals" not in data
-        # Table 2's rows: the 32k pieces of TG's and TXL (tokens)' bllip preset
-        assert {k: resolve_train_config(family, "bllip")["data"][k] for k in ("terminals", "sp_vocab_size")} == \
-            {k: resolve_train_config("tg", "bllip")["data"][k] for k in ("terminals", "sp_vocab_size")}
+        # Table 2's rows: the official tokenizer_build.py's 32,719 pieces trained on the transition sequences
+        assert resolve_train_config(family, "bllip")["data"] == {
+            **DATA_PRESETS["bllip"], "terminals": "sentencepiece", "sp_vocab_size": 32719, "sp_text": "transitions"}
         assert resolve_train_config(family, "cpu-small-pieces")["data"] == {
-            **DATA_PRESETS["cpu-small"], "terminals": "sentencepiece", "sp_vocab_size": 2000}
+            **DATA_PRESETS["cpu-small"], "terminals": "sentencepiece", "sp_vocab_size": 2000,
+            "sp_text": "transitions"}
     dtg, trans = (resolve_train_config(f, "cpu-small-pieces")["model"] for f in ("dtg", "txl-trans"))
     assert trans == {**dtg, "relpos": "linear", "min_rel": -383, "max_rel": 768, "arc_input": "arc"}
     # the dependency parser reads words whatever the preset
