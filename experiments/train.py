@@ -77,10 +77,10 @@ def _train(cfg: dict[str, Any], seed: int, run_dir: Path, callbacks: list[Any]) 
     loggers: list[Any] = [CSVLogger(save_dir=str(run_dir), name="csv")]
     if rt.get("wandb", "offline") != "disabled":
         loggers.append(wandb_logger(cfg, seed, run_dir))
+    max_steps, schedule = trainer_schedule(tc, data.epochs)
     trainer = pl.Trainer(
-        max_steps=int(tc["max_steps"]),
-        val_check_interval=int(tc["val_every"]),
-        check_val_every_n_epoch=None,
+        max_steps=max_steps,
+        **schedule,
         limit_val_batches=tc.get("limit_val_batches") or 1.0,
         num_sanity_val_steps=0,
         accumulate_grad_batches=int(tc.get("accumulate", 1)),
@@ -123,7 +123,7 @@ def _train(cfg: dict[str, Any], seed: int, run_dir: Path, callbacks: list[Any]) 
         return {"global_step": trainer.global_step, "family": cfg["family"], "seed": seed}
 
     best_path = best.best_model_path
-    if int(tc["max_steps"]) == 0 and not best_path:  # an untrained model (a random-initialisation baseline)
+    if max_steps == 0 and not best_path:  # an untrained model (a random-initialisation baseline)
         best_path = str(ckpt_dir / "best.ckpt")
         trainer.save_checkpoint(best_path)
     metrics = {
@@ -152,6 +152,21 @@ def start_run(cfg: dict[str, Any], seed: int, run_dir: Path) -> dict[str, Any] |
     (run_dir / FAILED).unlink(missing_ok=True)  # a new attempt: an earlier failure no longer applies
     atomic_write_text(run_dir / "config.json", json.dumps({"seed": seed, **cfg}, indent=2, sort_keys=True))
     return None
+
+
+def trainer_schedule(tc: dict[str, Any], epochs: int) -> tuple[int, dict[str, Any]]:
+    """``pl.Trainer``'s step limit (-1: none) and validation schedule. In steps: ``train.max_steps`` steps,
+    validation every ``train.val_every``. In epochs (``epochs`` > 0, the family's data says so): at most that
+    many passes, validation at the end of each, and ``train.max_steps`` only a cap (null: none)."""
+    max_steps = tc.get("max_steps")
+    if epochs:
+        return (-1 if max_steps is None else int(max_steps),
+                {"max_epochs": epochs, "val_check_interval": 1.0, "check_val_every_n_epoch": 1})
+    for key in ("max_steps", "val_every"):
+        if tc.get(key) is None:
+            raise InputError("needed by a schedule counted in steps (this run's model is not counted in epochs)",
+                             f"train.{key}")
+    return int(max_steps), {"val_check_interval": int(tc["val_every"]), "check_val_every_n_epoch": None}
 
 
 def set_threads(rt: dict[str, Any]) -> None:

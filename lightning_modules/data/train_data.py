@@ -20,6 +20,10 @@ class TrainData:
     vocab_size: int
     valid_words: int = 0  # words in the validation split (the word-perplexity denominator)
     stats: dict[str, Any] = field(default_factory=dict)
+    # > 0: the run is counted in epochs (the family's official loop): ``train_batches`` ends each pass with the
+    # epoch's last batch, validation follows every epoch and at most this many are trained; 0: the step schedule
+    # (``train.max_steps``, ``train.val_every``)
+    epochs: int = 0
 
     def train_batches(self, batch_size: int, seed: int, consumed: Callable[[], int]) -> Any | None:
         """Training batches in an order of the family's own (e.g. consecutive BPTT windows of a stream), or None

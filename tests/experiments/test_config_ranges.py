@@ -48,9 +48,11 @@ def test_zero_is_allowed_where_it_means_none():
     assert resolve_train_config("pushdown", "cpu-small", ["model.pushdown_layers=-1"])["model"]["pushdown_layers"] == -1
     with pytest.raises(InputError, match="pushdown_layers: -2 is out of range"):
         resolve_train_config("pushdown", "cpu-small", ["model.pushdown_layers=-2"])
-    # PaLM: an untrained model (Table 4's random row), no finetuning stage, the NT trigger's switch
-    palm = resolve_train_config("palm-u", "cpu-small", ["train.max_steps=0", "model.finetune_after=0",
-                                                        "model.switch_after=0"])
+    # PaLM: an untrained model (Table 4's random row), no finetuning stage, the NT trigger's switch, the step
+    # schedule
+    palm = resolve_train_config("palm-u", "cpu-small", ["train.max_steps=0", "model.finetune_at=0",
+                                                        "model.finetune_min=0", "model.switch_after=0",
+                                                        "model.epochs=0"])
     assert palm["train"]["max_steps"] == 0
     with pytest.raises(InputError, match="train.max_steps: -1 is out of range"):
         resolve_train_config("palm-u", "cpu-small", ["train.max_steps=-1"])

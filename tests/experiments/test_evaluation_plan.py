@@ -131,7 +131,8 @@ def test_the_palm_reproductions_plan_parsing_for_parsers_and_keep_untrained_mode
         for task in tasks:
             run = next(r for r in runs if r.run_id == Path(task.argv[5]).parent.parent.name)
             by_model.setdefault(run.model, set()).add(task.argv[4])
-        assert by_model == {"awd-lstm": {"ppl"}, "palm-u": {"ppl", "unsupervised-f1"},
+        finetuned = {"awd-lstm-finetuned": {"ppl"}} if scale == "paper" else {}  # Table 1's AWD-LSTM row
+        assert by_model == {"awd-lstm": {"ppl"}, **finetuned, "palm-u": {"ppl", "unsupervised-f1"},
                             "palm-s": {"ppl", "unsupervised-f1"}, "palm-rb": {"ppl", "unsupervised-f1"},
                             "palm-u-init": {"unsupervised-f1"}}
         untrained = [r for r in runs if r.model == "palm-u-init"]

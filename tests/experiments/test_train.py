@@ -10,7 +10,7 @@ import torch
 from experiments.checkpoints import read_checkpoint
 from experiments.cli import main
 from experiments.config import resolve_train_config
-from experiments.train import train
+from experiments.train import train, trainer_schedule
 from lightning_modules.data.tree import read_bracketed, to_bracketed
 from lightning_modules.errors import InputError
 
@@ -147,3 +147,14 @@ def test_resume_refuses_a_damaged_or_unsafe_last_checkpoint(tmp_path, small_tree
     assert "code ran" not in out + err
     assert err.count("\n") == 1 and err.startswith(f"synbench: error: {last}: cannot read checkpoint")
     assert not (run_dir / "DONE").exists()
+
+
+def test_the_schedule_is_in_steps_or_in_epochs_and_a_step_schedule_needs_its_numbers():
+    steps = {"max_steps": 100, "val_every": 25}
+    assert trainer_schedule(steps, 0) == (100, {"val_check_interval": 25, "check_val_every_n_epoch": None})
+    per_epoch = {"val_check_interval": 1.0, "check_val_every_n_epoch": 1, "max_epochs": 500}
+    assert trainer_schedule({"max_steps": None, "val_every": None}, 500) == (-1, per_epoch)
+    assert trainer_schedule({"max_steps": 0, "val_every": None}, 500) == (0, per_epoch)  # an untrained model
+    with pytest.raises(InputError, match="counted in steps") as missing:
+        trainer_schedule({"max_steps": 100, "val_every": None}, 0)
+    assert missing.value.location == "train.val_every"

@@ -38,10 +38,11 @@ class PalmFamily(Family):
     """AWD-LSTM and PaLM-U/S/RB: LSTM language models over a token stream, PaLM with span attention."""
 
     names = ("awd-lstm", "palm-u", "palm-s", "palm-rb")
-    # switch_after and switch_after_epochs 0: the NT trigger switches; finetune_after 0: no finetuning;
-    # max_steps 0: an untrained model (Table 4's random-initialisation row)
-    config_ranges = {"switch_after": Range(0), "switch_after_epochs": Range(0), "finetune_after": Range(0),
-                     "max_steps": Range(0)}
+    # switch_after and switch_after_epochs 0: the NT trigger switches; finetune_at 0: no finetuning;
+    # finetune_min 0: no minimum; epochs 0: the step schedule; max_steps 0: an untrained model (Table 4's
+    # random-initialisation row)
+    config_ranges = {"switch_after": Range(0), "switch_after_epochs": Range(0), "finetune_at": Range(0),
+                     "finetune_min": Range(0), "epochs": Range(0), "max_steps": Range(0)}
 
     def kind(self, config: dict[str, Any] | None = None) -> str:
         return "string"
@@ -53,23 +54,35 @@ class PalmFamily(Family):
     def model_presets(self) -> tuple[dict[str, Any], str]:
         from experiments.presets import load_presets, presets_file
 
-        path = presets_file(self).with_name("awd-lstm.yaml" if self.name == "awd-lstm" else "palm.yaml")
+        path = presets_file(self).with_name(self._presets_name())
         return load_presets(path), str(path)
+
+    def _presets_name(self) -> str:
+        """The presets file of this name: the baseline's own, or the one the three PaLM variants share."""
+        return "awd-lstm.yaml" if self.name == "awd-lstm" else "palm.yaml"
 
     def train_presets(self) -> dict[str, Any]:
         """The shared presets with the recipe's stream batches and ``data.test_split`` (the split of the final
         stream-level test perplexity, ``ppl_stream``; skipped when the corpus has no such split), and the
-        family's own (``OWN_TRAIN_PRESETS``: ``wikitext-2``, the ``ptb`` loop on the registered copy)."""
+        family's own (``OWN_TRAIN_PRESETS``: ``wikitext-2``, the ``ptb`` loop on the registered copy). A model
+        preset counted in epochs (``model.epochs`` > 0: the official loop, validated once an epoch) trains
+        without a step limit or a step interval (``train.max_steps`` and ``train.val_every`` null)."""
+        from experiments.presets import presets_file, resolve_presets
+
         presets = super().train_presets()
         models, _ = self.model_presets()
+        loops = {name: preset.get("train_preset", name)  # the configs/train.yaml preset each one trains with
+                 for name, preset in resolve_presets(presets_file(self).with_name(self._presets_name())).items()}
         for name, (base, corpus) in OWN_TRAIN_PRESETS.items():
             if name in models and base in presets:  # the WikiText-2 copy registered by the user
                 presets[name] = {**presets[base], "data": {**presets[base]["data"], "corpus": corpus}}
         for name, preset in presets.items():
             if "data" not in preset:  # the runtime defaults
                 continue
+            loop = loops.get(name, name)
+            epochs = {"max_steps": None, "val_every": None} if models.get(name, {}).get("epochs") else {}
             presets[name] = {**preset, "data": {**preset["data"], "test_split": "test"},
-                             "train": {**preset["train"], **STREAM_BATCHES.get(name, {})}}
+                             "train": {**preset["train"], **STREAM_BATCHES.get(loop, {}), **epochs}}
         return presets
 
     def build_data(self, cfg: dict[str, Any]) -> Any:
@@ -83,22 +96,25 @@ class PalmFamily(Family):
         return build({**cfg["model"], "vocab_size": data.vocab_size}, family=self.name)
 
     def final_metrics(self, module: Any, data: Any, best_path: str) -> dict[str, Any]:
-        """Stream-level validation and test perplexity of the best checkpoint (its averaged weights after the
-        switch), as the papers report it: the split read as one stream in windows, ``<eos>`` predicted. The
-        shared protocol's sentence-level test perplexity is ``eval ppl``'s ``ppl``."""
+        """Stream-level validation and test perplexity of the best checkpoint (the lowest validation loss of
+        all stages; its averaged weights after the switch), with the stage it was validated in
+        (``nt_asgd_stage``: base, averaged, finetune), as the papers report it: the split read as one stream in
+        windows, ``<eos>`` predicted. The shared protocol's sentence-level test perplexity is ``eval ppl``'s
+        ``ppl``."""
         import torch
 
+        stage = "base"  # an untrained model (train.max_steps 0)
         if best_path:
-            module.load_state_dict(torch.load(best_path, map_location="cpu", weights_only=True)["state_dict"])
+            best = torch.load(best_path, map_location="cpu", weights_only=True)
+            module.load_state_dict(best["state_dict"])
+            stage = (best.get("nt_asgd_stage") or {}).get("validated_in", stage)
         module.eval()
         valid_tokens, valid_ppl = _stream_perplexity(module, data.valid_batches(EVAL_STREAMS))
         out = {"val_tokens": valid_tokens, "val_ppl": valid_ppl}
         if data.test_ids is not None:
             out["ppl_stream_tokens"], out["ppl_stream"] = _stream_perplexity(module, data.eval_batches(data.test_ids,
                                                                                                 EVAL_STREAMS))
-        finetuned = module.finetune_history is not None
-        return {**out, "ppl_convention": STREAM_CONVENTION, "nt_asgd_stage": "finetune" if finetuned
-                else "averaged" if module.switched_at is not None else "base", **data.stats}
+        return {**out, "ppl_convention": STREAM_CONVENTION, "nt_asgd_stage": stage, **data.stats}
 
     # -- checkpoints and scoring ---------------------------------------------------------------------------
     def load(self, checkpoint: str | Path, device: str = "cpu") -> Any:

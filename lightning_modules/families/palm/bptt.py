@@ -7,6 +7,8 @@ PaLM-S's span targets) with it. The training windows of an epoch have lengths dr
 capped at ``bptt + 10``. ``StreamBatches`` is what the trainer iterates: the batch at step k is a pure function
 of (seed, k) — each epoch's lengths come from a generator seeded by (seed, epoch) — so a resumed run reads
 exactly the windows an uninterrupted one would; the first window of every epoch resets the carried state.
+Iterated ``per_epoch`` (the official epoch loop), an iteration ends with its epoch's last window, so the trainer
+sees one epoch per pass (and validates at its end); otherwise the windows run on across epochs, endlessly.
 Validation and evaluation read the stream in fixed windows of ``bptt`` (``fixed_windows``).
 """
 
@@ -72,8 +74,9 @@ class StreamBatches:
     """Endless training windows over epochs of one batchified stream, resumable at any step."""
 
     def __init__(self, stream: np.ndarray, aligned: np.ndarray | None, bptt: int, seed: int,
-                 consumed: Callable[[], int] | None = None):
+                 consumed: Callable[[], int] | None = None, per_epoch: bool = False):
         self.stream, self.aligned, self.bptt, self.seed = stream, aligned, bptt, seed
+        self.per_epoch = per_epoch  # each iteration stops at the end of the epoch it starts in
         self._consumed = consumed  # e.g. lambda: trainer.global_step * accumulate_grad_batches
         self._start = 0
         self._epochs: dict[int, list[int]] = {}
@@ -84,20 +87,28 @@ class StreamBatches:
             self._epochs[epoch] = window_lengths(self.stream.shape[1], self.bptt, rng)
         return self._epochs[epoch]
 
-    def batch(self, step: int) -> StreamBatch:
-        """The window read at training step ``step`` (0-based)."""
+    def locate(self, step: int) -> tuple[int, int]:
+        """(epoch, window within it) of training step ``step`` (0-based)."""
         epoch = 0
         while step >= len(self.epoch_lengths(epoch)):
             step -= len(self.epoch_lengths(epoch))
             epoch += 1
+        return epoch, step
+
+    def batch(self, step: int) -> StreamBatch:
+        """The window read at training step ``step`` (0-based)."""
+        epoch, k = self.locate(step)
         lengths = self.epoch_lengths(epoch)
-        return window(self.stream, self.aligned, sum(lengths[:step]), lengths[step], step == 0, epoch)
+        return window(self.stream, self.aligned, sum(lengths[:k]), lengths[k], k == 0, epoch)
 
     def __iter__(self) -> Iterator[StreamBatch]:
         step = self._consumed() if self._consumed is not None else self._start
-        while True:
+        epoch, k = self.locate(step)
+        remaining = len(self.epoch_lengths(epoch)) - k
+        while not self.per_epoch or remaining > 0:
             yield self.batch(step)
             step += 1
+            remaining -= 1
 
     def state_dict(self) -> dict[str, int]:
         return {"consumed": self._consumed() if self._consumed is not None else self._start}

@@ -79,7 +79,7 @@ class StreamData(TrainData):
     def train_batches(self, batch_size: int, seed: int, consumed: Callable[[], int]) -> StreamBatches:
         assert self.train_ids is not None
         rows, targets = batchify(self.train_ids, batch_size, self.train_targets)
-        return StreamBatches(rows, targets, self.bptt, seed, consumed)
+        return StreamBatches(rows, targets, self.bptt, seed, consumed, per_epoch=self.epochs > 0)
 
     def valid_batches(self, batch_size: int) -> FixedBatches:
         assert self.valid_ids is not None
@@ -120,6 +120,7 @@ def build(family: str, cfg: dict[str, Any]) -> StreamData:
         valid_words=int(len(valid_ids)), train_ids=train_ids, train_targets=targets, valid_ids=valid_ids,
         test_ids=test_ids,
         bptt=int(model.get("bptt", 70)),
+        epochs=int(model.get("epochs", 0)),
         stats={"train_tokens": int(len(train_ids)), "valid_tokens": int(len(valid_ids)),
                **({} if test_ids is None else {"test_tokens": int(len(test_ids))}), "vocab_size": len(tokens),
                "train_sentences": len(train), "valid_sentences": len(valid)})

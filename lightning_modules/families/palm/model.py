@@ -17,19 +17,27 @@ Loss: mean next-word cross-entropy + AR (``ar_alpha`` × mean square of the drop
 (``tar_beta`` × mean square of the difference of consecutive raw last-layer outputs) [+ Eq. 5]. Training reads
 a stream in consecutive windows of variable length (``StreamBatch``): the LSTM states and the span memory are
 carried from window to window (detached: truncated BPTT) and reset where the stream restarts; the learning
-rate of a step is scaled by its length / ``bptt``. Optimiser: ``NTASGD`` — SGD (Merity) or Adam (PaLM) until
-the switch to averaged SGD, which happens at the validation where the non-monotone trigger fires (``nonmono``)
-or, with ``switch_after`` > 0, after that many validations, or, with ``switch_after_epochs`` > 0, at the first
-window of that epoch (PaLM: "Adam ... for 40 epochs, and then switch to ASGD"; counted in passes over the
-stream, whatever the validation interval). From then on
-validation uses the averaged weights and every checkpoint's ``state_dict`` holds them (the raw weights go
-under ``training_state_dict`` and are put back when a run resumes). Validation is stream-level: the whole
-split read in windows with the state carried, as the papers report perplexity.
+rate of a step is scaled by its length / ``bptt``. Validation is stream-level: the whole split read in windows
+with the state carried, as the papers report perplexity.
 
-Finetuning (AWD-LSTM's ``finetune.py``) is a stage of the same run: with ``finetune_after`` > 0, that many
-validations after the switch the weights of the best validation so far (the averaged weights it evaluated) are
-put back and averaged SGD starts afresh from them (a new average, a new NT history); in this stage the
-non-monotone trigger ends the run (``finetune.py`` stops there) — or ``train.max_steps`` does.
+The stages (the official ``main.py`` of PaLM and of AWD-LSTM, and AWD-LSTM's ``finetune.py``), counted in
+validations — with ``epochs`` > 0 the run validates once at the end of every pass over the stream, as the
+official loops do, so a validation is an epoch:
+  1. SGD (Merity) or Adam (PaLM) until the switch to averaged SGD (``NTASGD``): at the validation where the
+     non-monotone trigger fires (``nonmono``), or with ``switch_after`` > 0 after that many validations, or
+     with ``switch_after_epochs`` > 0 at the first window of that epoch (PaLM: "Adam ... for 40 epochs, and
+     then switch to ASGD"). With ``reload_at_switch`` the weights of the best validation so far are put back
+     first (PaLM's ``main.py`` loads its ``.sgd`` file there; Merity's ``main.py`` switches from the current
+     weights). From then on validation uses the averaged weights and every checkpoint's ``state_dict`` holds
+     them (the raw weights go under ``training_state_dict`` and are put back when a run resumes).
+  2. Finetuning, with ``finetune_at`` > 0: at that validation the weights of the best validation so far are
+     put back and averaged SGD starts afresh from them (a new average and a new NT history: PaLM's
+     ``--finetuning 400``; Merity's ``finetune.py`` after ``main.py``'s epochs). In this stage the
+     non-monotone trigger ends the run, once the stage has had ``finetune_min`` validations (PaLM: ``epoch >
+     finetuning + 100``; ``finetune.py``: none) — or ``epochs`` does. The history of the stage is its own
+     validations (``finetune.py``'s; PaLM's ``main.py`` also keeps the validation at which the stage started).
+The model a run keeps and evaluates is that of its best validation over all stages (``best.ckpt``), as both
+official codes keep the file of their lowest validation loss and test it; ``validated_in`` records its stage.
 
 Initialisation (the official PaLM code's ``init_weights``, ``initialisation``): the tied embedding uniform in
 ±√(3 / d_embedding) and the output bias 0; every LSTM matrix orthogonal gate by gate and every LSTM bias 0;
@@ -83,10 +91,14 @@ class PalmConfig:
     asgd_lr: float = 0.0  # learning rate of averaged SGD; 0 keeps ``lr``
     weight_decay: float = 1.2e-6
     grad_clip_norm: float = 0.25
-    nonmono: int = 5
+    nonmono: int = 15  # the non-monotone interval (official PaLM train.sh; AWD-LSTM: 5)
     switch_after: int = 0  # > 0: switch to averaged SGD after this many validations instead of the trigger
     switch_after_epochs: int = 0  # > 0: switch at the first window of this epoch (0-based) instead (PaLM: 40)
-    finetune_after: int = 0  # > 0: validations of averaged SGD before the finetuning stage (0: none)
+    reload_at_switch: bool = True  # the best validated weights are put back at the switch (PaLM's main.py)
+    finetune_at: int = 400  # > 0: the finetuning stage starts at this validation (PaLM's --finetuning; 0: none)
+    finetune_min: int = 100  # validations of the finetuning stage before its NT trigger may end the run
+    epochs: int = 4000  # > 0: passes over the stream, all stages, each validated at its end (PaLM's --epochs
+    # default); 0: the step schedule of train.max_steps and train.val_every
     bptt: int = 70
 
     def validate(self, prefix: str = "model.", family: str | None = None) -> PalmConfig:
@@ -104,12 +116,15 @@ class PalmConfig:
             if not 0.0 <= getattr(self, key) < 1.0:
                 raise bad(key, "must be in [0, 1)")
         for key in ("span_loss_weight", "ar_alpha", "tar_beta", "asgd_lr", "weight_decay", "grad_clip_norm",
-                    "switch_after", "switch_after_epochs", "finetune_after"):
+                    "switch_after", "switch_after_epochs", "finetune_at", "finetune_min", "epochs"):
             if getattr(self, key) < 0:
                 raise bad(key, "must be >= 0")
         if self.switch_after and self.switch_after_epochs:
             raise bad("switch_after_epochs", "the switch is counted in validations (switch_after) or in epochs, "
                       "not both: set the other to 0")
+        if self.epochs and self.finetune_at >= self.epochs:
+            raise bad("finetune_at", f"the finetuning stage must start before the last of the {self.epochs} "
+                      "epochs (model.epochs)")
         if self.lr <= 0:
             raise bad("lr", "must be positive")
         if self.optimizer not in ("sgd", "adam"):
@@ -181,6 +196,7 @@ class PalmLM(pl.LightningModule):
         self.switched_at: int | None = None  # validations before the switch to averaged SGD
         self.finetune_history: list[float] | None = None  # None: not finetuning
         self._best: tuple[float, dict[str, Tensor]] | None = None  # before finetuning: the best validation
+        self._validating_in = "base"  # the stage of the running validation (``stage``)
         self._train_state: StreamState | None = None
         self._val_state: StreamState | None = None
         self._raw_weights: dict[str, Tensor] | None = None
@@ -271,38 +287,56 @@ class PalmLM(pl.LightningModule):
                     params[name].copy_(value)
             self._raw_weights = None
 
+    def stage(self) -> str:
+        """``base`` (SGD or Adam), ``averaged`` (averaged SGD) or ``finetune`` (the finetuning stage)."""
+        return ("finetune" if self.finetune_history is not None
+                else "averaged" if self.nt_asgd().averaging else "base")
+
     def _remember_if_best(self, loss: float) -> None:
-        """Keep the weights just validated when they are the best so far (the finetuning stage starts there)."""
-        if self.config.finetune_after and self.finetune_history is None and (self._best is None
-                                                                            or loss < self._best[0]):
+        """Keep the weights just validated when they are the best so far (a later stage starts there)."""
+        c = self.config
+        if ((c.reload_at_switch or c.finetune_at) and self.finetune_history is None
+                and (self._best is None or loss < self._best[0])):
             self._best = (loss, {name: p.detach().clone() for name, p in self.named_parameters()})
+
+    def _load_best(self) -> None:
+        """The weights of the best validation so far back into the model."""
+        assert self._best is not None
+        params = dict(self.named_parameters())
+        with torch.no_grad():
+            for name, value in self._best[1].items():
+                params[name].copy_(value)
+
+    def _switch(self, validations: int) -> None:
+        """Start averaged SGD (from the best validated weights with ``reload_at_switch``, PaLM's main.py)."""
+        if self.config.reload_at_switch and self._best is not None:
+            self._load_best()
+        self.nt_asgd().start_averaging(self.config.asgd_lr or None)
+        self.switched_at = validations
 
     def _after_validation(self, loss: float) -> None:
         """The switch to averaged SGD, decided on the validation loss (Merity et al.'s NT condition); the start
         of the finetuning stage; in that stage, the end of the run when the NT condition holds again."""
         optimizer, c = self.nt_asgd(), self.config
         if self.finetune_history is not None:
-            if nonmonotone_trigger(self.finetune_history, loss, c.nonmono):
+            if (len(self.finetune_history) >= c.finetune_min
+                    and nonmonotone_trigger(self.finetune_history, loss, c.nonmono)):
                 self.trainer.should_stop = True
             self.finetune_history.append(loss)
             return
-        if not optimizer.averaging:
-            due = (len(self.nt_history) + 1 >= c.switch_after if c.switch_after
+        validations = len(self.nt_history) + 1
+        if c.finetune_at and validations >= c.finetune_at:
+            self._start_finetuning()
+        elif not optimizer.averaging:
+            due = (validations >= c.switch_after if c.switch_after
                    else not c.switch_after_epochs and nonmonotone_trigger(self.nt_history, loss, c.nonmono))
             if due:
-                optimizer.start_averaging(c.asgd_lr or None)
-                self.switched_at = len(self.nt_history) + 1
-        elif c.finetune_after and len(self.nt_history) + 1 - (self.switched_at or 0) >= c.finetune_after:
-            self._start_finetuning()
+                self._switch(validations)
         self.nt_history.append(loss)
 
     def _start_finetuning(self) -> None:
         """AWD-LSTM's finetune: the best validated weights back, and a fresh averaged SGD from them."""
-        assert self._best is not None
-        params = dict(self.named_parameters())
-        with torch.no_grad():
-            for name, value in self._best[1].items():
-                params[name].copy_(value)
+        self._load_best()
         self.nt_asgd().restart_averaging(self.config.asgd_lr or None)
         self.finetune_history, self._best = [], None
 
@@ -310,8 +344,7 @@ class PalmLM(pl.LightningModule):
     def training_step(self, batch: StreamBatch, batch_idx: int) -> Tensor:
         c, optimizer = self.config, self.nt_asgd()
         if c.switch_after_epochs and batch.epoch >= c.switch_after_epochs and not optimizer.averaging:
-            optimizer.start_averaging(c.asgd_lr or None)  # PaLM: Adam for exactly that many epochs
-            self.switched_at = len(self.nt_history)
+            self._switch(len(self.nt_history))  # PaLM: Adam for exactly that many epochs
         state = None if batch.reset else self._train_state
         out = self(batch.inputs, state)
         self._train_state = out.state.detach()
@@ -344,6 +377,7 @@ class PalmLM(pl.LightningModule):
         return out
 
     def on_validation_epoch_start(self) -> None:
+        self._validating_in = self.stage()
         self._use_averaged_weights()
         self._val_state = None
         self._val_sums = [0.0, 0.0]
@@ -378,7 +412,8 @@ class PalmLM(pl.LightningModule):
         """The averaged weights are the checkpoint's model; the raw ones and the carried state allow resuming."""
         checkpoint["nt_asgd_history"] = list(self.nt_history)
         checkpoint["nt_asgd_stage"] = {"switched_at": self.switched_at, "finetune_history": self.finetune_history,
-                                       "best": None if self._best is None else [self._best[0], self._best[1]]}
+                                       "best": None if self._best is None else [self._best[0], self._best[1]],
+                                       "validated_in": self._validating_in}
         if self._train_state is not None:
             checkpoint["stream_state"] = {"lstm": self._train_state.lstm, "span": None if self._train_state.span
                                           is None else [self._train_state.span.inputs, self._train_state.span.valid]}
@@ -395,6 +430,7 @@ class PalmLM(pl.LightningModule):
         self.switched_at = stage.get("switched_at")
         self.finetune_history = stage.get("finetune_history")
         self._best = None if stage.get("best") is None else (float(stage["best"][0]), dict(stage["best"][1]))
+        self._validating_in = stage.get("validated_in", "base")
         if "training_state_dict" in checkpoint:
             checkpoint["state_dict"] = checkpoint["training_state_dict"]
         saved = checkpoint.get("stream_state")

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
-import pytest
-
 from experiments.papers import palm
 from tests.conftest import SHARED_DATA
 
@@ -54,26 +51,3 @@ def test_wikitext2_numbers_are_table_2s_palm_rows() -> None:
     found = [(n.table, n.row, n.text()) for n in palm.PAPER.numbers_for("palm-u", "ppl_stream", "wikitext-2")]
     assert found == [("Table 2", "PaLM-U", "65.4")]
     assert palm.PAPER.numbers_for("awd-lstm", "ppl_stream", "wikitext-2") == []  # Table 2's is finetuned
-
-
-@pytest.mark.parametrize(("spec", "tokens", "streams"), [("reproduce-palm-paper", 929_589, 20),
-                                                          ("reproduce-palm-wikitext2", 2_088_628, 80)])
-def test_paper_scale_schedules_are_written_in_epochs(spec, tokens, streams) -> None:
-    """val_every is one epoch of the official variable-length windows (the mean over epochs) and PaLM
-    switches after 40 epochs of Adam, counted in epochs."""
-    from experiments.config import resolve_train_config
-    from experiments.experiment_spec import load_spec
-    from lightning_modules.families.palm.bptt import window_lengths
-
-    epochs = [len(window_lengths(tokens // streams, 70, np.random.default_rng(k))) for k in range(40)]
-    for model in load_spec(spec).models:
-        if model.name == "palm-u-init":
-            continue
-        overrides = [f"{k}={v}" for k, v in model.overrides.items()]
-        cfg = resolve_train_config(model.family, model.preset, overrides)
-        assert cfg["train"]["batch_size"] == streams and cfg["model"]["bptt"] == 70
-        assert abs(cfg["train"]["val_every"] - np.mean(epochs)) < 1
-        assert cfg["train"]["max_steps"] == (500 if spec.endswith("paper") else 750) * cfg["train"]["val_every"]
-        if model.family != "awd-lstm":
-            assert cfg["model"]["switch_after_epochs"] == 40 and cfg["model"]["switch_after"] == 0
-            assert cfg["model"]["asgd_lr"] == 30.0  # the official ASGD's lr (--lr), not Adam's 1e-3

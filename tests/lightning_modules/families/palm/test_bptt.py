@@ -54,6 +54,22 @@ def test_stream_batches_are_a_function_of_seed_and_step_and_resume_anywhere():
     assert [other.batch(k).inputs.shape[1] for k in range(20)] != [s.inputs.shape[1] for s in steps[:20]]
 
 
+def test_per_epoch_stream_batches_end_each_iteration_with_its_epochs_last_window():
+    """The official epoch loop: one pass of the trainer is one epoch, also when resumed in its middle."""
+    stream, _ = batchify(np.arange(500), 2)
+    endless = StreamBatches(stream, None, 8, seed=1)
+    lengths = [len(endless.epoch_lengths(e)) for e in range(2)]
+    consumed = [0]
+    per_epoch = StreamBatches(stream, None, 8, seed=1, consumed=lambda: consumed[0], per_epoch=True)
+    first = list(per_epoch)
+    assert len(first) == lengths[0] and first[0].reset and {b.epoch for b in first} == {0}
+    consumed[0] = lengths[0] + 3  # resumed 3 windows into the second epoch
+    rest = list(per_epoch)
+    assert len(rest) == lengths[1] - 3 and {b.epoch for b in rest} == {1}
+    for k, b in enumerate(rest, start=lengths[0] + 3):
+        assert torch.equal(b.inputs, endless.batch(k).inputs)
+
+
 def test_fixed_windows_cover_the_stream_once():
     stream, aligned = batchify(np.arange(40), 2, np.ones((40, 3), dtype=np.float32))
     windows = fixed_windows(stream, aligned, 7)

@@ -147,6 +147,9 @@ def test_bad_config_values_name_the_key():
         build({**TINY, "optimizer": "rmsprop"}, "palm-u")
     with pytest.raises(InputError, match="n_layers"):
         build({**TINY, "n_layers": 1}, "palm-u")
+    with pytest.raises(InputError, match="before the last") as late:  # the finetuning stage would never run
+        build({**TINY, "epochs": 10, "finetune_at": 10}, "palm-u")
+    assert late.value.location == "model.finetune_at"
     with pytest.raises(InputError, match="not both") as both:
         build({**TINY, "switch_after": 2, "switch_after_epochs": 40}, "palm-u")
     assert both.value.location == "model.switch_after_epochs"
@@ -232,11 +235,11 @@ def test_switch_after_epochs_starts_averaging_at_the_first_window_of_that_epoch(
     assert not model.nt_asgd().averaging
 
 
-@pytest.mark.parametrize("finetune_after", [0, 1])  # 1: switch at step 4, finetuning from step 6
-def test_resuming_from_a_checkpoint_ends_where_an_unbroken_run_does(tmp_path, finetune_after):
+@pytest.mark.parametrize("finetune_at", [0, 3])  # 3: switch at step 4, finetuning from step 6
+def test_resuming_from_a_checkpoint_ends_where_an_unbroken_run_does(tmp_path, finetune_at):
     quiet = {**TINY, "dropout": 0.0, "dropout_input": 0.0, "dropout_hidden": 0.0, "dropout_embedding": 0.0,
              "weight_drop": 0.0, "optimizer": "adam", "lr": 0.01, "switch_after": 2, "span_loss_weight": 0.0,
-             "finetune_after": finetune_after}
+             "finetune_at": finetune_at}
     torch.manual_seed(7)
     unbroken = build(quiet, "palm-u")
     start = {k: v.clone() for k, v in unbroken.state_dict().items()}
@@ -251,7 +254,7 @@ def test_resuming_from_a_checkpoint_ends_where_an_unbroken_run_does(tmp_path, fi
         torch.testing.assert_close(second.state_dict()[name], value)
     assert second.nt_history == unbroken.nt_history
     assert second.finetune_history == unbroken.finetune_history
-    assert (unbroken.finetune_history is None) == (not finetune_after)  # finetuning: validations 4 (step 8)
+    assert (unbroken.finetune_history is None) == (not finetune_at)  # finetuning: validation 4 (step 8)
 
 
 QUIET = {**TINY, "dropout": 0.0, "dropout_input": 0.0, "dropout_hidden": 0.0, "dropout_embedding": 0.0,
@@ -286,7 +289,7 @@ def test_finetuning_restarts_averaged_sgd_from_the_best_validated_weights(tmp_pa
 
     # validations 3 and 4 are averaged SGD's; at the 4th the finetuning stage starts from the best of the four
     for steps in (8, 9):
-        tuned = build({**QUIET, "finetune_after": 2}, "palm-u")
+        tuned = build({**QUIET, "finetune_at": 4}, "palm-u")
         tuned.load_state_dict(start)
         fit(tuned, steps, tmp_path / f"b{steps}")
         optimizer = tuned.nt_asgd()
@@ -294,7 +297,7 @@ def test_finetuning_restarts_averaged_sgd_from_the_best_validated_weights(tmp_pa
         assert optimizer.averaging and optimizer.param_groups[0]["lr"] == 0.3
         assert optimizer.param_groups[0]["averaged_steps"] == steps - 8
     # after 8 steps: the weights are the best validated ones, and the old average is gone
-    tuned8 = build({**QUIET, "finetune_after": 2}, "palm-u")
+    tuned8 = build({**QUIET, "finetune_at": 4}, "palm-u")
     tuned8.load_state_dict(start)
     fit(tuned8, 8, tmp_path / "c")
     assert tuned8.averaged_weights() == {}
@@ -308,7 +311,7 @@ def test_finetuning_restarts_averaged_sgd_from_the_best_validated_weights(tmp_pa
 
 def test_in_the_finetuning_stage_the_nonmonotone_trigger_ends_the_run(tmp_path):
     torch.manual_seed(9)
-    model = build({**QUIET, "finetune_after": 1, "nonmono": 2}, "awd-lstm")
+    model = build({**QUIET, "finetune_at": 3, "finetune_min": 0, "nonmono": 2}, "awd-lstm")
     trainer = fit(model, 6, tmp_path)
     assert model.finetune_history == [] and not trainer.should_stop  # started at validation 3 (step 6)
     model.finetune_history = [5.0, 4.0, 3.0]
@@ -316,3 +319,17 @@ def test_in_the_finetuning_stage_the_nonmonotone_trigger_ends_the_run(tmp_path):
     assert not trainer.should_stop
     model._after_validation(5.5)  # worse than the best before the last 2: finetune.py stops here
     assert trainer.should_stop and model.finetune_history == [5.0, 4.0, 3.0, 4.9, 5.5]
+
+
+def test_the_finetuning_stage_runs_its_minimum_before_the_trigger_may_end_it(tmp_path):
+    """PaLM's main.py: ``epoch > args.finetuning + 100`` — the NT trigger of the finetuning stage is only read
+    once the stage has had ``finetune_min`` validations."""
+    torch.manual_seed(9)
+    model = build({**QUIET, "finetune_at": 3, "finetune_min": 4, "nonmono": 1}, "awd-lstm")
+    trainer = fit(model, 6, tmp_path)
+    assert model.finetune_history == []
+    for loss in (3.0, 3.5, 4.0, 4.5):  # stalled from the second on, but within the stage's first 4
+        model._after_validation(loss)
+        assert not trainer.should_stop
+    model._after_validation(4.6)  # the 5th: worse than 3.0, the best before the last one
+    assert trainer.should_stop and model.finetune_history == [3.0, 3.5, 4.0, 4.5, 4.6]
