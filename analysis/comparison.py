@@ -1,4 +1,4 @@
-"""The comparison table: every model of an experiment x the metrics that compare across families (issue 29).
+"""The comparison table: every model of an experiment x the metrics that compare across families.
 
 ``synbench reproduce compare`` trains every family on the same sentences and scores them on the same items;
 this table sets their numbers side by side, one row per model, each cell the mean ± sd over seeds with its

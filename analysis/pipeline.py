@@ -97,7 +97,7 @@ def analyze(spec: ExperimentSpec, root: Path, seeds: str | None = None, data_dir
     runs = [r for r in experiment_runs(spec, seeds)
             if run_status(folder_of(root, r), r.run_id, r.seed).state == "DONE"]
 
-    _statistics(agg, options, result)
+    _statistics(agg, options, result, _paper_key(spec))
     _regressions(options, runs, root, result)
     _probing(options, runs, root, data_dir, result)
     _figures(agg, result)
@@ -198,7 +198,15 @@ def _level(runs: list[Run], label: str) -> str | None:
 
 
 # -- statistics ----------------------------------------------------------------------------------------------
-def _statistics(agg: Any, options: dict[str, Any], result: Analysis) -> None:
+def _paper_key(spec: ExperimentSpec) -> str | None:
+    """The key of the paper whose tables describe the spec's models (``experiments.papers.paper_for``)."""
+    from experiments.papers import paper_for
+
+    paper = paper_for(m.family for m in spec.models if not _is_tool(m.family))
+    return None if paper is None else paper.key
+
+
+def _statistics(agg: Any, options: dict[str, Any], result: Analysis, paper: str | None) -> None:
     from analysis import claims, statistics
 
     long = agg.long[~agg.long["family"].map(_is_tool).astype(bool)]  # tools of the protocol are not models
@@ -212,8 +220,8 @@ def _statistics(agg: Any, options: dict[str, Any], result: Analysis) -> None:
     welch = statistics.pairwise_welch(long, tested, correction=options.get("correction", "holm"),
                                       evaluated_on=agg.summary.get("evaluated_on"))
     _write_csv(result, "welch.csv", welch)
-    checked = claims.check_claims(welch, correction=options.get("correction", "holm"))
-    if not checked.empty:  # the papers' claims whose models this experiment has
+    checked = claims.check_claims(welch, long, paper, correction=options.get("correction", "holm"))
+    if not checked.empty:  # the claims of its paper, and the other papers' whose models this experiment has
         _write_csv(result, claims.CLAIMS_FILE, checked)
     if not agg.items.empty:
         _write_csv(result, "variance.csv", statistics.variance_components(agg.items))

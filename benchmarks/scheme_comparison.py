@@ -101,7 +101,7 @@ def reduced_spec(paper: str, scheme: str, args: argparse.Namespace) -> dict[str,
         evaluations.append(ev)
     evaluations.sort(key=lambda ev: ev["name"] == "sg")  # the slowest (beam search) last
     return {"name": f"schemes-{paper}-{scheme}",
-            "description": f"issue 27: reproduce-{paper}-cpu-small reduced, on {corpus} "
+            "description": f"dependency-scheme comparison: reproduce-{paper}-cpu-small reduced, on {corpus} "
                            f"(benchmarks/scheme_comparison.py)",
             "seeds": f"0-{args.seeds - 1}", "models": models, "evaluations": evaluations,
             "launcher": {"local": {"max_parallel": args.max_parallel}}}

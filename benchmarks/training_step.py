@@ -14,7 +14,7 @@ the key and value projections of the M memory slots of each row (when the memory
 and no padding this is exactly what ``torch.utils.flop_counter`` counts (tests/benchmarks/test_training_step.py).
 Peak bf16 dense tensor FLOPs assumed: H100 SXM 989.4 TFLOP/s (H100 PCIe 756), H200 989.4 (NVIDIA datasheets,
 without sparsity); other devices need ``--peak-tflops``.
-Ratios TG / TXL are printed from the same run. Targets (issue 17): TG step time <= 1.15x TXL's, TG MFU >= 35 %.
+Ratios TG / TXL are printed from the same run. Targets (TG's speed budget): TG step time <= 1.15x TXL's, TG MFU >= 35 %.
 
 ``--compile MODE`` (default | reduce-overhead, ``runtime.compile``): each model also runs with its network
 compiled (``lightning_modules.models.compiled``), from the same initial weights on the same batches, steps

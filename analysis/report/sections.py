@@ -228,7 +228,7 @@ def claims(sources: Sources) -> list[Block]:
     for r in table.to_dict("records"):
         scale = percent_scale(str(r["metric"]))
         rows.append([
-            fmt.text(r["paper"]), fmt.text(r["claim"]), metric_title(str(r["metric"])), fmt.text(r["where"]),
+            fmt.text(r["paper"]), fmt.text(r["claim"]), metric_title(str(r["metric"])), _claim_where(r),
             f"{fmt.general(r['published_better'])} vs {fmt.general(r['published_worse'])}",
             f"{fmt.general(fmt.scaled(r['mean_better'], scale))} vs "
             f"{fmt.general(fmt.scaled(r['mean_worse'], scale))}",
@@ -241,10 +241,20 @@ def claims(sources: Sources) -> list[Block]:
         "paper's numbers (its scale and data, its units), our means over seeds, the two-sided Welch test and "
         f"its p-value with the {correction} over these claims only (they are planned comparisons). "
         f"Verdicts: holds (ordered as claimed, adjusted p < {alpha}), same or opposite direction without "
-        "significance, equal means, reversed (significantly the other way), or not tested (and why)."),
+        "significance, equal means, reversed (significantly the other way), or not tested (and why: for "
+        "the claims of this experiment's own paper, also a model or metric the experiment does not have). A "
+        "claim with <= or >= says only that the second model is no better: it holds unless the second is "
+        "significantly better. An SG claim compares our numbers on one suite set, named beside the paper's."),
         Table(["paper", "claim", "metric", "where", "paper's", "ours", "p", "p adjusted", "verdict"], rows),
         Bullets([f"{fmt.text(r['claim'])} ({fmt.text(r['where'])}): {fmt.text(r['statement'])}"
                  for r in table.drop_duplicates(["claim", "where"]).to_dict("records")])]
+
+
+def _claim_where(row: dict[str, Any]) -> str:
+    """The claim's section and table, with the SG suite sets: ours, and those of the paper's two numbers."""
+    ours, published = fmt.text(row.get("suite_set")), fmt.text(row.get("published_suite_sets"))
+    where = fmt.text(row["where"])
+    return f"{where}; suites: ours {ours}, paper's {published}" if ours else where
 
 
 def variance(sources: Sources) -> list[Block]:

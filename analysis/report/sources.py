@@ -45,7 +45,7 @@ OPTIONAL_CSV_COLUMNS = {
 
 LABEL_COLUMNS = (
     "metric", "model", "model_a", "model_b", "task", "representation", "probe", "correction", "note", "family",
-    "detail", "paper", "claim", "where", "statement", "verdict",
+    "detail", "paper", "claim", "where", "statement", "suite_set", "published_suite_sets", "verdict",
 )
 
 def _read_json(path: Path) -> tuple[Any, str | None]:

@@ -1,4 +1,4 @@
-"""synbench's own comparison (issue 29): every family trained on the same sentences and scored on the same items.
+"""synbench's own comparison of the families: every family trained on the same sentences and scored on the same items.
 
 No paper trains these models on one corpus: each compares its model with baselines under its own data and
 conventions (DTG's Table 2 copies TG's and Pushdown's numbers, SOM's Table 3 Kim et al.'s). ``synbench
@@ -16,7 +16,7 @@ from __future__ import annotations
 from experiments.papers import Paper
 from experiments.papers.tables import PaperNumber
 
-CITATION = "synbench's comparison of every family on common data (issue 29; no published numbers)"
+CITATION = "synbench's comparison of every family on common data (no published numbers)"
 # the model families the comparison trains (not its tools, the proposal parsers, nor the pretrained `hf:`
 # models a spec may evaluate beside: their experiments are no comparison of families)
 FAMILIES = ("tg", "txl-trees", "txl-terminals", "pushdown", "base-lm", "dtg", "txl-trans", "awd-lstm", "palm-u",

@@ -106,13 +106,33 @@ def numbers_for(model: str, metric: str, data: str | None = None) -> list[PaperN
     return own + [n for n in table_numbers() if shared is not None and n.column.metric == shared]
 
 
-# The directions §3 states, with Table 1's PTB test perplexities behind them (stream-level in the paper; checked
-# on ``eval ppl``'s, which every reproduction of PaLM and the comparison of every family score)
+# The directions §3 states, with Tables 1, 3 and 4 behind them: PTB test perplexity (stream-level in the paper;
+# checked on ``eval ppl``'s, which every reproduction of PaLM and the comparison of every family score) against
+# Table 1's AWD-LSTM, Merity et al.'s finetuned model (our ``awd-lstm-finetuned``); WSJ-40 F1 against the
+# right-branching trees of the same sentences and the splits against the gold trees' (metrics of each PaLM run)
+LM, PARSING, SPLITS = "§3, Table 1 (PTB test)", "§3, Table 3 (WSJ-40 test)", "§3, Table 4 (WSJ-40 test)"
 CLAIMS = (
-    PaperClaim("palm-u", "awd-lstm", ("ppl",), True, "§3, Table 1 (PTB test)", (56.4, 57.3),
+    PaperClaim("palm-u", "awd-lstm-finetuned", ("ppl",), True, LM, (TABLE1["PaLM-U"][1], TABLE1["AWD-LSTM"][1]),
                "the unsupervised configuration (PaLM-U) outperforms AWD-LSTM"),
-    PaperClaim("palm-s", "palm-u", ("ppl",), True, "§3, Table 1 (PTB test)", (55.5, 56.4),
+    PaperClaim("palm-s", "palm-u", ("ppl",), True, LM, (TABLE1["PaLM-S"][1], TABLE1["PaLM-U"][1]),
                "PaLM-S further reduces the perplexity: supervised span attention helps language modeling"),
+    PaperClaim("awd-lstm-finetuned", "palm-rb", ("ppl",), True, LM, (TABLE1["AWD-LSTM"][1], TABLE1["PaLM-RB"][1]),
+               "naively promoting right-branching attention (PaLM-RB) yields no improvement over AWD-LSTM",
+               strict=False),
+    PaperClaim("palm-u", "palm-u", ("unsupervised_f1",), False, PARSING,
+               (TABLE3["PaLM-U"], TABLE3["Right Branching"]), "PaLM outperforms the right-branching baseline",
+               against="unsupervised_f1_right_branching"),
+    PaperClaim("palm-u", "palm-u", ("splits.right",), False, SPLITS,
+               (TABLE4["PaLM-U"][0][1][0], TABLE4["Gold"][0][1][0]),
+               "PaLM-U shows a clear right-skewness: much more right-branching splits than the gold annotation",
+               against="gold_splits.right"),
+    PaperClaim("palm-u", "palm-u", ("splits.left",), True, SPLITS,
+               (TABLE4["PaLM-U"][0][0][0], TABLE4["Gold"][0][0][0]),
+               "PaLM-U shows a clear right-skewness: fewer left-branching splits than the gold annotation",
+               against="gold_splits.left"),
+    PaperClaim("palm-u", "palm-u-init", ("splits.right",), False, SPLITS,
+               (TABLE4["PaLM-U"][0][1][0], TABLE4["Random"][0][1][0]),
+               "untrained models favour no branching direction; after language-model training PaLM-U is right-skewed"),
 )
 
 PAPER = Paper(

@@ -1,8 +1,8 @@
 """What a paper publishes, as the report shows it beside our results: columns, numbers and regressions.
 
-Units are the papers': perplexities, and accuracies and F1 in percent. Our ``sg`` and ``blimp`` are fractions;
-the report displays them (and ``sg.circuit.*``, ``blimp.phenomenon.*``) in percent, ``percent_scale`` says by
-how much to multiply, and ``metric_title`` names a metric with its display unit.
+Units are the papers': perplexities, and accuracies and F1 in percent. Our ``sg``, ``blimp`` and ``dyck.*`` are
+fractions; the report displays them (and ``sg.circuit.*``, ``blimp.phenomenon.*``) in percent, ``percent_scale``
+says by how much to multiply, and ``metric_title`` names a metric with its display unit.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ METRIC_TITLES = {
     "decision_accuracy.p_prime": "p' accuracy",
     "uas_rerank": "UAS by reranking (%)",
 }
-FRACTION_PREFIXES = ("sg", "blimp")  # sg, blimp, sg.circuit.*, blimp.phenomenon.*
+FRACTION_PREFIXES = ("sg", "blimp", "dyck")  # sg, blimp, sg.circuit.*, blimp.phenomenon.*, dyck.SET
 
 
 def percent_scale(metric: str) -> float:
@@ -108,6 +108,12 @@ class PaperRegression:
         return by_key.get(_indicator_key(name))
 
 
+# Our SyntaxGym metrics -> the suite set each averages (``experiments.evaluate.sg.SUITE_SETS``): ``sg`` over the
+# 31 suites of Hu et al. (2020)'s analysis (TG's, Pushdown Layers' and SOM's numbers), ``sg.all_34`` over all 34
+# of their release (the official DTG script's)
+SG_SUITE_SETS = {"sg": "hu2020-31", "sg.all_34": "all-34"}
+
+
 @dataclass(frozen=True)
 class PaperClaim:
     """A direction a paper states between two of its models: ``better`` beats ``worse`` on ``metrics``.
@@ -115,20 +121,47 @@ class PaperClaim:
     The report checks it on any experiment that has both models (``analysis.claims``): at our scale a claim
     may hold, point the same way without significance, or turn over, and each paper's reproduction says
     which, with seed statistics. ``published`` is the paper's (better, worse) pair behind the claim, in the
-    paper's units; ``metrics`` are ours, each checked where the experiment has it.
+    paper's units; ``metrics`` are ours, each checked where the experiment has it. ``where`` starts with the
+    section that states it (``§4.1, Table 2 (PTB test)``).
+
+    An SG claim names the suite sets of its published pair (``suites``, ``SG_SUITE_SETS``' names) and is checked on
+    one of them: every metric of the claim averages that set, for both models. ``against``: the worse side is
+    another metric of the runs (a baseline each run computes, e.g. the right-branching trees' F1), then
+    ``worse`` is usually ``better`` itself. ``strict`` False: the claim is only that ``worse`` is no better
+    ("PaLM-RB yields no improvement over AWD-LSTM"), refuted only by a significant difference the other way.
     """
 
     better: str  # our model label
     worse: str
     metrics: tuple[str, ...]
     lower_is_better: bool
-    where: str  # "Table 1, PTB test" or "§3.1"
+    where: str  # "§3.1, Table 1 (PTB test)"
     published: tuple[float, float]
     statement: str  # the claim in the paper's words, shortened
+    suites: tuple[str, str] = ()  # SG claims: the suite sets of the published (better, worse) numbers
+    against: str | None = None  # the worse side's metric when it is not the claim's own
+    strict: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.where.startswith("§"):
+            raise ValueError(f"claim {self.text()}: where {self.where!r} must start with its section (§N.M)")
+        sets = {SG_SUITE_SETS[m] for m in (*self.metrics, self.against or "") if m in SG_SUITE_SETS}
+        if sets and (len(sets) > 1 or len(self.suites) != 2 or sets.pop() not in self.suites):
+            raise ValueError(f"claim {self.text()}: its SG metrics must average one suite set, one of its "
+                             f"published numbers' suites {self.suites}")
+        if self.suites and not set(self.suites) <= set(SG_SUITE_SETS.values()):
+            raise ValueError(f"claim {self.text()}: unknown suite set in {self.suites}")
+
+    @property
+    def suite_set(self) -> str | None:
+        """The SyntaxGym suite set our numbers of this claim average (None: not an SG claim)."""
+        return next((SG_SUITE_SETS[m] for m in self.metrics if m in SG_SUITE_SETS), None)
 
     def text(self) -> str:
-        """``tg < txl-terminals`` (the sign of the claimed means' order)."""
-        return f"{self.better} {'<' if self.lower_is_better else '>'} {self.worse}"
+        """``tg < txl-terminals`` (the sign of the claimed means' order; ``<=`` for a claim of no improvement;
+        ``palm-u > palm-u's unsupervised_f1_right_branching`` against another metric)."""
+        sign = ("<" if self.lower_is_better else ">") + ("" if self.strict else "=")
+        return f"{self.better} {sign} {self.worse}" + (f"'s {self.against}" if self.against else "")
 
 
 def _indicator_key(name: str) -> str:

@@ -140,7 +140,20 @@ REGRESSIONS = (
 )
 
 # The directions §3 states, with Table 1's test numbers behind them (PTB perplexity, SG of the BLLIP sentence
-# models, BLLIP doc. perplexity for the document-level models)
+# models over Hu et al.'s 31 suites, PTB F1 of reranking, BLLIP doc. perplexity for the document-level models),
+# and those §4.1.1 states about the transformed trees, with Table 2's validation numbers (PTB perplexity, SG, F1;
+# ours are the test sets')
+SG_SUITES = ("hu2020-31", "hu2020-31")
+TRANSFORMS = {"tg-left-branching": "TG (left-branching)", "tg-right-branching": "TG (right-branching)",
+              "tg-reversed": "TG (reversed trees)"}
+TRANSFORMED = "§4.1.1, Table 2 (PTB validation; ours: test)"
+
+
+def _validation(row: str, column: str) -> float:
+    """The mean of Table 2's ``row`` in ``column`` (a key of COLUMN_KEYS)."""
+    return TABLE2_VALIDATION[row][COLUMN_KEYS.index(column)][0]
+
+
 CLAIMS = (
     PaperClaim("tg", "txl-terminals", ("ppl",), True, "§3.1, Table 1 (PTB test)", (61.8, 62.6),
                "TG and TXL (trees) achieve a lower perplexity than TXL (terminals), although theirs is a bound"),
@@ -149,15 +162,37 @@ CLAIMS = (
     PaperClaim("txl-trees", "tg", ("ppl",), True, "§3.1, Table 1 (PTB test)", (61.2, 61.8),
                "TXL (trees) slightly outperforms the more biased TG in perplexity"),
     PaperClaim("tg", "txl-terminals", ("sg",), False, "§3.3, Table 1 (SG)", (82.5, 69.5),
-               "recursive syntactic composition benefits syntactic generalization"),
+               "recursive syntactic composition benefits syntactic generalization", suites=SG_SUITES),
     PaperClaim("tg", "txl-trees", ("sg",), False, "§3.3, Table 1 (SG)", (82.5, 80.2),
-               "TG generalizes better than TXL (trees), which has no composition"),
+               "TG generalizes better than TXL (trees), which has no composition", suites=SG_SUITES),
     PaperClaim("txl-trees", "txl-terminals", ("sg",), False, "§3.3, Table 1 (SG)", (80.2, 69.5),
-               "modelling the trees at all improves syntactic generalization"),
+               "modelling the trees at all improves syntactic generalization", suites=SG_SUITES),
     PaperClaim("txl-terminals-doc", "tg-doc", ("ppl",), True, "§3.1, Table 1 (BLLIP doc. test)", (23.1, 26.3),
                "on documents TG substantially underperforms TXL (terminals)"),
     PaperClaim("txl-trees-doc", "txl-terminals-doc", ("ppl",), True, "§3.1, Table 1 (BLLIP doc. test)",
                (22.1, 23.1), "on documents TXL (trees) again outperforms TXL (terminals)"),
+    PaperClaim("txl-trees-doc", "tg-doc", ("ppl",), True, "§3.1, Table 1 (BLLIP doc. test)", (22.1, 26.3),
+               "at the document level TG's perplexity suffers by about 4 points against TXL (trees)'s"),
+    PaperClaim("tg", "txl-trees", ("f1",), False, "§3.2, Table 1 (PTB F1, reranking)", (93.7, 93.6),
+               "TG does slightly better than TXL (trees) at reranking the RNNG samples (significant, p < 1e-3)"),
+    *(PaperClaim("tg", label, ("ppl",), True, TRANSFORMED, (_validation("TG", "ptb_ppl"),
+                                                            _validation(row, "ptb_ppl")),
+                 "for TG, perplexity is much worse, regardless of the transformation, than with the original trees")
+      for label, row in TRANSFORMS.items()),
+    *(PaperClaim("tg", label, ("sg",), False, "§4.1.1, Table 2 (SG)", (_validation("TG", "sg"),
+                                                                                  _validation(row, "sg")),
+                 "for TG, syntactic generalization is much worse, regardless of the transformation",
+                 suites=SG_SUITES)
+      for label, row in TRANSFORMS.items()),
+    PaperClaim("tg", "tg-reversed", ("f1",), False, "§4.1.1, Table 2 (PTB F1, validation)",
+               (_validation("TG", "f1"), _validation("TG (reversed trees)", "f1")),
+               "for TG, bracketing F1 is much worse on reversed trees than on the original ones"),
+    PaperClaim("tg-left-branching", "tg-reversed", ("ppl",), True, TRANSFORMED,
+               (_validation("TG (left-branching)", "ptb_ppl"), _validation("TG (reversed trees)", "ptb_ppl")),
+               "perplexity is most impacted on reversed trees, more than on left-branching trees"),
+    PaperClaim("tg-right-branching", "tg-left-branching", ("ppl",), True, TRANSFORMED,
+               (_validation("TG (right-branching)", "ptb_ppl"), _validation("TG (left-branching)", "ptb_ppl")),
+               "right-branching trees have the least impact on perplexity"),
 )
 
 PAPER = Paper(

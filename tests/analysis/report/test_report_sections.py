@@ -188,6 +188,7 @@ def test_the_papers_claims_are_checked_on_the_runs_that_have_their_models(tmp_pa
     assert [row[1] for row in table.rows] == ["tg < txl-terminals", "tg > txl-terminals"]
     sg = table.rows[1]
     assert sg[4:6] == ["82.5 vs 69.5", "71 vs 56"] and sg[-1] == claims.HOLDS
+    assert sg[3] == "§3.3, Table 1 (SG); suites: ours hu2020-31, paper's hu2020-31 vs hu2020-31"
     assert table.rows[0][-1] == claims.REVERSED  # 71 vs 70 with sd 0.01: significantly the other way
     md = render_markdown(blocks)
     assert "recursive syntactic composition benefits syntactic generalization" in md
