@@ -105,7 +105,8 @@ def test_eval_ppl_on_a_dependency_corpus(trained, small_ud: Path, tmp_path: Path
     assert "ppl_end_counted" in out["convention"] and tasks.is_summarized("ppl_end_counted@gum")
 
 
-def test_eval_ppl_with_the_gold_decisions(trained, small_ud: Path, tmp_path: Path, capsys) -> None:
+def test_eval_ppl_with_the_gold_decisions(trained, small_ud: Path, tmp_path: Path, capsys,
+                                         prepared_data_dir: Path) -> None:
     """Table 2's "– Predicted tree + Gold tree": ``--method gold`` feeds the corpus trees' grid labels as θ and
     c, and its NLL is the module's own in ``gold`` mode on the same sentences."""
     import torch
@@ -131,7 +132,8 @@ def test_eval_ppl_with_the_gold_decisions(trained, small_ud: Path, tmp_path: Pat
     assert out["metrics"]["ppl_end_counted"] == pytest.approx(math.exp(terms["lm_nll"] / terms["lm_count"]), rel=1e-4)
     assert out["metrics"]["ppl_end_counted"] != pytest.approx(greedy, rel=1e-6)
     # SG and BLiMP have no corpus trees to read
-    assert main(["eval", "blimp", str(run / "checkpoints" / "best.ckpt"), "--method", "gold"]) == 2
+    assert main(["eval", "blimp", str(run / "checkpoints" / "best.ckpt"), "--method", "gold",
+                 "--data-dir", str(prepared_data_dir)]) == 2
     assert "--method gold needs the gold trees" in capsys.readouterr().err
 
 
