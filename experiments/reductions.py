@@ -25,13 +25,13 @@ def reduced_settings(spec: ExperimentSpec, seeds: str | None = None) -> list[str
     n_seeds = len(parse_seeds(seeds) if seeds else spec.seeds)
     if n_seeds != len(full.seeds):
         lines.append(f"{n_seeds} seeds per model (full protocol: {len(full.seeds)})")
-    ours_runs, full_runs = _first_runs(spec), _first_runs(full)
+    ours_runs, full_runs = first_runs(spec), first_runs(full)
     lines += [f"model {label}: not trained" for label in full_runs if label not in ours_runs]
     for label, run in ours_runs.items():
         ref = full_runs.get(label)
         if ref is None:
             continue
-        ours, theirs = _settings(run.config), _settings(ref.config)
+        ours, theirs = config_settings(run.config), config_settings(ref.config)
         diffs = [f"{key} {ours.get(key)} (full protocol: {theirs.get(key)})"
                  for key in _ordered([*ours, *theirs]) if ours.get(key) != theirs.get(key)]
         if diffs:
@@ -108,7 +108,7 @@ def _method_default(key: str, entry: dict[str, Any], spec: ExperimentSpec) -> An
 
     evaluation = Evaluation(entry["name"], dict(entry), "")
     defaults = set()
-    for run in _first_runs(spec).values():
+    for run in first_runs(spec).values():
         method = scoring_method(evaluation, run) if evaluation.applies_to(run) else None
         options = family_of(run).method(method, run.config).options if method else {}
         if key in options:
@@ -118,14 +118,15 @@ def _method_default(key: str, entry: dict[str, Any], spec: ExperimentSpec) -> An
     return defaults.pop() if len(defaults) == 1 else "the family's default"
 
 
-def _first_runs(spec: ExperimentSpec) -> dict[str, Run]:
+def first_runs(spec: ExperimentSpec) -> dict[str, Run]:
+    """Each model label's first run (its resolved config stands for all its seeds')."""
     runs: dict[str, Run] = {}
     for run in experiment_runs(spec, None):
         runs.setdefault(run.model, run)
     return runs
 
 
-def _settings(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+def config_settings(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     """Every setting of a resolved config that can change a result, by dotted key (where a run runs, its
     ``runtime``, and the preset name, whose settings are listed themselves, left out)."""
     out: dict[str, Any] = {}
@@ -133,7 +134,7 @@ def _settings(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
         if not prefix and key in (*VOLATILE_SECTIONS, "family", "preset"):
             continue
         if isinstance(value, dict):
-            out.update(_settings(value, f"{prefix}{key}."))
+            out.update(config_settings(value, f"{prefix}{key}."))
         else:
             out[f"{prefix}{key}"] = value
     return out

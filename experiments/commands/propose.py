@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from experiments.cli_options import natural, positive_int
+from experiments.families import declared_defaults
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -23,7 +24,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     source.add_argument("--corpus", help="corpus name or treebank file; its trees' words are parsed")
     source.add_argument("--sentences", type=Path, help="file with one tokenized sentence per line")
     p.add_argument("--split", help="corpus split (required with --corpus)")
-    p.add_argument("-n", type=positive_int, help="trees per sentence (default: the family's, 300 as TG §3.1)")
+    p.add_argument("-n", type=positive_int,
+                   help="trees per sentence (default: the parser family's paper's: "
+                        f"{declared_defaults('n', 'propose')})")
     p.add_argument("--method", choices=["sample", "beam"], default="sample",
                    help="sample: without replacement (default); beam: top-N beam search")
     p.add_argument("--seed", type=natural, default=0, help="sampling seed (per sentence: seed and its index)")

@@ -1,4 +1,4 @@
-"""``synbench reproduce PAPER [--scale S] [--seeds N] [--executor local|slurm|submitit]``.
+"""``synbench reproduce PAPER [--scale S] [--seeds N] [--executor local|slurm|submitit] [--protocol]``.
 
 A paper's whole pipeline in one resumable command: train every model over N seeds (and the proposal parser,
 where the protocol has one), draw proposal trees, evaluate (perplexity, SyntaxGym, BLiMP, parsing,
@@ -6,7 +6,8 @@ per-terminal log-probabilities), analyse (Welch tests, regressions, MDL probing,
 report.md/.html into the reproduction's experiment folder. Running it again resumes; more --seeds adds seeds.
 Each registered paper names its scales, typically ``demo`` (minutes on 2 CPU cores, toy settings),
 ``cpu-small`` (the PTB sample, 3 seeds: one to a few hours on 2 CPU cores, as its spec states) and ``paper``
-(the published protocol, for a GPU cluster). The report states every reduced setting.
+(the published protocol, for a GPU cluster). The report states every reduced setting. ``--protocol`` prints
+the paper's protocol card (``experiments/protocol_cards.py``) with the scale's values and runs nothing.
 """
 
 from __future__ import annotations
@@ -34,6 +35,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--data-dir", help="data directory (default: $SYNBENCH_DATA or ~/.cache/synbench/data)")
     add_device_argument(p)
     p.add_argument("--poll", type=positive_float, default=5.0, metavar="S", help="seconds between progress checks")
+    p.add_argument("--protocol", action="store_true",
+                   help="print the paper's protocol card instead of running: one line per model and setting, "
+                        "MODEL SETTING VALUE (paper: VALUE, SOURCE), VALUE as the scale's spec resolves it "
+                        "(with --scale paper: the published protocol); nothing is trained")
     p.set_defaults(func=run)
 
 
@@ -42,6 +47,12 @@ def run(args: argparse.Namespace) -> int:
     from experiments.reproduce import reproduce
     from experiments.runs import runs_root
 
+    if args.protocol:
+        from experiments.protocol_cards import protocol_card
+        from experiments.reproduce import spec_for
+
+        print(protocol_card(args.paper, spec_for(args.paper, args.scale)), end="")
+        return 0
     checked_device(args.device)  # before any stage: every eval would fail on it
     outcome = reproduce(args.paper, args.scale, runs_root(args.runs_dir), args.seeds, args.executor,
                         args.data_dir, args.poll, write_report=write_report, device=args.device)

@@ -32,12 +32,14 @@ from typing import Any
 from experiments.cli_options import add_device_argument, checked_device, natural, positive_int
 from experiments.evaluate.scorer import Scorer
 from experiments.evaluate.scorers import HF_CONVENTIONS as CONVENTIONS
+from experiments.families import declared_defaults
 from experiments.families.adapter import ScoringRequest
 from lightning_modules.data.checksums import file_sha256
 from lightning_modules.data.tree import Tree
 from lightning_modules.errors import InputError
 
-METHOD_OPTIONS = ("n", "beam", "word_beam", "max_actions", "fast_track", "hf_convention")  # read by the methods
+# read by the methods
+METHOD_OPTIONS = ("n", "beam", "word_beam", "max_actions", "fast_track", "pop_root", "hf_convention")
 TreeSource = Callable[[Sequence[Sequence[str]]], list[list[Tree]]]
 
 
@@ -59,19 +61,26 @@ def add_arguments(p: argparse.ArgumentParser, methods: Sequence[str] = ("exact",
     if not proposals_required:
         source.add_argument("--parser", type=Path, metavar="CKPT", help="proposal parser checkpoint (draws N trees)")
     # method options: unset (None), each takes the default of the family's method
-    p.add_argument("-n", type=positive_int, help="proposal trees per sentence (default: the family's, 300 as TG §3.1)")
+    p.add_argument("-n", type=positive_int,
+                   help="proposal trees per sentence (default: the family's paper's: "
+                        f"{declared_defaults('n', 'proposals')})")
     p.add_argument("--parser-seed", type=natural, default=0, help="seed of the parser's sampling without replacement")
     p.add_argument("--beam", type=positive_int,
-                   help="action beam of --method beam (default: the family's beam method's)")
+                   help=f"action beam of --method beam (default: the family's paper's: {declared_defaults('beam')})")
     p.add_argument("--word-beam", type=positive_int,
-                   help="hypotheses kept after each word (default: the family's beam method's)")
+                   help=f"hypotheses kept after each word (default: the family's paper's: "
+                        f"{declared_defaults('word_beam')})")
     p.add_argument("--max-actions", type=positive_int,
                    help="most actions between two words in the beam (DTG: token steps, an arc two; default: the "
-                        "family's beam method's)")
+                        f"family's paper's: {declared_defaults('max_actions')})")
     p.add_argument("--fast-track", type=natural, default=None, metavar="K",
                    help="word-synchronous beams over nonterminal actions: words compete for the action beam and "
-                        "the best K are kept regardless (Stern et al. 2017); default: the family's beam method's "
-                        "(TG: every word kept; DTG: 0, the official code's, whose words always compete)")
+                        "the best K are kept regardless (Stern et al. 2017); default: the family's paper's: "
+                        f"{declared_defaults('fast_track')}")
+    p.add_argument("--pop-root", choices=("official", "single-word"),
+                   help="arc-standard DTG and TXL (trans) beams: when pop_root may come: official (the default, the "
+                        "official beam's: on any stack, arcs after it) or single-word (one word on the stack, "
+                        "complete trees only)")
     p.add_argument("--batch-size", type=positive_int, default=32,
                    help="sequences per forward pass (results do not depend on it)")
     add_device_argument(p)

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from experiments.families import declared_defaults
 from lightning_modules.data.dependency import DepTree, read_conllu
 from lightning_modules.data.head_rules import UNSCORED_TAGS
 from lightning_modules.errors import InputError
@@ -167,7 +168,8 @@ def add_rerank_command(tasks: argparse._SubParsersAction) -> None:
                    "dependencies: DTG's Table 3 reads ptb-sd)")
     p.add_argument("--split", default="test", help="split (default test)")
     add_limit_argument(p)
-    p.add_argument("-n", type=positive_int, help="proposal trees per sentence (default: the family's, 300)")
+    p.add_argument("-n", type=positive_int, help="proposal trees per sentence (default: the family's paper's: "
+                   f"{declared_defaults('n', 'proposals')})")
     p.add_argument("--parser-seed", type=natural, default=0, help="seed of the sampling without replacement")
     p.add_argument("--batch-size", type=positive_int, default=32, help="trees per forward pass (same results)")
     p.add_argument("--device", default="cpu", help="torch device of the model (default cpu)")

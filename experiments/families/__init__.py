@@ -101,3 +101,21 @@ def model_family(model: str | Path) -> tuple[Family, dict[str, Any]]:
     if adapter is not None:
         return adapter, {"family": adapter.name, "source": str(model), "config": {}}
     return checkpoint_family(model)
+
+
+def declared_defaults(option: str, method: str | None = None) -> str:
+    """The defaults every registered family declares for a scoring-method ``option`` (of ``method``, else of
+    any method reading it), e.g. ``100 (dtg, tg, ...); 300 (pushdown)``: the CLI's help states them as
+    declared, never a copy. ``n`` with ``method`` None or ``propose`` includes the N of each family with the
+    ``propose`` capability (its proposing part's)."""
+    _load()
+    by_value: dict[str, list[str]] = {}
+    for name in _REGISTRY:
+        family = get_family(name)
+        values = {m.options[option] for m in family.methods() if option in m.options and method in (None, m.name)}
+        proposing = family.proposing() if option == "n" and method in (None, "propose") else None
+        if proposing is not None:
+            values.add(proposing.n)
+        for value in values:
+            by_value.setdefault("every word kept" if value is None else str(value), []).append(name)
+    return "; ".join(f"{value} ({', '.join(names)})" for value, names in by_value.items())

@@ -135,7 +135,7 @@ class Proposing:
 
     proposer: Callable[[str | Path, str], Proposer]
     write: Callable[[ProposeRequest], str]
-    n: int = 300  # trees per sentence when not given (TG §3.1's N)
+    n: int  # trees per sentence when not given: the paper's N of the family's proposals
 
 
 # -- parsing and inspection ----------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ The model and loop come from the family's model presets and the shared ``configs
 the data of the presets that have a dependency corpus. The families that read subword pieces (DTG and TXL
 (trans): ``data.terminals``) add the terminals of PIECE_PRESETS; the others read words.
 
-The dependency scheme of the constituency corpora (PTB, BLLIP) is the paper's (issue 27): DTG trains and is
+The dependency scheme of the constituency corpora (PTB, BLLIP) is the paper's own: DTG trains and is
 scored on Stanford basic dependencies (``NAME-sd``; the paper converted the PTB with CoreNLP 3.3.0, its
 official scripts BLLIP the same way), SOM builds Γ from Universal Dependencies (``NAME-ud``). The scheme is
 the corpus name, so it is part of every run's and evaluation's data identity; the Collins head-rule trees
@@ -39,12 +39,14 @@ def data_presets(scheme: str) -> dict[str, dict[str, Any]]:
 # DTG's, TXL (trans)'s and its dependency parser's: Stanford basic dependencies
 DATA_PRESETS = data_presets("sd")
 # Subword terminals by preset (words with unknown-word classes where a preset has none). bllip: the paper's
-# 32k SentencePiece pieces (Appendix, "Using subword tokenizers"; the official tokenizer_build.py), the
-# sp_vocab_size of TG's and TXL (tokens)' bllip preset in configs/train.yaml, trained on the same sentences:
-# Table 2's rows read the same pieces. cpu-small-pieces: cpu-small's 2,000 pieces (configs/train.yaml).
+# SentencePiece model as the official data_scripts/tokenizer_build.py trains it: 32,719 pieces (the four
+# specials and the user-defined symbols left_arc, right_arc, pop_root included) on the training trees'
+# transition sequences (sp_text: transitions; lightning_modules/families/dtg/data.py); sp_text: words trains
+# TG's tokenizer on the sentences instead. cpu-small-pieces: cpu-small's 2,000 pieces (configs/train.yaml),
+# trained the same way.
 PIECE_PRESETS = {
-    "cpu-small-pieces": {"terminals": "sentencepiece", "sp_vocab_size": 2000},
-    "bllip": {"terminals": "sentencepiece", "sp_vocab_size": 32768},
+    "cpu-small-pieces": {"terminals": "sentencepiece", "sp_vocab_size": 2000, "sp_text": "transitions"},
+    "bllip": {"terminals": "sentencepiece", "sp_vocab_size": 32719, "sp_text": "transitions"},
 }
 
 

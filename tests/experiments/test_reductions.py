@@ -14,11 +14,18 @@ def test_reduced_settings_of_the_shipped_tg_scales():
     # what an absent setting of the full protocol does: proposals (it names a parser), whose method reads no
     # beam, and N = 300, the default of the families' proposals method
     assert ("evaluation ppl (tg, txl-trees, txl-terminals): limit 100 (full protocol: all), method beam (full "
-            "protocol: proposals), beam 20 (full protocol: not used), word_beam 5 (full protocol: not used), n 10 "
-            "(full protocol: 300)") in cpu
+            "protocol: proposals), beam 20 (full protocol: not used), word_beam 5 (full protocol: not used), "
+            "max_actions 8 (full protocol: not used), n 10 (full protocol: 300)") in cpu
     # a second way of scoring one task is an addition, not a reduction of the full protocol's entry
     assert ("evaluation ppl@gold (tg, txl-trees): not in the full protocol (added: split test, limit 100, "
             "method gold)") in cpu
+
+
+def test_a_reduction_from_a_default_is_stated_against_the_papers_value():
+    """The DTG paper spec leaves Pushdown-LM's beam to its method: 300, the paper's; cpu-small states its 20."""
+    lines = reduced_settings(load_spec("reproduce-dtg-cpu-small"))
+    assert any(line.startswith("evaluation sg (txl-tokens, tg, pushdown): beam 20 (full protocol: 300)")
+               for line in lines)
 
 
 def test_reduced_settings_of_the_pushdown_demo():

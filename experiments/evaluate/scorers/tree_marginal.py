@@ -75,13 +75,14 @@ class TreeScorer:
     """log p(x, y) of given trees and the marginal over each sentence's distinct trees (module doc).
 
     ``source`` maps sentences to their trees (a ``ProposalFile``, the proposal parser, a treebank lookup);
-    ``score_trees`` takes the trees directly. The first ``n`` distinct trees of a sentence are used (after the
-    model's view of them: cleaning, POS tags, transforms). All trees of a sentence go through the network in
+    ``score_trees`` takes the trees directly. The first ``n`` distinct trees of a sentence are used (None: all;
+    a family's proposals method gives its paper's N), after the model's view of them (cleaning, POS tags,
+    transforms). All trees of a sentence go through the network in
     one forward pass; sentences are grouped up to ``batch_size`` trees.
     """
 
     def __init__(self, model: TreeModel, source: TreeSource | None, *, method: str = "proposals",
-                 n: int | None = 300, pos_tags: bool = False, batch_size: int = 32,
+                 n: int | None = None, pos_tags: bool = False, batch_size: int = 32,
                  source_name: str | None = None):
         if not model.joint:
             raise InputError(f"{model.name} is a string model: score it with method=exact", "method")

@@ -25,8 +25,11 @@ from lightning_modules.errors import InputError
 
 # the official code's SG beam (beam_search_standard.py: BEAM 100, WORD_BEAM 10, SHIFT 0, 15 token steps per
 # terminal; the paper's text says a beam of 300): the only defaults of the DTG beam (beam.py has none)
-BEAM = Method("beam", {"beam": 100, "word_beam": 10, "max_actions": 15, "fast_track": 0})
-METHODS = (BEAM, Method("proposals", {"n": 300}, trees="dependency"), Method("gold", trees="dependency"))
+BEAM = Method("beam", {"beam": 100, "word_beam": 10, "max_actions": 15, "fast_track": 0,
+                       # when pop_root may come: the official beam's rule, on any stack (encoding.POP_ROOT_RULES)
+                       "pop_root": "official"})
+N = 300  # DTG §4.1: 300 proposal trees per sentence sampled without replacement from the biaffine parser
+METHODS = (BEAM, Method("proposals", {"n": N}, trees="dependency"), Method("gold", trees="dependency"))
 
 
 @register
@@ -70,7 +73,8 @@ class DTGFamily(Family):
 
     def scoring(self, checkpoint: str | Path, meta: dict[str, Any], request: ScoringRequest) -> Scoring:
         """``beam``: the official word-synchronous beam over the system's transitions (``beam.py``; SG, BLiMP;
-        ``max_actions`` counts token steps per word, an arc two of them);
+        ``max_actions`` counts token steps per word, an arc two of them; ``pop_root``: ``official``, on any stack, or
+        ``single-word``, arc-standard's rule of when pop_root may come);
         ``proposals``: log of the summed p(x, y) over N distinct proposal trees (``--parser`` a dep-parser
         checkpoint, DTG §4), a lower bound on log p(x); ``gold``: log p(x, y_gold) of the corpus's dependency
         trees (non-projective ones lifted), a bound."""
@@ -81,18 +85,22 @@ class DTGFamily(Family):
             from experiments.families.dtg.beam import DTGBeamScorer
 
             model = self.load(checkpoint, request.device)
-            scorer = DTGBeamScorer(model, o["beam"], o["word_beam"], o["max_actions"], o["fast_track"])
+            scorer = DTGBeamScorer(model, o["beam"], o["word_beam"], o["max_actions"], o["fast_track"],
+                                   pop_root=o["pop_root"])
             # max_actions counts token steps (the official loop's): an arc is two tokens, the word one
             identity: dict[str, Any] = {"beam": o["beam"], "word_beam": o["word_beam"],
                                         "max_actions": o["max_actions"], "max_actions_counts": "tokens",
                                         "fast_track": o["fast_track"]}
+            if model.system == "standard":  # pop_root is arc-standard's
+                identity["pop_root"] = o["pop_root"]
             pieces = ""
             if model.pieces:  # the official loop over pieces: a word's later pieces forced, word beam after each
                 identity["later_pieces"] = "forced, word beam after each"
                 pieces = ", a word's later pieces forced (word beam after each)"
+            rule = f", pop_root {o['pop_root']}" if "pop_root" in identity else ""
             return Scoring(scorer, identity, f"beam {o['beam']}/{o['word_beam']}, fast-track {o['fast_track']}, "
-                           f"<= {o['max_actions']} token steps per word{pieces} (official code: 100/10, "
-                           "fast-track 0, 15; paper text: beam 300)", 8)
+                           f"<= {o['max_actions']} token steps per word{pieces}{rule} (official code: 100/10, "
+                           "fast-track 0, 15, pop_root on any stack; paper text: beam 300)", 8)
         if request.method == "proposals":
             if request.proposals is None:
                 raise InputError("--method proposals needs --parser CKPT (a dep-parser checkpoint)", "--method")
@@ -100,7 +108,7 @@ class DTGFamily(Family):
             scorer = TreeScorer(model, model.known_trees(request.proposals), method="proposals",
                                 n=o["n"], batch_size=request.batch_size, source_name=request.source_name)
             return Scoring(scorer, {"n_proposals": o["n"]},
-                           f"N = {o['n']} proposals from {request.source_name} (paper: 300 from a biaffine parser)")
+                           f"N = {o['n']} proposals from {request.source_name} (paper: {N} from a biaffine parser)")
         if request.gold is None:
             raise InputError("--method gold needs the gold trees of a corpus (eval ppl)", "--method")
         scorer = TreeScorer(self.load(checkpoint, request.device), request.gold, method="gold",

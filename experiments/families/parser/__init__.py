@@ -17,6 +17,9 @@ from experiments.families import register
 from experiments.families.adapter import Family, ProposeRequest, Proposing
 from experiments.families.dependency_presets import dependency_presets
 
+N = 300  # TG §3.1: N = 300 constituency trees per sentence, sampled without replacement
+DEP_N = 300  # DTG §4.1: 300 dependency trees per sentence, sampled without replacement
+
 
 @register
 class ParserFamily(Family):
@@ -70,7 +73,7 @@ class ParserFamily(Family):
         return load_parser(checkpoint)
 
     def proposing(self, config: dict[str, Any] | None = None) -> Proposing:
-        return parser_proposing("experiments.families.parser.proposals", lambda found: found.trees)
+        return parser_proposing("experiments.families.parser.proposals", lambda found: found.trees, N)
 
 
 @register
@@ -121,12 +124,13 @@ class DepParserFamily(Family):
         return load_parser(checkpoint)
 
     def proposing(self, config: dict[str, Any] | None = None) -> Proposing:
-        return parser_proposing("experiments.families.parser.dep_proposals", lambda found: found.trees())
+        return parser_proposing("experiments.families.parser.dep_proposals", lambda found: found.trees(), DEP_N)
 
 
-def parser_proposing(module: str, trees: Callable[[Any], list[Any]]) -> Proposing:
+def parser_proposing(module: str, trees: Callable[[Any], list[Any]], n: int) -> Proposing:
     """The ``proposing`` part of a parser whose search module (imported when used: it needs torch) has
-    ``load_parser``, ``propose`` and ``write``; ``trees`` reads one sentence's trees from what it found."""
+    ``load_parser``, ``propose`` and ``write``; ``trees`` reads one sentence's trees from what it found; ``n``
+    is the paper's number of trees per sentence."""
 
     def proposer(checkpoint: str | Path, method: str = "sample") -> Any:
         search = importlib.import_module(module)
@@ -137,7 +141,7 @@ def parser_proposing(module: str, trees: Callable[[Any], list[Any]]) -> Proposin
     def write(request: ProposeRequest) -> str:
         return importlib.import_module(module).write(request)
 
-    return Proposing(proposer, write)
+    return Proposing(proposer, write, n)
 
 
 def action_metrics(module: Any, data: Any, best_path: str) -> dict[str, Any]:

@@ -19,7 +19,6 @@ drawn per sentence from a generator seeded with (seed, sentence index), so resul
 
 The trees are written as a proposals file (``experiments/evaluate/proposal_files.py``), PTB-style with the
 gold POS tags when the sentences come from a treebank (the parser predicts none), ``XX`` otherwise.
-In memory, ``ParserProposals`` is a tree source ``sentences -> POS-free trees`` for the scorers.
 """
 
 from __future__ import annotations
@@ -44,7 +43,6 @@ from experiments.evaluate.proposal_files import (
 )
 from experiments.families.adapter import ProposeRequest
 from lightning_modules.data.atomic import atomic_write_text
-from lightning_modules.data.tree import Tree
 from lightning_modules.errors import InputError
 from lightning_modules.families.parser.encoding import (
     BOS,
@@ -249,20 +247,6 @@ def propose(model: Any, payload: dict[str, Any], sentences: Sequence[Sequence[st
                              lambda batch, k: ParserDecoder(model, batch, k, vocab))
     return [Proposals(list(words), [actions_to_tree(h.actions, list(words), vocab) for h in hyps],
                       [h.logprob for h in hyps]) for words, hyps in zip(sentences, found, strict=True)]
-
-
-class ParserProposals:
-    """A tree source for the scorers: ``sentences -> N distinct POS-free trees each`` from a parser checkpoint."""
-
-    def __init__(self, checkpoint: str | Path, n: int = 300, method: str = "sample", seed: int = 0,
-                 max_rows: int = 2048):
-        self.model, self.payload = load_parser(checkpoint)
-        self.n, self.method, self.seed, self.max_rows = n, method, seed, max_rows
-        self.name = f"parser:{checkpoint} ({method}, N={n}, seed={seed})"
-
-    def __call__(self, sentences: Sequence[Sequence[str]]) -> list[list[Tree]]:
-        found = propose(self.model, self.payload, sentences, self.n, self.method, self.seed, self.max_rows)
-        return [p.trees for p in found]
 
 
 def load_parser(checkpoint: str | Path) -> tuple[Any, dict[str, Any]]:

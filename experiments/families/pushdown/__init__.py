@@ -15,11 +15,8 @@ from typing import Any
 
 from experiments.families import register
 from experiments.families.adapter import Family, Inspection, Method, ParseView, Scoring, ScoringRequest
+from experiments.families.pushdown.methods import BEAM, GOLD
 from lightning_modules.errors import InputError
-
-# beam 20: the CLI's default (the paper's is 300; its experiments set it)
-BEAM = Method("beam", {"beam": 20})
-GOLD = Method("gold", trees="constituency")  # log p(x, y_gold): the value the beam's bound is set beside
 
 
 def on_dyck(config: dict[str, Any] | None) -> bool:
@@ -118,7 +115,7 @@ class PushdownFamily(Family):
         if self.name == "pushdown":
             beam = request.options["beam"]
             return Scoring(scorers.BeamScorer(model, beam), {"beam": beam},
-                           f"beam {beam} over attachment decisions (paper: 300)", 4)
+                           f"beam {beam} over attachment decisions (paper: {BEAM.options['beam']})", 4)
         return Scoring(scorers.ExactScorer(model), {}, "exact", 4)
 
     def parse_view(self, config: dict[str, Any] | None = None) -> ParseView | None:

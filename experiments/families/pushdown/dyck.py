@@ -22,6 +22,7 @@ from experiments.evaluate.cache import ItemCache, Record, default_out_dir
 from experiments.evaluate.results import write_results
 from experiments.evaluate.subcommands import family_evaluation, print_result
 from experiments.evaluate.tasks import COMMON_OPTIONS, PlanInput, Task, flag, register
+from experiments.families.pushdown.methods import DYCK_BEAM
 from lightning_modules.data.checksums import file_sha256
 from lightning_modules.errors import InputError
 from lightning_modules.families.pushdown import dyck  # not dyck_data here: the CLI must not import torch
@@ -30,8 +31,8 @@ from lightning_modules.numeric import is_number
 EXACT = "base-lm: exact log p(w | prefix), one pass"
 MARGINAL = ("pushdown: the beam's marginal next-token distribution, log p(w | prefix) = logsumexp over the "
             "final beam of attachment histories y of the prefix of [log p(prefix, y) + log p(w | prefix, y)] - "
-            "logsumexp of log p(prefix, y) (the official eval_dyck.py reads the top hypothesis's distribution, "
-            "beam 50)")
+            f"logsumexp of log p(prefix, y) (the official eval_dyck.py reads the top hypothesis's distribution, "
+            f"beam {DYCK_BEAM})")
 SILVER = ("pushdown with --tape silver: the prefix's silver tape (its gold attachments, as the official training "
           "callback evaluates), not inferred: isolates the next-token predictor from the attachment decisions; "
           "attachments: the head's teacher-forced accuracy along the silver path (legal attachments only), also "
@@ -40,8 +41,8 @@ ACCURACY = ("closing-bracket accuracy: argmax of the next-token distribution res
             "brackets (first in vocabulary order on ties) equals the bracket that closes the prefix's top")
 
 
-def evaluate(model_path: str | Path, sets: Sequence[str] | None = None, size: int | None = None, beam: int = 50,
-             seed: int = 0, out: str | Path | None = None, tape: str = "beam",
+def evaluate(model_path: str | Path, sets: Sequence[str] | None = None, size: int | None = None,
+             beam: int = DYCK_BEAM, seed: int = 0, out: str | Path | None = None, tape: str = "beam",
              device: str = "cpu") -> tuple[dict[str, Any], int]:
     """Score every prefix of the chosen sets (only those missing from the cache); accuracy per set.
 
@@ -208,8 +209,9 @@ def add_command(tasks: argparse._SubParsersAction) -> None:
     p.add_argument("--size", type=positive_int, metavar="N",
                    help="prefixes per set (default: the paper's, 50 per long-range set and 100 for depth; the "
                         "long-range sets stop after the string that reaches N, the depth set after a round of 35)")
-    p.add_argument("--beam", type=positive_int, default=50,
-                   help="beam over attachment histories for pushdown checkpoints (default 50, as official)")
+    p.add_argument("--beam", type=positive_int, default=DYCK_BEAM,
+                   help=f"beam over attachment histories for pushdown checkpoints (default {DYCK_BEAM}, the "
+                        "official eval_dyck.py's)")
     p.add_argument("--seed", type=natural, default=0, help="seed of the test sets (default 0)")
     add_device_argument(p)
     p.add_argument("--tape", default="beam", choices=("beam", "silver"),

@@ -50,6 +50,7 @@ import torch
 
 from experiments.evaluate.scorer import Convention, SentenceScore
 from experiments.evaluate.scorers.beams import check_beam_settings
+from experiments.families.pushdown.methods import BEAM  # the method's default, the only one
 from lightning_modules.data.encodings.choe_charniak import transform_tree
 from lightning_modules.data.tree import Tree, clean, drop_pos_tags, to_bracketed
 from lightning_modules.data.vocab import EOS, PAD, SOS, SPECIALS, TokenVocab, WordVocab, terminal_vocab
@@ -195,7 +196,7 @@ class ExactScorer:
 class BeamScorer:
     """``pushdown``: word-synchronous beam search over attachment decisions (see the module docstring)."""
 
-    def __init__(self, model: PushdownModel, beam: int = 300):
+    def __init__(self, model: PushdownModel, beam: int = BEAM.options["beam"]):
         if model.family != "pushdown":
             raise InputError("beam search over attachments needs a pushdown checkpoint", "--method")
         check_beam_settings(beam)

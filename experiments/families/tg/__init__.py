@@ -16,15 +16,9 @@ from typing import Any
 
 from experiments.families import register
 from experiments.families.adapter import Family, Inspection, InspectOption, Method, Scoring, ScoringRequest
+from experiments.families.tg.methods import BEAM, GOLD, PAPER_NOTE, PROPOSALS
 from lightning_modules.errors import InputError
 
-PAPER_NOTE = "paper: 300 proposals"
-# the beam's defaults are the CLI's (TG §3.1 marginalises over 300 proposals instead); with proposals it pools
-# its trees with N of them
-BEAM = Method("beam", {"beam": 20, "word_beam": 5, "max_actions": 8, "fast_track": None, "n": 300},
-              trees="constituency")
-PROPOSALS = Method("proposals", {"n": 300}, trees="constituency")
-GOLD = Method("gold", trees="constituency")
 INSPECT_OPTIONS = (
     InspectOption("--segment-length", {"type": int, "metavar": "L",
                                        "help": "tg/txl: chunk length L (default: one chunk)"}),

@@ -34,6 +34,7 @@ import torch
 
 from experiments.evaluate.scorer import Convention, SentenceScore, check_sentences
 from experiments.evaluate.scorers import beams
+from experiments.families.tg.methods import BEAM  # the method's defaults, the only ones
 from experiments.families.tg.scorers import TGModel, action_tree
 from lightning_modules.data.encodings.choe_charniak import BOS, TokenType
 from lightning_modules.data.tree import Tree, to_bracketed
@@ -167,15 +168,16 @@ class BeamScorer:
 
     ``fast_track`` (default None: every completion is kept, the search above) switches to Stern et al.'s
     rule, in which completions compete with nonterminal extensions for the action beam and the best
-    ``fast_track`` completions of each step are kept regardless (see ``_select``); DTG's SG setting is
-    beam 100, word beam 10, fast-track 0, <= 15 actions.
+    ``fast_track`` completions of each step are kept regardless (see ``_select``). The defaults are the
+    family's beam method's (``methods.BEAM``).
 
     ``batch_size`` sentences are searched together (their hypotheses share every batched step); the numbers
     do not depend on it.
     """
 
-    def __init__(self, model: TGModel, beam: int = 100, word_beam: int = 10, max_actions: int = 15,
-                 batch_size: int = 8, fast_track: int | None = None):
+    def __init__(self, model: TGModel, beam: int = BEAM.options["beam"],
+                 word_beam: int = BEAM.options["word_beam"], max_actions: int = BEAM.options["max_actions"],
+                 batch_size: int = 8, fast_track: int | None = BEAM.options["fast_track"]):
         if not model.joint:
             raise InputError(f"{model.family} is a string model: score it with method=exact", "method")
         beams.check_beam_settings(beam, word_beam, max_actions, batch_size, fast_track)

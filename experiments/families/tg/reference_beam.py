@@ -15,6 +15,7 @@ import torch
 
 from experiments.evaluate.scorer import Convention, SentenceScore, check_sentences
 from experiments.evaluate.scorers.beams import check_beam_settings
+from experiments.families.tg.methods import BEAM  # the method's defaults, the only ones
 from experiments.families.tg.scorers import TGModel, action_tree
 from lightning_modules.data.encodings.choe_charniak import BOS, Actions, ActionVocab, TokenType
 from lightning_modules.data.tree import Tree, to_bracketed
@@ -74,7 +75,8 @@ class ReencodingBeamScorer:
     pruning happens and every value equals the marginal over that whole set.
     """
 
-    def __init__(self, model: TGModel, beam: int = 100, word_beam: int = 10, max_actions: int = 15):
+    def __init__(self, model: TGModel, beam: int = BEAM.options["beam"],
+                 word_beam: int = BEAM.options["word_beam"], max_actions: int = BEAM.options["max_actions"]):
         if not model.joint:
             raise InputError(f"{model.family} is a string model: score it with method=exact", "method")
         check_beam_settings(beam, word_beam, max_actions)

@@ -45,18 +45,48 @@ def test_every_built_in_family_registers_without_a_list():
 
 
 def test_method_defaults_are_declared_once_and_the_cli_leaves_them_unset():
-    # TG's: today's CLI values (numbers do not change); DTG's: the official code's (100/10, fast-track 0, 15 token
-    # steps per word); Pushdown's paper beam is 300
-    beam = {"beam": 20, "word_beam": 5, "max_actions": 8, "fast_track": None}
+    # the papers' values: TG §3.1's N = 300 (its beam: the official DTG search, 100/10, 15 actions, every word
+    # kept); DTG's official beam (100/10, fast-track 0, 15 token steps) and N = 300 (§4.1); Pushdown's beam 300
+    beam = {"beam": 100, "word_beam": 10, "max_actions": 15, "fast_track": None}
     assert get_family("tg").method("beam").options == {**beam, "n": 300}
-    assert get_family("dtg").method("beam").options == {"beam": 100, "word_beam": 10, "max_actions": 15,
-                                                         "fast_track": 0}
-    assert get_family("pushdown").method("beam").options == {"beam": 20}
+    dtg = get_family("dtg").method("beam").options
+    assert {k: dtg[k] for k in beam} == {"beam": 100, "word_beam": 10, "max_actions": 15, "fast_track": 0}
+    assert get_family("pushdown").method("beam").options == {"beam": 300}
     for family in ("tg", "txl-trees", "dtg"):
         assert get_family(family).method("proposals").options == {"n": 300}
+    for family in ("proposal-parser", "dep-parser"):
+        assert get_family(family).proposing().n == 300
     p = argparse.ArgumentParser()
     add_arguments(p)
     args = p.parse_args(["model.ckpt"])
     assert (args.n, args.beam, args.word_beam, args.max_actions, args.fast_track) == (None,) * 5
     given = {"beam": 4, "n": None, "other": 1}
     assert Method("beam", {"beam": 20, "n": 300}).resolve(given) == {"beam": 4, "n": 300}
+
+
+def test_every_entry_point_reads_the_declared_defaults():
+    """The scorer and beam classes, the Dyck evaluation and the CLI's help take the methods' declarations."""
+    import inspect
+
+    from experiments.families import declared_defaults
+    from experiments.families.pushdown import dyck, scorers
+    from experiments.families.pushdown import methods as pushdown
+    from experiments.families.tg import methods as tg
+    from experiments.families.tg.beam import BeamScorer
+    from experiments.families.tg.reference_beam import ReencodingBeamScorer
+
+    for cls in (BeamScorer, ReencodingBeamScorer):
+        params = inspect.signature(cls).parameters
+        assert {k: params[k].default for k in ("beam", "word_beam", "max_actions")} == \
+            {k: tg.BEAM.options[k] for k in ("beam", "word_beam", "max_actions")}
+    assert inspect.signature(BeamScorer).parameters["fast_track"].default is tg.BEAM.options["fast_track"]
+    assert inspect.signature(scorers.BeamScorer).parameters["beam"].default == pushdown.BEAM.options["beam"] == 300
+    assert inspect.signature(dyck.evaluate).parameters["beam"].default == pushdown.DYCK_BEAM == 50
+    assert declared_defaults("beam") == "100 (dtg, txl-trans, tg, txl-trees); 300 (pushdown)"
+    assert declared_defaults("fast_track") == "0 (dtg, txl-trans); every word kept (tg, txl-trees)"
+    assert declared_defaults("n", "propose") == "300 (proposal-parser, dep-parser)"
+    p = argparse.ArgumentParser()
+    add_arguments(p)
+    help_text = " ".join(p.format_help().split())
+    assert "action beam of --method beam (default: the family's paper's: 100 (dtg, txl-trans, tg, txl-trees); " \
+           "300 (pushdown))" in help_text
