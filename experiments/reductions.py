@@ -32,7 +32,7 @@ def reduced_settings(spec: ExperimentSpec, seeds: str | None = None) -> list[str
         if ref is None:
             continue
         ours, theirs = config_settings(run.config), config_settings(ref.config)
-        diffs = [f"{key} {ours.get(key)} (full protocol: {theirs.get(key)})"
+        diffs = [f"{key} {_none(ours.get(key))} (full protocol: {_none(theirs.get(key))})"
                  for key in _ordered([*ours, *theirs]) if ours.get(key) != theirs.get(key)]
         if diffs:
             lines.append(f"{label}: " + ", ".join(diffs))
@@ -81,6 +81,11 @@ def _reference(entry: dict[str, Any], full: list[dict[str, Any]]) -> dict[str, A
     same = [e for e in full if _key(e) == _key(entry)]
     ours = set(entry.get("models") or [])
     return max(same, key=lambda e: len(ours & set(e.get("models") or [])), default={})
+
+
+def _none(value: Any) -> Any:
+    """A config setting of null reads "none" (``train.max_steps`` none: the epochs bound the run), never "None"."""
+    return "none" if value is None else value
 
 
 def _all(value: Any) -> Any:

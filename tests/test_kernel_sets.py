@@ -36,9 +36,11 @@ def test_the_rerun_runs_under_the_kernel_set_it_names():
 def test_every_module_comparing_float32_two_ways_is_rerun():
     listed = listed_paths()
     assert "tests/test_kernel_sets.py" in listed
-    for path in listed:
-        assert (REPO_ROOT / path).exists(), path
-    covered = {p for p in listed if p.endswith(".py")}
+    for path in listed:  # a module, a folder, or a test of a module (``FILE::TEST``)
+        file, _, test = path.partition("::")
+        assert (REPO_ROOT / file).exists(), path
+        assert not test or f"def {test}(" in (REPO_ROOT / file).read_text(encoding="utf-8"), path
+    covered = {p.partition("::")[0] for p in listed if p.partition("::")[0].endswith(".py")}
     folders = [p.rstrip("/") + "/" for p in listed if not p.endswith(".py")]
     users = sorted(str(p.relative_to(REPO_ROOT)) for p in (REPO_ROOT / "tests").rglob("test_*.py")
                    if "tests.tolerances import" in p.read_text(encoding="utf-8"))

@@ -12,8 +12,8 @@ without training (mean ± sd), PaLM-U, and the gold trees (ours: ``splits.left``
 
 Like with like: PaLM's AWD-LSTM row (60.0 / 57.3) is Merity et al.'s *finetuned* model; the same paper gives
 60.7 / 58.8 without finetuning (Merity et al. 2018, Table 1, "– fine-tuning"). Our ``awd-lstm`` runs without
-the finetuning stage (``finetune_after`` 0) and is shown beside the latter; a model labelled
-``awd-lstm-finetuned`` (run with ``model.finetune_after`` > 0) beside the former.
+the finetuning stage (``model.finetune_at`` 0) and is shown beside the latter; a model labelled
+``awd-lstm-finetuned`` (preset ``ptb-finetuned``: finetune.py's stage from epoch 500) beside the former.
 """
 
 from __future__ import annotations
