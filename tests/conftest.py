@@ -7,8 +7,10 @@ deselection (``-m``, ``-k``) fails the run: a green CI ran every test. A plain `
 the services (SLURM, PostgreSQL, root) still skips those tests, with the reason.
 
 ``prepared_data_dir`` runs ``synbench prepare --from ../shared/data`` once per test session into a temporary
-folder and sets nothing global (no ``SYNBENCH_DATA``): pass it as ``data_dir=`` / ``--data-dir``. Treat it as
-read-only; tests that corrupt or re-stage files prepare their own folder.
+folder; pass it as ``data_dir=`` / ``--data-dir``. Treat it as read-only; tests that corrupt or re-stage files
+prepare their own folder. Every test also runs with ``SYNBENCH_DATA`` set to it (``_default_data_dir``): no test
+reads the user's ``~/.cache/synbench/data``, so whether it was prepared, or whether an earlier test prepared it,
+changes no outcome. Tests of the default location unset it themselves.
 """
 
 from __future__ import annotations
@@ -61,3 +63,11 @@ def prepared_data_dir(shared_data: Path, tmp_path_factory: pytest.TempPathFactor
     problems = [p for report in prepare(data_dir, source=shared_data) for p in report.problems]
     assert not problems, problems
     return data_dir
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _default_data_dir(prepared_data_dir: Path):
+    """``SYNBENCH_DATA`` is the prepared folder for the whole session (and the processes tests start)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SYNBENCH_DATA", str(prepared_data_dir))
+        yield

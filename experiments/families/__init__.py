@@ -107,10 +107,11 @@ def declared_defaults(option: str, method: str | None = None) -> str:
     """The defaults every registered family declares for a scoring-method ``option`` (of ``method``, else of
     any method reading it), e.g. ``100 (dtg, tg, ...); 300 (pushdown)``: the CLI's help states them as
     declared, never a copy. ``n`` with ``method`` None or ``propose`` includes the N of each family with the
-    ``propose`` capability (its proposing part's)."""
+    ``propose`` capability (its proposing part's). Families in name order: the registry's order depends on
+    which modules were imported first."""
     _load()
     by_value: dict[str, list[str]] = {}
-    for name in _REGISTRY:
+    for name in sorted(_REGISTRY):
         family = get_family(name)
         values = {m.options[option] for m in family.methods() if option in m.options and method in (None, m.name)}
         proposing = family.proposing() if option == "n" and method in (None, "propose") else None

@@ -82,11 +82,11 @@ def test_every_entry_point_reads_the_declared_defaults():
     assert inspect.signature(BeamScorer).parameters["fast_track"].default is tg.BEAM.options["fast_track"]
     assert inspect.signature(scorers.BeamScorer).parameters["beam"].default == pushdown.BEAM.options["beam"] == 300
     assert inspect.signature(dyck.evaluate).parameters["beam"].default == pushdown.DYCK_BEAM == 50
-    assert declared_defaults("beam") == "100 (dtg, txl-trans, tg, txl-trees); 300 (pushdown)"
+    assert declared_defaults("beam") == "100 (dtg, tg, txl-trans, txl-trees); 300 (pushdown)"
     assert declared_defaults("fast_track") == "0 (dtg, txl-trans); every word kept (tg, txl-trees)"
-    assert declared_defaults("n", "propose") == "300 (proposal-parser, dep-parser)"
+    assert declared_defaults("n", "propose") == "300 (dep-parser, proposal-parser)"
     p = argparse.ArgumentParser()
     add_arguments(p)
     help_text = " ".join(p.format_help().split())
-    assert "action beam of --method beam (default: the family's paper's: 100 (dtg, txl-trans, tg, txl-trees); " \
+    assert "action beam of --method beam (default: the family's paper's: 100 (dtg, tg, txl-trans, txl-trees); " \
            "300 (pushdown))" in help_text
