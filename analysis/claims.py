@@ -80,9 +80,9 @@ def check_claims(welch: Any, long: Any = None, paper: str | None = None, alpha: 
 
 
 def _without_untested_twins(table: Any) -> Any:
-    """``table`` less the untested rows of a claim stated once for one model under two labels (DTG's TXL
-    (tokens) is ``txl-tokens`` in its own specs, ``txl-terminals`` in the comparison): the same paper, metric,
-    section, statement and published pair as a tested row, or as an earlier untested one."""
+    """``table`` less the untested rows of a claim stated once for one model under two labels (a paper's
+    baseline may carry its own specs' label and the comparison's): the same paper, metric, section, statement
+    and published pair as a tested row, or as an earlier untested one."""
     twins = ["paper", "metric", "where", "statement", "published_better", "published_worse"]
     tested = table["n_better"].gt(0) & table["n_worse"].gt(0)
     has_tested = tested.groupby([table[c] for c in twins]).transform("any")
@@ -109,7 +109,7 @@ def _tested(claim: PaperClaim, metric: str, pairs: dict, values: dict) -> tuple 
 
 
 def _missing(claim: PaperClaim, metric: str, values: dict) -> str:
-    """What the experiment lacks to test ``claim`` on ``metric``: ``no ppl results of tg-reversed``."""
+    """What the experiment lacks to test ``claim`` on ``metric``: ``no ppl results of MODEL``."""
     sides = ((claim.better, metric), (claim.worse, claim.against or metric))
     absent = [f"{m} results of {model}" for model, m in dict.fromkeys(sides) if (model, m) not in values]
     return "this experiment has no " + " and no ".join(absent or [f"{metric} results of both models"])
