@@ -84,7 +84,8 @@ def test_tiny_pipeline_end_to_end(tmp_path, tiny_treebank, prepared_data_dir, mo
         "evaluations": [
             # sentence-level joint models: the union of a beam's trees and the proposals (document-level ones
             # have no beam: proposals), and the gold trees beside
-            {"name": "ppl", "split": "file", "limit": 3, "method": "beam", "beam": 4, "word_beam": 2, **options},
+            {"name": "ppl", "split": "file", "limit": 3, "method": "beam", "beam": 4, "word_beam": 2, "max_actions": 8,
+             **options},
             {"name": "ppl", "split": "file", "limit": 3, "method": "gold", "label": "gold", "models": ["tg"]},
             {"name": "sg", "items_per_suite": 1, **options},  # every suite: the overall score needs the 31
             {"name": "blimp", "paradigms": ["anaphor_gender_agreement", "regular_plural_subject_verb_agreement_1"],
