@@ -14,8 +14,9 @@ import yaml
 from experiments.eval_group import member_stacks
 from experiments.evaluate.scorers import stacked
 from tests.experiments.conftest import write_tiny_spec
+from tests.tolerances import FLOAT32_RTOL
 
-RTOL = 1e-5  # vmapped products may round differently from the solo ones (observed on the CPU: ~1e-7)
+RTOL = FLOAT32_RTOL  # vmapped products may round differently from the solo ones (observed on the CPU: ~1e-7)
 
 
 @pytest.fixture(scope="module")
