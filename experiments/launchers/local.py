@@ -1,7 +1,8 @@
 """Local executor: run a manifest's tasks on this machine, one after another or a few at a time.
 
-Each task runs as a child process (the same argv a SLURM task would ``exec``) with its output appended to
-``EXP/logs/local-RUN_ID.out`` and ``OMP_NUM_THREADS`` set so parallel tasks do not oversubscribe the cores.
+Each task runs as a child process (the same argv a SLURM task would ``exec``; a ``synbench`` command is forked
+warm, see ``warm_start``) with its output appended to ``EXP/logs/local-RUN_ID.out`` and ``OMP_NUM_THREADS`` set
+so parallel tasks do not oversubscribe the cores.
 Runs are marked ``QUEUED`` under job id ``local-<pid>-<index>``: while this process lives they are PENDING or
 RUNNING, and if it dies they show FAILED (see ``runs.run_status``). A task that exits non-zero without
 writing ``FAILED`` itself gets a ``FAILED`` marker naming its exit status and log.
@@ -10,13 +11,13 @@ writing ``FAILED`` itself gets a ``FAILED`` marker naming its exit status and lo
 from __future__ import annotations
 
 import os
-import subprocess
 import threading
 import time
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from experiments.launchers import warm_start
 from experiments.launchers.manifest import Task
 from experiments.runs import DONE, FAILED, JobStatus, prepare_submission, write_failed, write_queued
 
@@ -48,7 +49,7 @@ def run_local(
             prepare_submission(folder)
             write_queued(folder, EXECUTOR, f"local-{os.getpid()}-{task.index}", submitted_at)
 
-    children: set[subprocess.Popen] = set()
+    children: set[warm_start.Child] = set()
     lock = threading.Lock()
     stopping = threading.Event()
 
@@ -58,20 +59,12 @@ def run_local(
         log = log_dir / f"local-{task.run_id}.out"
         with open(log, "ab") as out:
             out.write(f"synbench: local task {task.index} ({task.run_id}) at {time.ctime()}\n".encode())
-            out.flush()
-            child = subprocess.Popen(
-                list(task.argv),
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env=env,
-                cwd=workdir,
-                stdin=subprocess.DEVNULL,
-            )
-            with lock:
-                children.add(child)
-            code = child.wait()
-            with lock:
-                children.discard(child)
+        child = warm_start.start(task.argv, str(log), env, str(workdir) if workdir else None, threads)
+        with lock:
+            children.add(child)
+        code = child.wait()
+        with lock:
+            children.discard(child)
         for folder in task.run_dirs():
             if code != 0 and not (folder / DONE).exists() and not (folder / FAILED).exists():
                 write_failed(folder, f"exit status {code} (log: {log})")

@@ -1,0 +1,101 @@
+"""Warm start: local ``synbench`` tasks forked from an interpreter that has already imported torch and Lightning.
+
+A local task is ``python -m experiments.cli ...``. Started cold, each one spends about ten seconds on 2 cores
+importing torch, Lightning (which imports torchmetrics, and through it scipy, transformers and matplotlib)
+before it does anything: a demo's forty tasks pay minutes for it. Here such tasks are forked from a
+``multiprocessing`` fork server that imported those libraries once (and nothing of synbench, so no module state
+of ours is shared). Each task is still its own process: its own memory, environment, working directory, log
+file and exit status (negative for a signal, as for a subprocess), and it is stopped alone. Any other argv (a
+different interpreter, another program) starts as an ordinary subprocess.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Sequence
+from typing import Protocol
+
+# Imported once by the fork server: the libraries every task imports, none of synbench's own modules.
+PRELOAD = ["torch", "pytorch_lightning", "transformers", "sentencepiece", "numpy", "scipy.stats", "pandas",
+           "matplotlib.pyplot"]
+CLI = ("-m", "experiments.cli")
+
+_start_lock = threading.Lock()
+
+
+class Child(Protocol):
+    """What the local executor needs of a started task."""
+
+    def wait(self) -> int: ...
+
+    def terminate(self) -> None: ...
+
+
+class ForkedChild:
+    """A task forked from the fork server (``wait`` returns its exit status, ``-N`` for signal N)."""
+
+    def __init__(self, process: multiprocessing.process.BaseProcess):
+        self.process = process
+
+    def wait(self) -> int:
+        self.process.join()
+        return int(self.process.exitcode)
+
+    def terminate(self) -> None:
+        self.process.terminate()
+
+
+def forkable(argv: Sequence[str]) -> bool:
+    """Whether ``argv`` is this interpreter running the synbench CLI on a platform with a fork server."""
+    return (len(argv) > 3 and tuple(argv[1:3]) == CLI and os.path.realpath(argv[0]) == os.path.realpath(sys.executable)
+            and "forkserver" in multiprocessing.get_all_start_methods())
+
+
+def start(argv: Sequence[str], log: str, env: dict[str, str], cwd: str | None, threads: int) -> Child:
+    """Start the task ``argv`` with stdout and stderr appended to ``log``: forked warm where ``forkable``, else as a
+    subprocess."""
+    cwd = cwd or os.getcwd()
+    if not forkable(argv):
+        with open(log, "ab") as out:
+            return subprocess.Popen(list(argv), stdout=out, stderr=subprocess.STDOUT, env=env, cwd=cwd,
+                                    stdin=subprocess.DEVNULL)
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(PRELOAD)
+    process = context.Process(target=_run_cli, args=(list(argv[3:]), log, dict(env), cwd, threads),
+                              name=f"synbench-task-{os.path.basename(log)}")
+    with _start_lock:  # one connection to the fork server at a time
+        process.start()
+    return ForkedChild(process)
+
+
+def _run_cli(args: list[str], log: str, env: dict[str, str], cwd: str, threads: int) -> None:
+    """In the forked child: become the task (output, environment, folder, threads), run the CLI, exit with its
+    status after the interpreter's exit handlers (``multiprocessing`` children skip them otherwise)."""
+    import atexit
+
+    import torch
+
+    fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    os.environ.clear()
+    os.environ.update(env)
+    os.chdir(cwd)
+    # OpenMP read OMP_NUM_THREADS when the fork server loaded torch; the task's value is set here
+    torch.set_num_threads(threads)
+    sys.argv = ["synbench", *args]
+    code = 1
+    try:
+        from experiments.cli import main
+
+        code = main(args)
+    finally:
+        atexit._run_exitfuncs()
+        sys.stdout.flush()
+        sys.stderr.flush()
+    sys.exit(code)
