@@ -22,6 +22,7 @@ COMMANDS = [
     "experiments.commands.propose",
     "experiments.commands.evalb",
     "experiments.commands.eval",
+    "experiments.commands.surprisals",
     "experiments.commands.inspect",
     "experiments.commands.model_info",
     "experiments.commands.submit",

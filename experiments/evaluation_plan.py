@@ -7,6 +7,9 @@ An entry names a task and its protocol settings::
       - {name: ppl, split: test, method: beam, beam: 20, word_beam: 5, proposals: parser, n: 10, label: union}
       - {name: sg, proposals: parser, n: 10, items_per_suite: 4}
       - {name: blimp, proposals: parser, n: 10, pairs_per_paradigm: 2}
+      - {name: marvin-linzen, pairs_per_construction: 2}       # Marvin & Linzen (2018), per construction
+      - {name: pairs, file: my-pairs.jsonl, group_by: [UID]}    # any minimal pairs, BLiMP's format
+      - {name: sg, suites: my-suites/, label: mine}             # any folder of SyntaxGym suites
       - {name: rerank, split: test, proposals: parser, n: 10}  # joint sentence-level models
       - {name: terminals, split: valid}                          # per-terminal log-probs (TG §4.2)
       - {name: dyck, sets: [long-50, depth], size: 20, beam: 5}  # runs on the Dyck corpus (Pushdown §4.1)
@@ -25,7 +28,9 @@ trees once per sentence
 set, shared by every evaluated run), ``n``, ``beam``, ``word_beam``, ``max_actions``, ``fast_track`` (passed
 when the method reads them; unset, the method's own default applies, ``adapter.Method``; a source model's
 ``hf_convention`` comes from its model entry, i.e. its run config),
-``items_per_suite``, ``suites``, ``pairs_per_paradigm``, ``paradigms``; for ``dyck``: ``sets`` (default all),
+``items_per_suite``, ``suites`` (names, or a folder of any suites), ``pairs_per_paradigm``, ``paradigms``,
+``pairs_per_construction``, ``constructions``; for ``pairs``: ``file`` and ``group_by`` (a data file or folder is
+planned with its sha256, so a changed one is evaluated again); for ``dyck``: ``sets`` (default all),
 ``size``, ``seed`` (of the test sets) and ``beam`` (families with a beam). ``label`` tells apart several entries
 of one task (e.g. ``{name: ppl, corpus: ud-gum, split: test, label: gum}``): they write ``RUN/eval/NAME@LABEL/``
 and their metrics are named ``METRIC@LABEL`` (``ppl@gum``); two entries of a task for the same model need
@@ -47,7 +52,8 @@ from experiments.experiment_runs import experiment_dir, folder_of
 from experiments.experiment_spec import NAME, ExperimentSpec, Run
 from lightning_modules.errors import InputError
 
-POSITIVE = ("limit", "n", "beam", "word_beam", "max_actions", "items_per_suite", "pairs_per_paradigm", "size")
+POSITIVE = ("limit", "n", "beam", "word_beam", "max_actions", "items_per_suite", "pairs_per_paradigm",
+            "pairs_per_construction", "size")
 
 
 MACHINE_OPTIONS = ("--device", "--data-dir")  # where a command runs, not what it computes

@@ -14,6 +14,7 @@
         name: gpt2               #   label default hf-DIRNAME; evaluations default to the first data entry's
                                  #   corpus, else the first trained model's)
         hf_convention: lm-eval   #   optional: minicons (default) or lm-eval (``scorers/hf.py``), in its config
+        word_prob: corrected     #   optional: sum-pieces (default) or corrected (``evaluate/word_prob.py``)
     data: [ptb-sample]           # optional: corpus names (= data.corpus), or {name, overrides} entries
     seeds: 0-3                   # required: 7 | 0-99 | "0-9,20-29" | [0, 1, 5-7]
     seeds_per_process: 1         # optional: S consecutive seeds of a model train in one process, parameters
@@ -63,7 +64,7 @@ TUNE_KEYS = ("model", "data", "seed", "params", "pruner", "sampler_seed", "heart
 PARAM_KEYS = {"float": ("type", "low", "high", "log", "step"), "int": ("type", "low", "high", "log", "step"),
               "categorical": ("type", "choices")}
 MODEL_KEYS = ("family", "preset", "name", "overrides", "seeds", "seeds_per_process")
-SOURCE_KEYS = ("source", "name", "hf_convention")
+SOURCE_KEYS = ("source", "name", "hf_convention", "word_prob")
 DATA_KEYS = ("name", "overrides")
 MAX_SEEDS = 100_000
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
@@ -310,6 +311,7 @@ def _source_model(entry: dict, models: list[ModelEntry], loc: _Locator, keys: tu
     synbench runs in."""
     from experiments.evaluate.scorers import HF_CONVENTIONS as CONVENTIONS
     from experiments.evaluate.scorers import HF_PREFIX
+    from experiments.evaluate.word_prob import WORD_PROBS
     from experiments.families import source_family
 
     _check_keys(entry, SOURCE_KEYS, loc, keys)
@@ -326,6 +328,8 @@ def _source_model(entry: dict, models: list[ModelEntry], loc: _Locator, keys: tu
     if settings.get("hf_convention", CONVENTIONS[0]) not in CONVENTIONS:
         raise loc.error(f"expected {' or '.join(CONVENTIONS)}, got {settings['hf_convention']!r}", *keys,
                         "hf_convention")
+    if settings.get("word_prob", WORD_PROBS[0]) not in WORD_PROBS:
+        raise loc.error(f"expected {' or '.join(WORD_PROBS)}, got {settings['word_prob']!r}", *keys, "word_prob")
     return ModelEntry(label, family.name, None, settings, loc.where(*keys), (0,), source)
 
 

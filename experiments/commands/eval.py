@@ -10,6 +10,9 @@ from a file of region surprisals; ``uas`` compares two CoNLL-U files. The tasks 
 model: ``experiments.evaluate.tasks``. Each task's own module adds its sub-command (``add_command``: the
 evaluators in ``experiments/evaluate/``, a family's own tasks in its family folder); this command only asks the
 registry.
+
+Tasks from data files: ``pairs FILE.jsonl MODEL...`` scores any file of minimal pairs as BLiMP's, ``sg --suites
+DIR`` any folder of SyntaxGym suites; ``marvin-linzen`` scores the Marvin & Linzen (2018) constructions.
 """
 
 from __future__ import annotations

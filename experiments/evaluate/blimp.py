@@ -98,6 +98,11 @@ def load_paradigms(directory: str | Path, pairs_per_paradigm: int | None = None)
     return paradigms
 
 
+def is_correct(logprob_good: float, logprob_bad: float) -> bool:
+    """A pair's verdict: the acceptable sentence strictly more probable (a tie is wrong; -inf compares as IEEE)."""
+    return logprob_good > logprob_bad
+
+
 def aggregate(accuracy: dict[str, float], term: dict[str, str]) -> dict:
     """Paradigm accuracies (by UID) -> per-phenomenon means (paper grouping) and the overall mean."""
     by_phenomenon: dict[str, list[float]] = {}
@@ -129,9 +134,9 @@ def evaluate(
         correct = 0
         for k, p in enumerate(pairs):
             good, bad = float(scores[2 * k]), float(scores[2 * k + 1])
-            correct += good > bad
+            correct += is_correct(good, bad)
             items.append({"uid": uid, "pair_id": p.pair_id, "phenomenon": p.phenomenon,
-                          "logprob_good": good, "logprob_bad": bad, "correct": good > bad})
+                          "logprob_good": good, "logprob_bad": bad, "correct": is_correct(good, bad)})
         accuracy[uid] = correct / len(pairs)
     sizes = {uid: len(pairs) for uid, pairs in paradigms.items()}
     metrics = {

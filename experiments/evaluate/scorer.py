@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from experiments.evaluate.word_prob import WORD_PROBS
 from lightning_modules.errors import InputError
 
 METHODS = ("exact", "proposals", "beam", "gold")
@@ -41,6 +42,8 @@ class Convention:
     tokenizer: str | None = None  # models with their own tokenizer: its class and vocabulary size
     bos: str | None = None  # the token every sentence is conditioned on (e.g. ``<|endoftext|>``)
     precision: str | None = None  # float32, float16 or bfloat16 weights
+    # how a word's probability is made from its pieces (``word_prob.WORD_PROBS``): sum-pieces or corrected
+    word_prob: str = WORD_PROBS[0]
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -58,7 +61,8 @@ class SentenceScore:
     models an estimate from the beam or proposal prefixes). ``total`` is log p(x) (exact) or its lower bound,
     including the end of the sentence when the convention says so; ``total`` may differ from
     ``sum(word_logprobs)`` by that end-of-sentence term (and, for joint models, because incremental
-    estimates need not telescope to the bound).
+    estimates need not telescope to the bound; under corrected word probabilities, ``word_prob.py``, by the
+    word-boundary terms: the convention divides a text into words, ``total`` stays its probability).
     """
 
     words: tuple[str, ...]

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -32,6 +32,7 @@ from typing import Any
 from experiments.cli_options import add_device_argument, checked_device, natural, positive_int
 from experiments.evaluate.scorer import Scorer
 from experiments.evaluate.scorers import HF_CONVENTIONS as CONVENTIONS
+from experiments.evaluate.word_prob import WORD_PROBS
 from experiments.families import declared_defaults
 from experiments.families.adapter import ScoringRequest
 from lightning_modules.data.checksums import file_sha256
@@ -39,14 +40,17 @@ from lightning_modules.data.tree import Tree
 from lightning_modules.errors import InputError
 
 # read by the methods
-METHOD_OPTIONS = ("n", "beam", "word_beam", "max_actions", "fast_track", "pop_root", "hf_convention")
+METHOD_OPTIONS = ("n", "beam", "word_beam", "max_actions", "fast_track", "pop_root", "hf_convention", "word_prob")
 TreeSource = Callable[[Sequence[Sequence[str]]], list[list[Tree]]]
 
 
 def add_arguments(p: argparse.ArgumentParser, methods: Sequence[str] = ("exact", "gold", "proposals", "beam"),
-                  proposals_required: bool = False, model_optional: bool = False) -> None:
-    """The model and scorer options shared by ``eval ppl|sg|blimp|rerank``."""
-    p.add_argument("checkpoint", nargs="?" if model_optional else None,
+                  proposals_required: bool = False, model_optional: bool = False,
+                  several_models: bool = False, results: bool = True) -> None:
+    """The model and scorer options shared by ``eval ppl|sg|blimp|rerank`` (``several_models``: any number of
+    models, ``eval pairs FILE MODEL...``); ``results``: also ``--out DIR``, ``--data-dir`` and ``--json``."""
+    p.add_argument("checkpoint", nargs="*" if several_models else "?" if model_optional else None,
+                   metavar="MODEL" if several_models else None,
                    help="checkpoint (RUN/checkpoints/best.ckpt), n-gram model (.json) or hf:DIR (a local "
                         "transformers causal LM with its tokenizer)")
     if len(methods) > 1:
@@ -90,6 +94,12 @@ def add_arguments(p: argparse.ArgumentParser, methods: Sequence[str] = ("exact",
                    help="hf: models only: whose requests to reproduce: minicons (the default; every text after "
                         "the BOS token) or lm-eval (lm-evaluation-harness: BLiMP sentences after a space, other "
                         "texts in rolling windows)")
+    p.add_argument("--word-prob", choices=WORD_PROBS,
+                   help="subword models (hf:, SentencePiece terminals): a word's probability from its pieces: "
+                        "sum-pieces (the default, the papers') or corrected (Pimentel & Meister 2024: times the "
+                        "probability that a word boundary follows, over that one came before it)")
+    if not results:
+        return
     p.add_argument("--out", type=Path, metavar="DIR",
                    help="results folder (default: RUN_DIR/eval/TASK-HASH, the hash of the task identity; "
                         "hf: models: DIR/eval/TASK-HASH)")
@@ -160,6 +170,7 @@ def choose(args: argparse.Namespace, gold: TreeSource | None = None, documents: 
     if is_ngram_file(path):
         if given_trees:
             raise InputError("an n-gram model is a string model: --proposals/--parser do not apply", str(path))
+        _check_word_prob(args, {}, "an n-gram model")
         return _ngram(path, sha, method)
     adapter, meta = checkpoint_family(path)
     methods = [m.name for m in adapter.methods(meta["config"])]
@@ -177,6 +188,7 @@ def choose(args: argparse.Namespace, gold: TreeSource | None = None, documents: 
         raise InputError(f"--proposals/--parser need --method proposals or beam (the union of the beam's trees "
                          f"and the proposals), not {method}", "--method")
     declared = adapter.method(method, meta["config"])
+    _check_word_prob(args, declared.options, f"{adapter.name} --method {method}")
     options = declared.resolve({key: getattr(args, key, None) for key in METHOD_OPTIONS})
     request = ScoringRequest(method=method, options=options, batch_size=args.batch_size, gold=gold,
                              documents=documents, device=getattr(args, "device", "cpu"))
@@ -212,6 +224,7 @@ def _source(adapter: Any, args: argparse.Namespace, method: str | None) -> Chose
     if method not in (None, only.name):
         raise InputError(f"an {adapter.source_prefix} model is a string model: --method {method} does not apply",
                          "--method")
+    _check_word_prob(args, only.options, f"an {adapter.source_prefix} model")
     options = only.resolve({key: getattr(args, key, None) for key in METHOD_OPTIONS})
     request = ScoringRequest(only.name, options, args.batch_size, device=getattr(args, "device", "cpu"),
                              precision=getattr(args, "precision", "float32"))
@@ -234,6 +247,15 @@ def _ngram(path: Path, sha: str, method: str | None) -> ChosenScorer:
     settings = {"method": "exact", "family": model.name, "description": "exact",
                 "scorer_convention": model.convention.to_dict()}
     return ChosenScorer(model, model.name, False, identity, settings, "exact")
+
+
+def _check_word_prob(args: argparse.Namespace, options: Mapping[str, Any], what: str) -> None:
+    """A ``--word-prob`` other than the default only where the method declares the option (models of subword
+    pieces); elsewhere a word is one token, and summing its pieces is the only convention."""
+    word_prob = getattr(args, "word_prob", None)
+    if word_prob not in (None, WORD_PROBS[0]) and "word_prob" not in options:
+        raise InputError(f"{what} has no --word-prob {word_prob}: it applies to models of subword pieces whose "
+                         "method offers it (hf: models; SentencePiece terminals scored exactly)", "--word-prob")
 
 
 def _proposal_source(args: argparse.Namespace, n: int) -> tuple[Any, str, bool, dict[str, Any]]:

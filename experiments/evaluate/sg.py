@@ -16,13 +16,15 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Sequence
+import os
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from experiments.evaluate.sg_formula import Formula, FormulaError, evaluate, parse_formula, regions
-from lightning_modules.data.json_input import json_document, json_line
+from lightning_modules.data.json_input import checked_json, json_line
 from lightning_modules.errors import InputError
 
 
@@ -47,7 +49,8 @@ class Suite:
 
 # -- loading ------------------------------------------------------------------------------------------
 def load_suite(path: str | Path) -> Suite:
-    """Read and validate one suite JSON file (``InputError`` with the file and the offending key)."""
+    """Read and validate one suite JSON file (``InputError`` at ``FILE:LINE`` with the offending key: the line
+    where the object or list holding the problem starts)."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -55,70 +58,76 @@ def load_suite(path: str | Path) -> Suite:
         raise InputError(f"cannot read suite: {e.strerror or e}", str(path)) from None
     except UnicodeDecodeError as e:
         raise InputError(f"suite is not UTF-8: {e}", str(path)) from None
-    data = json_document(text, str(path))
+    return checked_json(text, str(path), _suite)
 
-    def need(cond: bool, key: str, message: str) -> None:
+
+def _suite(data: Any, where: Callable[[Any], str]) -> Suite:
+    """A parsed suite validated; ``where(node)``: the location of a part of it (``json_input.checked_json``)."""
+
+    def need(cond: bool, key: str, message: str, node: Any = data) -> None:
         if not cond:
-            raise InputError(message, f"{path}: {key}")
+            raise InputError(f"{key}: {message}", where(node))
 
     need(isinstance(data, dict), "(top level)", "a suite is a JSON object")
     for key in ("meta", "region_meta", "predictions", "items"):
         need(key in data, key, "missing key")
     meta = data["meta"]
-    need(isinstance(meta, dict) and isinstance(meta.get("name"), str), "meta.name", "missing suite name")
+    need(isinstance(meta, dict) and isinstance(meta.get("name"), str), "meta.name", "missing suite name", meta)
     need(meta.get("metric", "sum") == "sum", "meta.metric",
-         f"metric {meta.get('metric')!r} is not supported (region surprisals are sums)")
+         f"metric {meta.get('metric')!r} is not supported (region surprisals are sums)", meta)
     region_meta = data["region_meta"]
-    need(isinstance(region_meta, dict) and region_meta, "region_meta", "expected {\"1\": name, ...}")
+    need(isinstance(region_meta, dict) and region_meta, "region_meta", "expected {\"1\": name, ...}", region_meta)
     n_regions = len(region_meta)
     need(sorted(region_meta) == sorted(str(i) for i in range(1, n_regions + 1)), "region_meta",
-         "region numbers must be 1..N")
+         "region numbers must be 1..N", region_meta)
     region_names = tuple(str(region_meta[str(i)]) for i in range(1, n_regions + 1))
 
-    need(isinstance(data["predictions"], list) and data["predictions"], "predictions", "no predictions")
+    need(isinstance(data["predictions"], list) and data["predictions"], "predictions", "no predictions",
+         data["predictions"])
     predictions, formulas = [], []
     for i, pred in enumerate(data["predictions"]):
         key = f"predictions[{i}]"
         is_formula = isinstance(pred, dict) and pred.get("type") == "formula"
-        need(is_formula and isinstance(pred.get("formula"), str), key, "expected {type: formula, formula}")
+        need(is_formula and isinstance(pred.get("formula"), str), key, "expected {type: formula, formula}", pred)
         try:
             predictions.append(parse_formula(pred["formula"]))
         except FormulaError as e:
-            raise InputError(str(e), f"{path}: {key}") from None
+            need(False, key, str(e), pred)
         formulas.append(pred["formula"])
 
-    need(isinstance(data["items"], list) and data["items"], "items", "no items")
+    need(isinstance(data["items"], list) and data["items"], "items", "no items", data["items"])
     items: list[Item] = []
     condition_names: tuple[str, ...] | None = None
     for i, raw in enumerate(data["items"]):
         key = f"items[{i}]"
-        need(isinstance(raw, dict) and type(raw.get("item_number")) is int, key, "missing item_number")
-        need(isinstance(raw.get("conditions"), list) and raw["conditions"], key, "no conditions")
+        need(isinstance(raw, dict) and type(raw.get("item_number")) is int, key, "missing item_number", raw)
+        need(isinstance(raw.get("conditions"), list) and raw["conditions"], key, "no conditions", raw)
         conditions: dict[str, tuple[str, ...]] = {}
         for j, cond in enumerate(raw["conditions"]):
             ckey = f"{key}.conditions[{j}]"
             need(isinstance(cond, dict) and isinstance(cond.get("condition_name"), str), ckey,
-                 "missing condition_name")
+                 "missing condition_name", cond)
             name = cond["condition_name"]
-            need(name not in conditions, ckey, f"duplicate condition {name!r}")
+            need(name not in conditions, ckey, f"duplicate condition {name!r}", cond)
             regs = cond.get("regions")
-            need(isinstance(regs, list) and len(regs) == n_regions, ckey, f"expected {n_regions} regions")
+            need(isinstance(regs, list) and len(regs) == n_regions, ckey, f"expected {n_regions} regions", cond)
             need(all(isinstance(r, dict) and isinstance(r.get("content"), str) for r in regs), ckey,
-                 "every region needs a string content")
+                 "every region needs a string content", regs)
             need([r.get("region_number") for r in regs] == list(range(1, n_regions + 1)), ckey,
-                 f"region_number must run 1..{n_regions} in order")
+                 f"region_number must run 1..{n_regions} in order", regs)
             conditions[name] = tuple(r["content"] for r in regs)
         names = tuple(sorted(conditions))
-        need(condition_names in (None, names), key, "conditions differ from the first item's")
+        need(condition_names in (None, names), key, "conditions differ from the first item's", raw)
         condition_names = names
         items.append(Item(raw["item_number"], conditions))
     numbers = [it.number for it in items]
-    need(len(set(numbers)) == len(numbers), "items", "duplicate item_number")
+    need(len(set(numbers)) == len(numbers), "items", "duplicate item_number", data["items"])
     assert condition_names is not None
     for i, formula in enumerate(predictions):
+        pred = data["predictions"][i]
         for condition, region in regions(formula):
-            need(condition in condition_names, f"predictions[{i}]", f"unknown condition {condition!r}")
-            need(region is None or 1 <= region <= n_regions, f"predictions[{i}]", f"no region {region}")
+            need(condition in condition_names, f"predictions[{i}]", f"unknown condition {condition!r}", pred)
+            need(region is None or 1 <= region <= n_regions, f"predictions[{i}]", f"no region {region}", pred)
     return Suite(
         meta["name"], region_names, condition_names, tuple(predictions), tuple(formulas), tuple(items)
     )
@@ -158,6 +167,16 @@ SUITE_SETS = {
     "all-34": "all 34 suites of Hu et al.'s release: what the official DTG script (beam_search_standard.py) "
               "averages, every file of its test_suites/json",
 }
+FOLDER_SET = "folder"  # the set of ``score`` for ``--suites DIR``: every suite of that folder
+
+
+def suites_folder(value: object) -> Path | None:
+    """The folder of suite files that a ``--suites`` value (a spec's ``suites:``) names, else None: a string naming
+    an existing folder, or holding a path separator, is a folder of any SyntaxGym suites; any other string is a
+    comma-separated list of suite names (in a spec, also a list of names)."""
+    if not isinstance(value, str):
+        return None
+    return Path(value) if Path(value).is_dir() or "/" in value or os.sep in value else None
 
 
 @dataclass(frozen=True)
@@ -320,10 +339,12 @@ def score_suite(suite: Suite, cell: dict[tuple[int, str, int], float]) -> dict:
     }
 
 
-def score(suites: dict[str, Suite], table: SurprisalTable, circuits: Circuits | None = None) -> dict:
+def score(suites: dict[str, Suite], table: SurprisalTable, circuits: Circuits | None = None,
+          score_set: str = SCORE_SET) -> dict:
     """The ``synbench eval sg --json`` object: ``{"suites", "circuits", "score", "score_suite_set",
-    "suite_set_scores"}``: ``score`` is the mean over ``score_suite_set`` (``hu2020-31``), ``suite_set_scores``
-    the mean over each named set (``SUITE_SETS``).
+    "suite_set_scores"}``: ``score`` is the mean over ``score_suite_set`` (``hu2020-31``; ``folder`` for the
+    suites of a ``--suites DIR``: every suite scored), ``suite_set_scores`` the mean over each named set
+    (``SUITE_SETS``).
 
     Only suites present in ``table`` are scored; a circuit whose suites are not all scored, and a set's score
     unless all its suites are, are ``null`` (a partial run is never mistaken for one).
@@ -336,7 +357,9 @@ def score(suites: dict[str, Suite], table: SurprisalTable, circuits: Circuits | 
     }
     by_set = {name: _mean([scored[s]["accuracy"] for s in members]) if all(s in scored for s in members) else None
               for name, members in circuits.suite_sets().items()}
-    return {"suites": scored, "circuits": by_circuit, "score": by_set[SCORE_SET], "score_suite_set": SCORE_SET,
+    if score_set == FOLDER_SET:
+        by_set[FOLDER_SET] = _mean(r["accuracy"] for r in scored.values())
+    return {"suites": scored, "circuits": by_circuit, "score": by_set[score_set], "score_suite_set": score_set,
             "suite_set_scores": by_set}
 
 

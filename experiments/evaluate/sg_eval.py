@@ -17,6 +17,10 @@ that keeps no hypothesis generating it) has surprisal +inf, and so has its regio
 ``"infinite": true`` in ``surprisals.jsonl``; ``infinite.py``), counted in ``zero_probability_words``, and
 compared as +inf (IEEE: +inf > x holds for every finite x; a difference inf - inf is NaN, and a comparison with
 NaN fails).
+
+``--suites DIR`` scores any folder of SyntaxGym JSON suites the same way (a spec: ``{name: sg, suites: DIR}``):
+its ``score`` is the mean over all its suites (suite set ``folder``), the folder's sha256 joins the task identity
+and ``results.json``, and the plan passes it (``--suites-sha256``), so a changed folder is scored again.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from experiments.evaluate.results import write_results
 from experiments.evaluate.scorer import Text, score_texts
 from experiments.evaluate.scorer_choice import ChosenScorer, add_arguments, choose
 from experiments.evaluate.sg import (
+    FOLDER_SET,
     SCORE_SET,
     SUITE_SETS,
     Suite,
@@ -45,10 +50,12 @@ from experiments.evaluate.sg import (
     load_circuits,
     region_sums,
     score,
+    suites_folder,
 )
 from experiments.evaluate.subcommands import print_result
 from experiments.evaluate.tokenize import tokenize
 from lightning_modules.data.atomic import atomic_write_text
+from lightning_modules.data.checksums import check_sha256, file_sha256
 from lightning_modules.errors import InputError
 
 LN2 = math.log(2.0)
@@ -83,8 +90,10 @@ def condition_words(suite: Suite, item_number: int, condition: str) -> tuple[lis
 
 
 def evaluate(chosen: ChosenScorer, model_path: str | Path, suites: dict[str, Suite], suites_dir: Path,
-             items_per_suite: int | None, out: str | Path | None = None) -> tuple[dict[str, Any], int]:
-    """Region surprisals of every selected item (only those missing from the cache), then the SG scores."""
+             items_per_suite: int | None, out: str | Path | None = None,
+             score_set: str = SCORE_SET) -> tuple[dict[str, Any], int]:
+    """Region surprisals of every selected item (only those missing from the cache), then the SG scores (the
+    overall ``score`` over ``score_set``: ``folder`` for a ``--suites DIR``, whose sha256 joins the identity)."""
     sentences = {(name, it.number, c): condition_words(s, it.number, c)
                  for name, s in suites.items() for it in s.items for c in s.conditions}
     raw = {(name, it.number, c): condition_text(it.conditions[c])[0]
@@ -93,10 +102,13 @@ def evaluate(chosen: ChosenScorer, model_path: str | Path, suites: dict[str, Sui
                        for key, (words, offsets, _) in sentences.items()}
     checksum = hashlib.sha256(json.dumps(sorted((f"{k[0]}/{k[1]}/{k[2]}", v[0]) for k, v in sentences.items()))
                               .encode("utf-8")).hexdigest()
-    settings = {**chosen.settings, "suites": sorted(suites), "n_suites": len(suites), "score_suite_set": SCORE_SET,
+    settings = {**chosen.settings, "suites": sorted(suites), "n_suites": len(suites), "score_suite_set": score_set,
                 "items_per_suite": items_per_suite, "items": sum(len(s.items) for s in suites.values())}
     identity = {"task": "sg", **chosen.identity, "suites": sorted(suites), "items_per_suite": items_per_suite,
                 "data_sha256": checksum}
+    if score_set == FOLDER_SET:  # any folder of suites: its files (regions, predictions) decide the items
+        settings["suites_dir"] = str(suites_dir)
+        identity["suites_sha256"] = file_sha256(suites_dir)
     out_dir = Path(out) if out is not None else default_out_dir(model_path, "sg", identity)
     ids = [f"{name}/{it.number}" for name, s in suites.items() for it in s.items]
 
@@ -138,7 +150,7 @@ def evaluate(chosen: ChosenScorer, model_path: str | Path, suites: dict[str, Sui
         for condition, sums in r["regions"].items():
             for region, value in enumerate(sums, start=1):
                 table.setdefault(r["suite"], {})[(r["item"], condition, region)] = from_json(value, math.inf)
-    scores = score(suites, table)
+    scores = score(suites, table, score_set=score_set)
     words = sum(r["words"] for r in items)
     zero = sum(r.get("zero_probability_words", 0) for r in items)
     oov = sum(r["unknown_words"] for r in items) / words
@@ -183,7 +195,12 @@ def add_command(tasks: argparse._SubParsersAction) -> None:
     add_arguments(p, model_optional=True)
     p.add_argument("--surprisals", metavar="FILE", help="region surprisals, JSON lines (instead of a model)")
     p.add_argument("--suites-dir", metavar="DIR", help="suite JSON files (default: staged in $SYNBENCH_DATA)")
-    p.add_argument("--suites", help="comma-separated suite names (default: all)")
+    p.add_argument("--suites", metavar="NAMES|DIR",
+                   help="comma-separated suite names (default: all), or a folder of SyntaxGym JSON suites (any "
+                        "suites; score = the mean over all of them, suite set 'folder')")
+    p.add_argument("--suites-sha256", metavar="HEX",
+                   help="the --suites folder's sha256 as the evaluation plan read it: a folder changed since is an "
+                        "error")
     p.add_argument("--items-per-suite", type=positive_int, metavar="K", help="the first K items of each suite")
     p.set_defaults(func=run)
 
@@ -193,19 +210,26 @@ def run(args: argparse.Namespace) -> int:
 
     if (args.checkpoint is None) == (args.surprisals is None):
         raise InputError("give either a CHECKPOINT or --surprisals FILE", "eval sg")
-    suites_dir = Path(args.suites_dir) if args.suites_dir else default_suites_dir(args.data_dir)
+    folder = suites_folder(args.suites)
+    if folder is not None and args.suites_dir:
+        raise InputError("give a folder of suites either as --suites DIR or as --suites-dir DIR", "--suites")
+    suites_dir = folder or (Path(args.suites_dir) if args.suites_dir else default_suites_dir(args.data_dir))
     suites = load_suites(suites_dir)
+    if args.suites_sha256 is not None:
+        check_sha256(suites_dir, args.suites_sha256)
+    score_set = SCORE_SET if folder is None else FOLDER_SET
     if args.surprisals is not None:
-        result = score(suites, read_surprisals(args.surprisals, suites))
+        result = score(suites, read_surprisals(args.surprisals, suites), score_set=score_set)
         if args.json:
             json.dump(result, sys.stdout)
             sys.stdout.write("\n")
         else:
             sys.stdout.write(format_report(result))
         return 0
-    names = [s.strip() for s in args.suites.split(",") if s.strip()] if args.suites else None
+    names = [s.strip() for s in args.suites.split(",") if s.strip()] if args.suites and folder is None else None
     selected = select(suites, names, args.items_per_suite)
-    result, computed = evaluate(choose(args), args.checkpoint, selected, suites_dir, args.items_per_suite, args.out)
+    result, computed = evaluate(choose(args), args.checkpoint, selected, suites_dir, args.items_per_suite, args.out,
+                                score_set)
     return print_result(args.json, result, computed, result["settings"]["items"],
                         lambda r: format_report(r) + f"OOV rate {r['oov_rate']:.4f}\n{r['headline']}\n")
 

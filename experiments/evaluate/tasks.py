@@ -196,27 +196,105 @@ def _rerank_arguments(p: PlanInput) -> list[str]:
 
 
 def _sg_sentences(options: Mapping[str, Any], data_dir: str | None) -> list[list[str]]:
-    from experiments.evaluate.sg import default_suites_dir, load_suites
+    from experiments.evaluate.sg import default_suites_dir, load_suites, suites_folder
     from experiments.evaluate.sg_eval import condition_words, select
 
-    suites = select(load_suites(default_suites_dir(data_dir)), options.get("suites"), options.get("items_per_suite"))
+    folder = suites_folder(options.get("suites"))
+    suites = select(load_suites(folder or default_suites_dir(data_dir)),
+                    None if folder else _names(options.get("suites")) or None, options.get("items_per_suite"))
     return [condition_words(s, it.number, c)[0] for s in suites.values() for it in s.items for c in s.conditions]
 
 
 def _blimp_sentences(options: Mapping[str, Any], data_dir: str | None) -> list[list[str]]:
     from experiments.evaluate.blimp import load_paradigms
-    from experiments.evaluate.blimp_eval import default_data_dir, select, words_of
+    from experiments.evaluate.blimp_eval import default_data_dir, select
+    from experiments.evaluate.minimal_pairs import words_of
 
     paradigms = select(load_paradigms(default_data_dir(data_dir), options.get("pairs_per_paradigm")),
                        options.get("paradigms"))
     return [words_of(sentence, p.uid) for ps in paradigms.values() for p in ps for sentence in (p.good, p.bad)]
 
 
+def _pairs_sentences(options: Mapping[str, Any], data_dir: str | None) -> list[list[str]]:
+    from experiments.evaluate.minimal_pairs import words_of
+    from experiments.evaluate.pairs import load_pairs
+
+    path = options["file"]
+    pairs, _ = load_pairs(path, _names(options.get("group_by")))
+    return [words_of(sentence, f"{path}:{p.line}") for p in pairs for sentence in (p.good, p.bad)]
+
+
+def _marvin_linzen_sentences(options: Mapping[str, Any], data_dir: str | None) -> list[list[str]]:
+    from experiments.evaluate.marvin_linzen import default_data_dir, load_cases
+    from experiments.evaluate.minimal_pairs import words_of
+
+    cases = load_cases(default_data_dir(data_dir), _names(options.get("constructions")) or None,
+                       options.get("pairs_per_construction"))
+    sentences = dict.fromkeys(s for cs in cases.values() for case in cs for s in case.sentences)  # NPI: a triple
+    return [words_of(s, "marvin-linzen") for s in sentences]
+
+
 def _subset(size_key: str, names_key: str) -> Callable[[Mapping[str, Any]], str]:
     def name(options: Mapping[str, Any]) -> str:
-        return f"{options.get(size_key) or 'all'}-{','.join(options.get(names_key) or []) or 'all'}"
+        return f"{options.get(size_key) or 'all'}-{','.join(_names(options.get(names_key))) or 'all'}"
 
     return name
+
+
+def _names(value: str | list[str] | None) -> list[str]:
+    """A spec's list of names, or one comma-separated string of them."""
+    return [v.strip() for v in value.split(",") if v.strip()] if isinstance(value, str) else list(value or [])
+
+
+# -- tasks over a data file or folder the spec names: planned with its sha256, so a changed one runs again ----
+def _planned_file(path: str) -> tuple[str, str]:
+    """A data path as the plan passes it (absolute: the commands may run elsewhere) and its sha256 now."""
+    from lightning_modules.data.checksums import file_sha256
+
+    return str(Path(path).resolve()), file_sha256(path)
+
+
+def _sg_arguments(p: PlanInput) -> list[str]:
+    from experiments.evaluate.sg import suites_folder
+
+    folder = suites_folder(p.options.get("suites"))
+    if folder is None:
+        return [*flag(p.options, "items_per_suite"), *flag(p.options, "suites")]
+    path, sha = _planned_file(str(folder))
+    return [*flag(p.options, "items_per_suite"), "--suites", path, "--suites-sha256", sha]
+
+
+def _sg_set(options: Mapping[str, Any]) -> str:
+    """The sentence set's name (proposal files): a folder of suites by its name and content."""
+    from experiments.evaluate.sg import suites_folder
+
+    folder = suites_folder(options.get("suites"))
+    if folder is None:
+        return _subset("items_per_suite", "suites")(options)
+    return f"{options.get('items_per_suite') or 'all'}-{folder.name}-{_planned_file(str(folder))[1][:12]}"
+
+
+def _sg_check(options: Mapping[str, Any]) -> str | None:
+    from experiments.evaluate.sg import suites_folder
+
+    folder = suites_folder(options.get("suites"))
+    return f"suites: no folder {str(folder)!r}" if folder is not None and not folder.is_dir() else None
+
+
+def _pairs_arguments(p: PlanInput) -> list[str]:
+    path, sha = _planned_file(p.options["file"])
+    return ["--file", path, "--sha256", sha, *flag(p.options, "group_by")]
+
+
+def _pairs_set(options: Mapping[str, Any]) -> str:
+    return f"{Path(options['file']).stem}-{_planned_file(options['file'])[1][:12]}"
+
+
+def _pairs_check(options: Mapping[str, Any]) -> str | None:
+    path = options.get("file")
+    if not isinstance(path, str):
+        return "file: required: the pairs file (JSON lines with sentence_good and sentence_bad)"
+    return None if Path(path).is_file() else f"file: no such file {path!r}"
 
 
 def _ppl(m: Mapping[str, Any]) -> dict[str, float]:
@@ -244,6 +322,17 @@ def _sg(m: Mapping[str, Any]) -> dict[str, float]:
 
 def _blimp(m: Mapping[str, Any]) -> dict[str, float]:
     return {"blimp": m["accuracy"], **{f"blimp.phenomenon.{p}": v for p, v in m["phenomena"].items()}}
+
+
+def _pairs(m: Mapping[str, Any]) -> dict[str, float]:
+    return {"pairs": m["accuracy"], **{f"pairs.{key}.{value}": accuracy for key, values in m["groups"].items()
+                                       for value, accuracy in values.items()}}
+
+
+def _marvin_linzen(m: Mapping[str, Any]) -> dict[str, float]:
+    return {"marvin_linzen": m["accuracy"],
+            **{f"marvin_linzen.construction.{c}": v for c, v in m["constructions"].items()},
+            **{f"marvin_linzen.phenomenon.{p}": v for p, v in m["phenomena"].items()}}
 
 
 def _rerank(m: Mapping[str, Any]) -> dict[str, float]:
@@ -291,9 +380,8 @@ for _task in (
          options=COMMON_OPTIONS + CORPUS_OPTIONS + SCORING_OPTIONS, default_split="test",
          arguments=corpus_split, methods=("proposals", "beam", "gold")),
     Task("sg", "surprisal", f"{_EVALUATE}.sg_eval:add_command", _sg, headline=("sg", "sg.all_34"), secondary=("sg.*",),
-         options=COMMON_OPTIONS + SCORING_OPTIONS + ("items_per_suite", "suites"),
-         arguments=lambda p: [*flag(p.options, "items_per_suite"), *flag(p.options, "suites")],
-         sentence_set=_subset("items_per_suite", "suites"), sentences=_sg_sentences),
+         options=COMMON_OPTIONS + SCORING_OPTIONS + ("items_per_suite", "suites"),  # suites: names, or a folder
+         arguments=_sg_arguments, sentence_set=_sg_set, sentences=_sg_sentences, check=_sg_check),
     Task("blimp", "score", f"{_EVALUATE}.blimp_eval:add_command", _blimp, headline=("blimp",),
          secondary=("blimp.*",),
          options=COMMON_OPTIONS + SCORING_OPTIONS + ("pairs_per_paradigm", "paradigms"),
@@ -320,5 +408,13 @@ for _task in (
          options=COMMON_OPTIONS + CORPUS_OPTIONS + ("proposals", "n"), default_split="test",
          arguments=corpus_split, scored=False, takes_method=False, requires_proposals=True,
          methods=("proposals",)),
+    Task("pairs", "score", f"{_EVALUATE}.pairs:add_command", _pairs, headline=("pairs",), secondary=("pairs.*",),
+         options=COMMON_OPTIONS + SCORING_OPTIONS + ("file", "group_by"), arguments=_pairs_arguments,
+         sentence_set=_pairs_set, sentences=_pairs_sentences, check=_pairs_check),
+    Task("marvin-linzen", "score", f"{_EVALUATE}.marvin_linzen:add_command", _marvin_linzen,
+         headline=("marvin_linzen",), secondary=("marvin_linzen.*",),
+         options=COMMON_OPTIONS + SCORING_OPTIONS + ("pairs_per_construction", "constructions"),
+         arguments=lambda p: [*flag(p.options, "pairs_per_construction"), *flag(p.options, "constructions")],
+         sentence_set=_subset("pairs_per_construction", "constructions"), sentences=_marvin_linzen_sentences),
 ):
     register(_task)

@@ -1,8 +1,8 @@
 """What a paper publishes, as the report shows it beside our results: columns, numbers and regressions.
 
-Units are the papers': perplexities, and accuracies and F1 in percent. Our ``sg``, ``blimp`` and ``dyck.*`` are
-fractions; the report displays them (and ``sg.circuit.*``, ``blimp.phenomenon.*``) in percent, ``percent_scale``
-says by how much to multiply, and ``metric_title`` names a metric with its display unit.
+Units are the papers': perplexities, and accuracies and F1 in percent. Our ``sg``, ``blimp``, ``marvin_linzen``,
+``pairs`` and ``dyck.*`` are fractions; the report displays them (and ``sg.circuit.*``, ``blimp.phenomenon.*``) in
+percent, ``percent_scale`` says by how much to multiply, and ``metric_title`` names a metric with its display unit.
 """
 
 from __future__ import annotations
@@ -25,13 +25,16 @@ METRIC_TITLES = {
     "gold_splits_nary.right": "% right splits (gold, unbinarized)",
     "sg": "SG score (%)",
     "blimp": "BLiMP accuracy (%)",
+    "marvin_linzen": "Marvin & Linzen accuracy (%)",
+    "pairs": "minimal-pair accuracy (%)",
     "f1": "bracket F1 (%)",
     "parse_f1": "unlabeled F1 (%)",
     "decision_accuracy.p": "p accuracy",
     "decision_accuracy.p_prime": "p' accuracy",
     "uas_rerank": "UAS by reranking (%)",
 }
-FRACTION_PREFIXES = ("sg", "blimp", "dyck")  # sg, blimp, sg.circuit.*, blimp.phenomenon.*, dyck.SET
+# sg, blimp, sg.circuit.*, blimp.phenomenon.*, dyck.SET, marvin_linzen.construction.*, pairs.KEY.VALUE
+FRACTION_PREFIXES = ("sg", "blimp", "dyck", "marvin_linzen", "pairs")
 
 
 def percent_scale(metric: str) -> float:

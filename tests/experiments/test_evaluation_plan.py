@@ -1,5 +1,6 @@
 """The ``evaluations:`` of a spec as commands: validation, shared proposal sets, per-run eval commands."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -107,6 +108,10 @@ def test_suite_sentence_sets(tmp_path, prepared_data_dir):
     ({"name": "sg", "method": "gold"}, "expected proposals or beam for the sg task"),
     ({"name": "ppl", "method": "proposals"}, "needs 'proposals"),
     ({"name": "rerank"}, "rerank needs"),
+    ({"name": "pairs"}, r"evaluations\[0\]\.file: required"),
+    ({"name": "pairs", "file": "no-such.jsonl"}, "file: no such file 'no-such.jsonl'"),
+    ({"name": "sg", "suites": "no/such/folder"}, "suites: no folder 'no/such/folder'"),
+    ({"name": "marvin-linzen", "pairs_per_construction": 0}, "positive integer"),
 ])
 def test_bad_entries_name_the_spec_line(tmp_path, entry, message):
     spec = _spec(tmp_path, [entry])
@@ -211,3 +216,96 @@ def test_labelled_entries_run_a_task_on_several_corpora(tmp_path):
 def test_entries_of_one_task_need_their_own_labels(tmp_path, entries, message):
     with pytest.raises(InputError, match=message):
         evaluations(_spec(tmp_path, entries))
+
+
+def _pairs_file(path: Path, pairs: list[tuple[str, str]]) -> Path:
+    path.write_text("".join(json.dumps({"sentence_good": g, "sentence_bad": b, "UID": "u"}) + "\n" for g, b in pairs))
+    return path
+
+
+def test_data_file_entries_are_planned_with_their_sha256_and_their_sentences(tmp_path, prepared_data_dir):
+    """A pairs file and a folder of suites name their absolute path and sha256 in the command (a changed file is
+    a changed command) and in the proposal set's name; joint models get proposals for their sentences."""
+    from lightning_modules.data.checksums import file_sha256
+
+    pairs = _pairs_file(tmp_path / "p.jsonl", [("the dog barks .", "the dog bark .")])
+    folder = tmp_path / "suites"
+    folder.mkdir()
+    staged = prepared_data_dir / "syntaxgym_hu2020" / "json" / "number_src.json"
+    (folder / "number_src.json").write_text(staged.read_text())
+    entries = [{"name": "pairs", "file": str(pairs), "proposals": "parser", "n": 3, "group_by": ["UID"]},
+               {"name": "sg", "suites": str(folder), "items_per_suite": 1, "proposals": "parser", "n": 3},
+               {"name": "marvin-linzen", "pairs_per_construction": 1, "constructions": ["simple_npi"],
+                "proposals": "parser", "n": 3}]
+    spec = _spec(tmp_path, entries, models=MODELS[:2] + MODELS[3:])
+
+    def plan() -> tuple[dict[str, tuple[str, ...]], dict[Path, list[list[str]]]]:
+        planner = Planner(spec, experiment_runs(spec), tmp_path / "runs", data_dir=str(prepared_data_dir))
+        tg = next(r for r in planner.runs if r.model == "tg").run_id
+        return ({t.argv[4]: t.argv for t in planner.eval_tasks() if tg in str(t.folder)}, planner.sentence_files())
+
+    argv, files = plan()
+    pair_args = " ".join(argv["pairs"])
+    assert f"--file {pairs.resolve()} --sha256 {file_sha256(pairs)} --group-by UID" in pair_args
+    assert "--method proposals" in pair_args
+    assert f"--suites {folder.resolve()} --suites-sha256 {file_sha256(folder)}" in " ".join(argv["sg"])
+    by_set = {path.name.split("-")[0]: words for path, words in files.items()}
+    assert by_set["pairs"] == [["the", "dog", "barks", "."], ["the", "dog", "bark", "."]]
+    assert len(by_set["marvin"]) == 3  # one NPI triple: its three sentences once each
+    assert len(by_set["sg"]) == 4  # the four conditions of the folder's one suite's first item
+    _pairs_file(pairs, [("the dog barks .", "the dog bark ."), ("dogs bark .", "dogs barks .")])
+    again, files_again = plan()
+    assert again["pairs"] != argv["pairs"] and again["sg"] == argv["sg"]  # a changed file is a new command
+    assert {p.name for p in files_again} - {p.name for p in files} == {
+        next(p.name for p in files_again if p.name.startswith("pairs-"))}  # and a new proposal set
+
+
+def test_tasks_from_files_run_from_a_spec_and_a_rerun_is_served_from_the_cache(tmp_path, tiny_treebank,
+                                                                                prepared_data_dir):
+    """The spec's entries of a pairs file, a suites folder and Marvin & Linzen, planned and run as the evaluate
+    stage runs them (``eval_group``): done once, not run again, and the changed pairs file alone run again."""
+    from experiments.eval_group import run_group
+    from experiments.experiment_runs import folder_of
+    from experiments.train import train
+    from tests.experiments.conftest import TINY_MODEL
+
+    pairs = _pairs_file(tmp_path / "p.jsonl", [("the dog barks .", "the dog bark ."), ("a cat sits .", "a cat sit .")])
+    folder = tmp_path / "suites"
+    folder.mkdir()
+    suite = json.loads((prepared_data_dir / "syntaxgym_hu2020" / "json" / "number_src.json").read_text())
+    suite["meta"]["name"], suite["items"] = "mine", suite["items"][:1]
+    (folder / "mine.json").write_text(json.dumps(suite))
+    overrides = {"model": TINY_MODEL, "train": {"max_steps": 4, "val_every": 4, "ckpt_every": 4, "batch_size": 4},
+                 "data": {"corpus": str(tiny_treebank), "train_split": "file", "valid_split": "file", "min_count": 1},
+                 "runtime": {"wandb": "disabled", "progress": False, "threads": 1}}
+    spec = _spec(tmp_path, [{"name": "pairs", "file": str(pairs)},
+                            {"name": "sg", "suites": str(folder), "label": "mine"},
+                            {"name": "marvin-linzen", "pairs_per_construction": 1,
+                             "constructions": ["simple_agrmt", "simple_npi"]}],
+                 models=[{"name": "lm", "family": "txl-terminals", "preset": "cpu-small", "seeds": 0,
+                          "overrides": overrides}])
+    [run] = experiment_runs(spec)
+    root = tmp_path / "runs"
+    train(run.config, seed=run.seed, run_dir=folder_of(root, run))
+
+    def evaluate() -> list:
+        tasks = Planner(spec, [run], root, data_dir=str(prepared_data_dir)).eval_tasks()
+        listing = tmp_path / "group.json"
+        listing.write_text(json.dumps([{"argv": list(t.argv), "done": str(t.done), "command": t.command,
+                                        "label": t.label} for t in tasks]))
+        todo = [t.folder.name for t in tasks if not t.is_done()]
+        assert run_group(listing, "off") == 0 and all(t.is_done() for t in tasks)
+        return todo
+
+    assert evaluate() == ["pairs", "sg@mine", "marvin-linzen"]
+    results = {name: json.loads((folder_of(root, run) / "eval" / name / "results.json").read_text())
+               for name in ("pairs", "sg@mine", "marvin-linzen")}
+    assert results["pairs"]["data"]["pairs"]["sha256"] == results["pairs"]["settings"]["file_sha256"]
+    assert results["pairs"]["n_items"] == 2 and results["marvin-linzen"]["n_items"] == 1 + 2
+    assert results["sg@mine"]["metrics"]["score_suite_set"] == "folder"
+    assert evaluate() == []  # a rerun: every result served, nothing run
+
+    _pairs_file(pairs, [("the dog barks .", "the dog bark .")])  # the file changes: its entry runs again
+    assert evaluate() == ["pairs"]
+    rerun = json.loads((folder_of(root, run) / "eval" / "pairs" / "results.json").read_text())
+    assert rerun["n_items"] == 1 and rerun["settings"]["file_sha256"] != results["pairs"]["settings"]["file_sha256"]

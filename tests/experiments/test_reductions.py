@@ -53,3 +53,13 @@ def test_reduced_settings_of_the_som_scales():
     assert reduced_settings(load_spec("reproduce-som-paper")) == []
     cpu = reduced_settings(load_spec("reproduce-som-cpu-small"))
     assert "evaluation ppl@pud (esom, dsom, dsom-left-branching): limit 100 (full protocol: all)" in cpu
+
+
+def test_the_compare_demo_states_its_marvin_linzen_subset():
+    """Marvin & Linzen in the comparison: all cases at paper scale, one per construction in the demo (a reduction)."""
+    lines = reduced_settings(load_spec("reproduce-compare-demo"))
+    assert ("evaluation marvin-linzen (txl-terminals, base-lm, awd-lstm, palm-u, palm-s, palm-rb, esom, dsom, "
+            "hf-scratch): pairs_per_construction 1 (full protocol: all)") in lines
+    assert ("evaluation marvin-linzen (tg, txl-trees): pairs_per_construction 1 (full protocol: all), n 4 (full "
+            "protocol: 300)") in lines
+    assert not any("marvin-linzen" in line for line in reduced_settings(load_spec("reproduce-compare-paper")))

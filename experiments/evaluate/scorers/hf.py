@@ -36,6 +36,17 @@ never crosses a region boundary: region sums are exact.
 last piece of its continuation; requests are sorted by length, right-padded and run with an attention mask and
 explicit position ids (padding comes after every real piece, so a causal model never attends to it, and
 positions never shift); the log-softmax is taken in float32 whatever the weights' precision.
+
+**Word probabilities** (``--word-prob``, ``experiments.evaluate.word_prob``): ``sum-pieces`` (the default, as
+above) or ``corrected`` (Pimentel & Meister 2024; the minicons convention only: lm-eval's requests sum pieces).
+The pieces that begin a word are those whose token string starts with the tokenizer's word mark (the mark its
+pieces put on the second word of ``a b``: GPT-2's ``Ġ``, SentencePiece's ``▁``), plus the EOS token; a first
+word without the mark is divided by the probability of a first piece of the base vocabulary (ids below
+``tokenizer.vocab_size``) that is not a word beginning, or EOS (the ``wordsprobability`` package's sets; it
+counts EOS twice there when EOS is in the base vocabulary, as GPT-2's is: we count it once). The model then also
+reads the last piece, for the boundary after the last word, so a text may have one piece fewer. ``total``
+stays log p(text), the pieces' sum: the convention changes how a text is divided into words, not its
+probability.
 """
 
 from __future__ import annotations
@@ -54,6 +65,7 @@ from experiments.evaluate.results import file_sha256
 from experiments.evaluate.scorer import Convention, SentenceScore, Text, check_sentences, text_of_words
 from experiments.evaluate.scorers import HF_CONVENTIONS as CONVENTIONS
 from experiments.evaluate.scorers import HF_PREFIX
+from experiments.evaluate.word_prob import WORD_PROBS, check, corrected_word_logprobs, describe
 from lightning_modules.errors import InputError
 
 # huggingface_hub reads this when it is first imported (transformers is imported lazily, in ``load``): never
@@ -70,13 +82,17 @@ Window = tuple[list[int], list[int]]
 
 
 def load(source: str, device: str = "cpu", precision: str = "float32", batch_size: int = 16,
-         convention: str = CONVENTIONS[0]) -> HFScorer:
-    """The Scorer of ``hf:PATH`` (or a bare PATH) under ``convention`` (``minicons`` or ``lm-eval``); every
-    problem is an ``InputError`` at the folder."""
+         convention: str = CONVENTIONS[0], word_prob: str = WORD_PROBS[0]) -> HFScorer:
+    """The Scorer of ``hf:PATH`` (or a bare PATH) under ``convention`` (``minicons`` or ``lm-eval``), with
+    words' probabilities by ``word_prob`` (``sum-pieces`` or ``corrected``); every problem is an ``InputError``
+    at the folder."""
     folder = Path(source.removeprefix(HF_PREFIX)).expanduser()
     where = str(folder)
     if convention not in CONVENTIONS:
         raise InputError(f"unknown convention {convention!r}; expected {' or '.join(CONVENTIONS)}", "--hf-convention")
+    if check(word_prob) != WORD_PROBS[0] and convention != CONVENTIONS[0]:
+        raise InputError(f"the {convention} convention reproduces its requests, which sum pieces: --word-prob "
+                         f"{word_prob} needs --hf-convention {CONVENTIONS[0]}", "--word-prob")
     if not folder.exists():
         raise InputError("model folder not found", where)
     if not folder.is_dir() or not (folder / "config.json").is_file():
@@ -102,7 +118,7 @@ def load(source: str, device: str = "cpu", precision: str = "float32", batch_siz
             model = AutoModelForCausalLM.from_pretrained(folder, config=config, dtype=dtype, local_files_only=True)
         except (OSError, ValueError) as e:
             raise InputError(f"cannot load a causal LM: {e}", where) from None
-    return HFScorer(folder, model.to(device).eval(), tokenizer, precision, batch_size, convention)
+    return HFScorer(folder, model.to(device).eval(), tokenizer, precision, batch_size, convention, word_prob)
 
 
 def _dtype(precision: str, device: str, where: str) -> torch.dtype:
@@ -203,19 +219,48 @@ class HFScorer:
     minimal pair (``score_choices``) and of words (``score``), under one convention (see the module doc)."""
 
     def __init__(self, folder: Path, model: Any, tokenizer: Any, precision: str, batch_size: int = 16,
-                 convention: str = CONVENTIONS[0]):
+                 convention: str = CONVENTIONS[0], word_prob: str = WORD_PROBS[0]):
         self.folder, self.model, self.tokenizer = folder, model, tokenizer
         self.precision, self.batch_size, self.hf_convention = precision, batch_size, convention
+        self.word_prob = word_prob
         self.bos_id: int = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
         self.bos: str = tokenizer.convert_ids_to_tokens(self.bos_id)
         config = model.config
         positions = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
-        self.max_pieces: int | None = positions - 1 if positions else None  # minicons: the BOS takes one position
+        # minicons: the BOS takes one position (and, for corrected word probabilities, the last piece one more)
+        self.max_pieces: int | None = positions - 1 - (word_prob != WORD_PROBS[0]) if positions else None
         self.max_length = lm_eval_max_length(config, tokenizer)  # lm-eval: its rolling windows' length
         self.name = f"hf:{folder.resolve().name}"
         self.convention = Convention(method="exact", bound=False, end_of_sentence=False, unit="word",
                                      tokenizer=f"{type(tokenizer).__name__} (vocab {len(tokenizer)})",
-                                     bos=self.bos, precision=precision)
+                                     bos=self.bos, precision=precision, word_prob=word_prob)
+        # corrected: the rows of pieces whose mass is read at every position (``word_boundaries``)
+        self.mark: str | None = None  # the word mark (``word_boundaries``)
+        self.boundaries: torch.Tensor | None = None if word_prob == WORD_PROBS[0] else self.word_boundaries()
+
+    def word_boundaries(self) -> torch.Tensor:
+        """``corrected``: two rows of 0/1 over the model's outputs, the pieces that begin a word (plus EOS) and the
+        first pieces of a text whose first word is not marked (base-vocabulary pieces that do not begin a word, plus
+        EOS); sets ``mark``, the tokenizer's word mark (see the module doc)."""
+        alone = self.tokenizer("a", add_special_tokens=False)["input_ids"]
+        after = self.tokenizer("a b", add_special_tokens=False)["input_ids"][len(alone):]
+        piece = self.tokenizer.convert_ids_to_tokens(after[:1])[0] if after else "b"
+        if piece[0] == "b":
+            raise InputError(f"{type(self.tokenizer).__name__} does not mark the pieces that begin a word (the "
+                             f"second word of 'a b' is {piece!r}): --word-prob corrected needs such a tokenizer",
+                             str(self.folder))
+        self.mark = piece[0]
+        size = self.model.get_output_embeddings().weight.shape[0]
+        rows = torch.zeros((2, size))
+        for token, index in self.tokenizer.get_vocab().items():
+            if index < size:
+                if token.startswith(self.mark):
+                    rows[0, index] = 1
+                elif index < self.tokenizer.vocab_size:
+                    rows[1, index] = 1
+        if self.tokenizer.eos_token_id is not None and self.tokenizer.eos_token_id < size:
+            rows[:, self.tokenizer.eos_token_id] = 1
+        return rows
 
     def score(self, sentences: Sequence[Sequence[str]]) -> list[SentenceScore]:
         """Score treebank words as their text (``text_of_words``)."""
@@ -269,32 +314,65 @@ class HFScorer:
                 windows: Sequence[list[Window]]) -> list[SentenceScore]:
         """Run every text's windows (whose continuations are its scored pieces, in order) and sum into words."""
         flat = [window for text_windows in windows for window in text_windows]
-        logprobs = iter(self._window_logprobs(flat))
+        results = iter(self._window_logprobs(flat))
         out = []
-        for text, (ids, offsets), text_windows in zip(texts, encoded, windows):
-            pieces = [lp for _ in text_windows for lp in next(logprobs)]
-            out.append(self._sentence(text, ids, offsets, pieces))
+        for k, (text, (ids, offsets), text_windows) in enumerate(zip(texts, encoded, windows)):
+            pieces: list[float] = []
+            masses: list[list[float]] = []
+            for _ in text_windows:
+                window_pieces, window_masses = next(results)
+                pieces += window_pieces
+                masses += window_masses
+            out.append(self._sentence(text, ids, offsets, pieces, masses, f"sentence {k}"))
         return out
 
-    def _sentence(self, text: Text, ids: list[int], offsets: list[tuple[int, int]],
-                  logprobs: list[float]) -> SentenceScore:
-        """Sum the pieces' log-probabilities into the words they are aligned to (``text`` as tokenized)."""
+    def _sentence(self, text: Text, ids: list[int], offsets: list[tuple[int, int]], logprobs: list[float],
+                  masses: list[list[float]], where: str) -> SentenceScore:
+        """The words' log-probabilities from the pieces aligned to them (``text`` as tokenized): summed, or
+        corrected with the boundary ``masses`` (``_window_logprobs``)."""
+        owners = align_pieces(text, offsets)
         per_word: list[list[float]] = [[] for _ in text.words]
         unknown = set()
-        for word, piece, (start, end), logprob in zip(align_pieces(text, offsets), ids, offsets, logprobs):
+        for word, piece, (start, end), logprob in zip(owners, ids, offsets, logprobs):
             per_word[word].append(logprob)
             if piece == self.tokenizer.unk_token_id and start < end:  # not a special token the tokenizer adds
                 unknown.add(word)
-        return SentenceScore(words=text.words, word_logprobs=tuple(math.fsum(w) for w in per_word),
-                             total=math.fsum(logprobs), end_logprob=0.0, unknown_words=len(unknown))
+        if self.boundaries is None:
+            return SentenceScore(words=text.words, word_logprobs=tuple(math.fsum(w) for w in per_word),
+                                 total=math.fsum(logprobs), end_logprob=0.0, unknown_words=len(unknown))
+        words = self._corrected(text, ids, owners, logprobs, masses, where)
+        return SentenceScore(words=text.words, word_logprobs=tuple(words), total=math.fsum(logprobs),
+                             end_logprob=0.0, unknown_words=len(unknown))
+
+    def _corrected(self, text: Text, ids: list[int], owners: list[int], logprobs: list[float],
+                   masses: list[list[float]], where: str) -> list[float]:
+        """Corrected word log-probabilities (``word_prob.corrected_word_logprobs``), after checking that exactly
+        the pieces that begin a word are marked (the first word's may be unmarked)."""
+        pieces = self.tokenizer.convert_ids_to_tokens(ids)
+        for j in range(1, len(pieces)):
+            begins = owners[j] != owners[j - 1]
+            if pieces[j].startswith(self.mark) != begins or owners[j] < owners[j - 1]:
+                raise InputError(f"piece {pieces[j]!r} of the word {text.words[owners[j]]!r} "
+                                 f"{'does not start' if begins else 'starts'} with the word mark {self.mark!r}: "
+                                 "corrected word probabilities need the pieces that begin a word, and only "
+                                 "them, marked", where)
+        if sorted(set(owners)) != list(range(len(text.words))):
+            raise InputError("a word has no piece of its own (corrected word probabilities need one)", where)
+        marked = pieces[0].startswith(self.mark)
+        return corrected_word_logprobs(logprobs, owners, [m[0] for m in masses],
+                                       masses[0][0] if marked else masses[0][1])
 
     @torch.inference_mode()
-    def _window_logprobs(self, windows: Sequence[Window]) -> list[list[float]]:
-        """log p(piece | context, earlier pieces) of every continuation piece, in batches of similar length."""
+    def _window_logprobs(self, windows: Sequence[Window]) -> list[tuple[list[float], list[list[float]]]]:
+        """log p(piece | context, earlier pieces) of every continuation piece, in batches of similar length, and
+        (``corrected``) the log-masses of the ``boundaries`` rows before every piece and after the last (the
+        model then reads the last piece too; otherwise no masses)."""
         device = self.model.device
-        inputs = [context + continuation[:-1] for context, continuation in windows]
+        after = int(self.boundaries is not None)  # positions read after the last piece
+        rows = None if self.boundaries is None else self.boundaries.to(device)
+        inputs = [context + continuation[: len(continuation) - 1 + after] for context, continuation in windows]
         order = sorted(range(len(windows)), key=lambda k: -len(inputs[k]))
-        out: list[list[float]] = [[] for _ in windows]
+        out: list[tuple[list[float], list[list[float]]]] = [([], []) for _ in windows]
         for first in range(0, len(order), self.batch_size):
             batch = order[first : first + self.batch_size]
             width = len(inputs[batch[0]])
@@ -307,15 +385,17 @@ class HFScorer:
                 tokens[row, : len(inputs[k])] = torch.tensor(inputs[k], dtype=torch.long)
                 mask[row, : len(inputs[k])] = 1
                 scored[row, len(context) - 1 : len(inputs[k])] = True
-                targets.extend(continuation)
+                targets.extend(continuation + [self.bos_id] * after)  # nothing is picked after the last piece
             positions = torch.arange(width).expand(len(batch), width)
             logits = self.model(input_ids=tokens.to(device), attention_mask=mask.to(device),
                                 position_ids=positions.to(device), use_cache=False).logits
             logprobs = logits[scored.to(device)].float().log_softmax(-1)
             picked = logprobs.gather(-1, torch.tensor(targets, device=device).unsqueeze(-1)).squeeze(-1).tolist()
-            for k in batch:  # ``scored`` is row-major: each window's pieces in turn
-                n = len(windows[k][1])
-                out[k], picked = picked[:n], picked[n:]
+            masses = [] if rows is None else (logprobs.exp() @ rows.T).log().tolist()
+            for k in batch:  # ``scored`` is row-major: each window's positions in turn
+                n = len(windows[k][1]) + after
+                out[k] = picked[: n - after], masses[:n]
+                picked, masses = picked[n:], masses[n:]
         return out
 
     def identity(self) -> dict[str, Any]:
@@ -325,11 +405,13 @@ class HFScorer:
         files = [p for p in sorted(self.folder.iterdir()) if p.is_file()
                  and (p.name in names or p.suffix in (".safetensors", ".bin"))]
         return {"files": {p.name: file_sha256(p) for p in files}, "precision": self.precision, "bos": self.bos,
-                "hf_convention": self.hf_convention}
+                "hf_convention": self.hf_convention,
+                **({} if self.word_prob == WORD_PROBS[0] else {"word_prob": self.word_prob})}  # earlier caches valid
 
     def description(self) -> str:
         """One line for the report headline, e.g. ``exact, minicons convention, tokenizer GPT2TokenizerFast
         (vocab 500), conditioned on <|endoftext|>, float32``."""
         windows = f", windows of {self.max_length}" if self.hf_convention == "lm-eval" else ""
+        corrected = "" if self.word_prob == WORD_PROBS[0] else f", {describe(self.word_prob)}"
         return (f"exact, {self.hf_convention} convention{windows}, tokenizer {self.convention.tokenizer}, "
-                f"conditioned on {self.bos}, {self.precision}")
+                f"conditioned on {self.bos}, {self.precision}{corrected}")

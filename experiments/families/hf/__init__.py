@@ -4,8 +4,9 @@
 Nothing is trained: the experiment registers the source as a finished run (``DONE`` names it) and the
 evaluation plan scores ``hf:DIR`` itself (``experiments.evaluate.scorers.hf``: exact, raw text through the
 model's own tokenizer), so a pretrained LM stands beside the trained families in one report. Its one method,
-``exact``, has one option, ``hf_convention`` (``CONVENTIONS``): whose requests the scores reproduce, minicons'
-or lm-evaluation-harness's (they differ on BLiMP by the space lm-eval puts before each sentence).
+``exact``, has two options: ``hf_convention`` (``CONVENTIONS``), whose requests the scores reproduce, minicons'
+or lm-evaluation-harness's (they differ on BLiMP by the space lm-eval puts before each sentence), and
+``word_prob`` (``experiments.evaluate.word_prob``), how pieces make a word's probability.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 from experiments.evaluate.scorers import HF_CONVENTIONS as CONVENTIONS
 from experiments.evaluate.scorers import HF_PREFIX
+from experiments.evaluate.word_prob import WORD_PROBS
 from experiments.families import register
 from experiments.families.adapter import Family, Method, Scoring, ScoringRequest
 
@@ -33,13 +35,13 @@ class HFFamily(Family):
         return {}, "hf: sources (pretrained; nothing to train)"
 
     def methods(self, config: dict[str, Any] | None = None) -> tuple[Method, ...]:
-        return (Method("exact", {"hf_convention": CONVENTIONS[0]}),)
+        return (Method("exact", {"hf_convention": CONVENTIONS[0], "word_prob": WORD_PROBS[0]}),)
 
     def scoring(self, checkpoint: str | Path, meta: dict[str, Any], request: ScoringRequest) -> Scoring:
         """Exact, on raw text through the model's own tokenizer (``checkpoint`` is ``hf:DIR``), under the
-        request's ``hf_convention``."""
+        request's ``hf_convention`` and ``word_prob``."""
         from experiments.evaluate.scorers import hf
 
         scorer = hf.load(str(checkpoint), request.device, request.precision, request.batch_size,
-                         request.options["hf_convention"])
+                         request.options["hf_convention"], request.options["word_prob"])
         return Scoring(scorer, scorer.identity(), scorer.description(), request.batch_size)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from experiments.evaluate.word_prob import WORD_PROBS, describe, method_options
 from experiments.families import register
 from experiments.families.adapter import Family, Method, Scoring, ScoringRequest
 
@@ -24,7 +25,7 @@ class HFScratchFamily(Family):
         return "string"
 
     def methods(self, config: dict[str, Any] | None = None) -> tuple[Method, ...]:
-        return (Method("exact"),)
+        return (Method("exact", method_options(config)),)
 
     def build_data(self, cfg: dict[str, Any]) -> Any:
         from lightning_modules.families.hf_scratch import data
@@ -51,7 +52,12 @@ class HFScratchFamily(Family):
         from experiments.families.hf_scratch.scorers import ExactScorer
 
         model = self.load(checkpoint, request.device)
-        return Scoring(ExactScorer(model, request.batch_size), {}, f"exact ({model.module.config.architecture})")
+        word_prob = request.options.get("word_prob", WORD_PROBS[0])
+        scorer = ExactScorer(model, request.batch_size, word_prob)
+        description = f"exact ({model.module.config.architecture})"
+        if word_prob == WORD_PROBS[0]:
+            return Scoring(scorer, {}, description)
+        return Scoring(scorer, {"word_prob": word_prob}, f"{description}, {describe(word_prob)}")
 
     def model_info(self, config: dict[str, Any], prefix: str) -> dict[str, Any]:
         """Parameters of a preset's network (built on the meta device; tied weights counted once)."""

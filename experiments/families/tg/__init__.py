@@ -14,6 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from experiments.evaluate.word_prob import WORD_PROBS, describe, method_options
 from experiments.families import register
 from experiments.families.adapter import Family, Inspection, InspectOption, Method, Scoring, ScoringRequest
 from experiments.families.tg.methods import BEAM, GOLD, PAPER_NOTE, PROPOSALS
@@ -48,7 +49,7 @@ class TGFamily(Family):
 
     def methods(self, config: dict[str, Any] | None = None) -> tuple[Method, ...]:
         if self.kind() == "string":
-            return (Method("exact"),)
+            return (Method("exact", method_options(config)),)
         if self.level(config) == "document":
             return PROPOSALS, GOLD
         return BEAM, PROPOSALS, GOLD
@@ -94,8 +95,11 @@ class TGFamily(Family):
         o = request.options
         identity: dict[str, Any] = {}
         if method == "exact":
-            scorer: Any = scorers.ExactScorer(model, request.batch_size)
+            scorer: Any = scorers.ExactScorer(model, request.batch_size, o.get("word_prob", WORD_PROBS[0]))
             description = "exact"
+            if scorer.convention.word_prob != WORD_PROBS[0]:
+                identity["word_prob"] = scorer.convention.word_prob
+                description += f", {describe(scorer.convention.word_prob)}"
         elif method == "beam":
             scorer = BeamScorer(model, o["beam"], o["word_beam"], o["max_actions"], fast_track=o["fast_track"])
             identity = {"beam": o["beam"], "word_beam": o["word_beam"], "max_actions": o["max_actions"]}

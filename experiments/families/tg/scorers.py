@@ -11,7 +11,10 @@ starts, never of the previous one. Pieces are summed into their word through ``E
 for SentencePiece, words with a piece outside the vocabulary (``<unk>``).
 
 **Exact** (``txl-terminals``): ``<s> w1 ... wn </s>``; ``word_logprobs[i]`` = log p(w_i | w_<i) summed over
-pieces, ``end_logprob`` = log p(</s> | x), ``total`` = their sum = log p(x).
+pieces, ``end_logprob`` = log p(</s> | x), ``total`` = their sum = log p(x). With SentencePiece terminals and
+``word_prob="corrected"`` (``experiments.evaluate.word_prob``) each word's pieces are corrected by the mass of
+B = the pieces that begin a word (``▁...``) and ``</s>``: after the word over before it (the first word too, as
+SentencePiece marks it); ``total`` and ``end_logprob`` stay log p(x) and log p(</s> | x).
 
 **Trees** (``tg``, ``txl-trees``; ``gold`` and ``proposals``): a tree's log p(x, y) is the sum of its action
 log-probs (the last closing nonterminal ends the sequence; there is no ``</s>``); the marginal over a set of
@@ -32,9 +35,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+import torch
 
 from experiments.evaluate.scorer import Convention, SentenceScore, batches, check_sentences
 from experiments.evaluate.scorers.txl_model import TXLModel
+from experiments.evaluate.word_prob import WORD_PROBS, boundary_ids, corrected_word_logprobs
 from lightning_modules.data.encodings.choe_charniak import (
     BOS,
     EOS,
@@ -46,6 +51,7 @@ from lightning_modules.data.encodings.choe_charniak import (
 )
 from lightning_modules.data.encodings.example import Example
 from lightning_modules.data.encodings.segmentation import segment
+from lightning_modules.data.sentencepiece import BOUNDARY
 from lightning_modules.data.tree import Tree, clean, drop_pos_tags, to_bracketed
 from lightning_modules.data.vocab import WordVocab, terminal_vocab
 from lightning_modules.errors import InputError
@@ -131,16 +137,22 @@ class TGModel(TXLModel):
 class ExactScorer:
     """Exact per-word log-probabilities of a string model (``txl-terminals``), batched over sentences."""
 
-    def __init__(self, model: TGModel, batch_size: int = 32):
+    def __init__(self, model: TGModel, batch_size: int = 32, word_prob: str = WORD_PROBS[0]):
         if model.joint:
             raise InputError(f"{model.family} is a joint model p(x, y): it has no exact p(x); "
                              "use method=proposals, beam or gold", "method")
         if batch_size < 1:
             raise InputError("must be at least 1", "batch_size")
+        if word_prob != WORD_PROBS[0] and model.vocab_kind != "sentencepiece":
+            raise InputError(f"a vocabulary of {model.vocab_kind} has one token per word: --word-prob {word_prob} "
+                             "needs SentencePiece terminals", "--word-prob")
         self.model = model
         self.batch_size = batch_size
         self.name = model.family
-        self.convention = Convention(method="exact", bound=False, end_of_sentence=True)
+        self.convention = Convention(method="exact", bound=False, end_of_sentence=True, word_prob=word_prob)
+        # corrected: the ids of B (the pieces that begin a word, and </s>)
+        self.boundary = (None if word_prob == WORD_PROBS[0] else
+                         torch.tensor(boundary_ids(model.vocab.tokens, BOUNDARY, (EOS,))))
 
     def actions(self, words: Sequence[str]) -> Actions:
         """``<s>`` + every word's terminals + ``</s>``, with each terminal's word index."""
@@ -159,20 +171,35 @@ class ExactScorer:
         out: list[SentenceScore | None] = [None] * len(examples)
         for batch in batches(order, [1] * len(examples), self.batch_size):
             logprobs = self.model.label_logprobs([examples[k] for k in batch])
-            for k, lp in zip(batch, logprobs):
-                out[k] = self.sentence_score(sentences[k], examples[k], lp)
+            masses = self.boundary_masses([examples[k] for k in batch])
+            for k, lp, boundary in zip(batch, logprobs, masses):
+                out[k] = self.sentence_score(sentences[k], examples[k], lp, boundary)
         return out  # type: ignore[return-value]
 
-    def sentence_score(self, words: Sequence[str], example: Example, lp: np.ndarray) -> SentenceScore:
-        """The score of one encoded sentence from its label log-probs."""
+    def boundary_masses(self, examples: Sequence[Example]) -> list[np.ndarray | None]:
+        """``corrected``: log P(B | prefix) before every piece and after the last (positions ``<s>`` .. the last
+        piece); None each otherwise."""
+        if self.boundary is None:
+            return [None] * len(examples)
+        positions = [range(len(e.word_index) - 1) for e in examples]
+        return [d[:, self.boundary].logsumexp(-1).double().numpy()
+                for d in self.model.distributions(examples, positions)]
+
+    def sentence_score(self, words: Sequence[str], example: Example, lp: np.ndarray,
+                       boundary: np.ndarray | None = None) -> SentenceScore:
+        """The score of one encoded sentence from its label log-probs (and, corrected, its boundary masses)."""
         token_lp = lp[:-1]  # token j (j >= 1) is predicted at position j - 1
         word_index = example.word_index[1:]
         is_word = word_index >= 0
         per_word = np.bincount(word_index[is_word], weights=token_lp[is_word], minlength=len(words))
         end = float(token_lp[-1])  # </s>
+        total = float(per_word.sum()) + end
+        if boundary is not None:
+            per_word = np.array(corrected_word_logprobs(token_lp[is_word], word_index[is_word], boundary,
+                                                        float(boundary[0])))
         return SentenceScore(
             words=tuple(words), word_logprobs=tuple(float(v) for v in per_word),
-            total=float(per_word.sum()) + end, end_logprob=end,
+            total=total, end_logprob=end,
             unknown_words=sum(self.model.is_unknown(w) for w in words),
         )
 

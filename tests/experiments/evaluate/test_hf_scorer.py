@@ -24,9 +24,10 @@ BOS = "<|endoftext|>"
 SAMPLE = ["wsj_0001.mrg", "wsj_0002.mrg", "wsj_0003.mrg", "wsj_0004.mrg", "wsj_0005.mrg", "wsj_0006.mrg"]
 
 
-def build_tiny_gpt2(folder: Path, shared_data: Path, n_positions: int = 128) -> Path:
+def build_tiny_gpt2(folder: Path, shared_data: Path, n_positions: int = 128, eos_in_vocab: bool = True) -> Path:
     """A randomly initialised 2-layer GPT-2 with a byte-level BPE (vocab 500) trained on PTB-sample text, reading
-    ``n_positions`` pieces."""
+    ``n_positions`` pieces; ``<|endoftext|>`` is in the BPE's vocabulary (id 0, as GPT-2's is in its own) or, with
+    ``eos_in_vocab=False``, a token added after it (id 500)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import GPT2Config, GPT2LMHeadModel, GPT2TokenizerFast
 
@@ -35,7 +36,8 @@ def build_tiny_gpt2(folder: Path, shared_data: Path, n_positions: int = 128) -> 
     bpe = Tokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     bpe.decoder = decoders.ByteLevel()
-    bpe.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=500, special_tokens=[BOS], show_progress=False,
+    specials = [BOS] if eos_in_vocab else []
+    bpe.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=500, special_tokens=specials, show_progress=False,
                                                        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
     tokenizer = GPT2TokenizerFast(tokenizer_object=bpe, bos_token=BOS, eos_token=BOS, unk_token=BOS)
     torch.manual_seed(0)

@@ -188,7 +188,7 @@ def test_malformed_suites_exit_2(tmp_path, capsys) -> None:
     surprisals.write_text("")
     assert main(["eval", "sg", "--surprisals", str(surprisals), "--suites-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"synbench: error: {tmp_path / 'number_src.json'}: predictions[0]: cannot parse")
+    assert err.startswith(f"synbench: error: {tmp_path / 'number_src.json'}:1: predictions[0]: cannot parse")
 
     suite = json.loads((SUITES_DIR / "number_src.json").read_text())
     suite["predictions"][0]["formula"] = "(7;%nope%) < 1"

@@ -23,14 +23,15 @@ REPO = Path(__file__).resolve().parents[3]
 
 def test_builtin_tasks_declare_known_needs_and_one_headline_list():
     names = tasks.names()  # the evaluators' tasks in order, then those the families own (in family order)
-    assert names[:8] == ("ppl", "sg", "blimp", "rerank", "parse", "unsupervised-f1", "uas", "uas-rerank")
-    assert sorted(names[8:]) == ["dyck", "terminals"]
+    assert names[:10] == ("ppl", "sg", "blimp", "rerank", "parse", "unsupervised-f1", "uas", "uas-rerank", "pairs",
+                          "marvin-linzen")
+    assert sorted(names[10:]) == ["dyck", "terminals"]
     assert all(t.needs in CAPABILITIES for t in tasks.tasks())
     headline = tasks.headline_metrics()
     assert headline == ("ppl", "sg", "sg.all_34", "blimp", "f1", "parse_f1", "decision_accuracy.p",
                         "decision_accuracy.p_prime", "unsupervised_f1", "unsupervised_f1_right_branching",
                         "splits.left", "splits.right", "uas",
-                        "uas_rerank", "val_ppl", "ppl_stream")
+                        "uas_rerank", "pairs", "marvin_linzen", "val_ppl", "ppl_stream")
     assert all(tasks.is_tested(m) for m in headline if m not in ("val_ppl", "ppl_stream"))
     assert tasks.is_summarized("gold_splits.left") and not tasks.is_tested("gold_splits.left")
     assert tasks.is_tested("dyck.long-50") and tasks.is_tested("best_val_loss")
@@ -63,13 +64,17 @@ def test_flatten_maps_results_to_aggregate_metrics(tmp_path):
         "sg": {"score": 0.5, "circuits": {"agreement": 0.75, "licensing": None}},
         "parse": {"parsed": {"all": {"bracket_f1": 70.1}}, "right_branching": {"all": {"bracket_f1": 40.0}}},
         "uas": {"uas": 81.0, "las": 77.5},
+        "pairs": {"accuracy": 0.5, "groups": {"UID": {"a": 1.0, "b": 0.0}}},
+        "marvin-linzen": {"accuracy": 0.6, "constructions": {"simple_agrmt": 0.6}, "phenomena": {"agreement": 0.6}},
     }
     for task, metrics in results.items():
         (tmp_path / "eval" / task).mkdir(parents=True)
         (tmp_path / "eval" / task / "results.json").write_text(json.dumps({"metrics": metrics}))
     metrics, settings, notes = run_metrics(tmp_path)
     assert metrics == {"ppl": 120.5, "ppl_oov_rate": 0.02, "sg": 0.5, "sg.circuit.agreement": 0.75,
-                       "parse_f1": 70.1, "parse_f1_right_branching": 40.0, "uas": 81.0, "las": 77.5}
+                       "parse_f1": 70.1, "parse_f1_right_branching": 40.0, "uas": 81.0, "las": 77.5,
+                       "pairs": 0.5, "pairs.UID.a": 1.0, "pairs.UID.b": 0.0, "marvin_linzen": 0.6,
+                       "marvin_linzen.construction.simple_agrmt": 0.6, "marvin_linzen.phenomenon.agreement": 0.6}
     assert set(settings) == set(results) and notes == []
     split = {"word_ppl": 120.5, "oov_rate": 0.02, "word_ppl_given_tree": 60.0, "structure_nll_per_word": 0.7}
     (tmp_path / "eval" / "ppl" / "results.json").write_text(json.dumps({"metrics": split}))

@@ -40,11 +40,12 @@ def test_every_family_on_the_same_sentences_seeds_and_items(scale):
     assert {m.seeds for m in spec.models if m.family in compare.FAMILIES} == {None}  # the spec's seeds for all
     trained = {name for name, m in models.items() if m.family in compare.FAMILIES}
     # the same test words: every model's perplexity on the constituency corpus's test split, none elsewhere
-    for task in ("ppl", "sg", "blimp"):
+    for task in ("ppl", "sg", "blimp", "marvin-linzen"):
         entries = [e for e in spec.evaluations if e["name"] == task and not e.get("label")]
         covered = [name for e in entries for name in e["models"]]
         assert sorted(covered) == sorted(trained), task  # each model once
-        for key in ("split", "limit", "items_per_suite", "pairs_per_paradigm", "paradigms"):
+        for key in ("split", "limit", "items_per_suite", "pairs_per_paradigm", "paradigms", "pairs_per_construction",
+                    "constructions"):
             assert len({json.dumps(e.get(key)) for e in entries}) == 1, (task, key)
     # (the dependency parser proposes for the dependency corpus: the same sentences, the same words)
     assert {e["corpus"] for e in spec.evaluations if e["name"] == "ppl" and not e.get("label")} == {

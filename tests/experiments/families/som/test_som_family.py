@@ -120,7 +120,7 @@ def test_eval_ppl_with_the_gold_decisions(trained, small_ud: Path, tmp_path: Pat
     assert code == 0, captured.err
     out = json.loads(captured.out)
     assert out["settings"]["scorer_convention"]["method"] == "gold" and "gold decisions" in out["headline"]
-    ckpt = torch.load(run / "checkpoints" / "best.ckpt", map_location="cpu", weights_only=False)
+    ckpt = read_checkpoint(run / "checkpoints" / "best.ckpt", "som")
     cfg = ckpt["synbench"]["config"]
     data = som_data.build(cfg)
     module = get_family("som").build_module(cfg, data)
@@ -189,7 +189,7 @@ def test_eval_parse_with_the_gold_decisions(trained, small_ud: Path, tmp_path: P
     assert code == 0, captured.err
     out = json.loads(captured.out)
     assert out["settings"]["method"] == "gold" and "gold decisions" in out["settings"]["description"]
-    ckpt = torch.load(ckpt_path, map_location="cpu", weights_only=False)
+    ckpt = read_checkpoint(ckpt_path, "som")
     cfg = ckpt["synbench"]["config"]
     data = som_data.build(cfg)
     module = get_family("som").build_module(cfg, data)
