@@ -14,6 +14,9 @@ Written to ``RUNS/EXPERIMENT/aggregate/`` (or ``--out``), each file atomically:
   ``state`` and ``error``), one column per metric (text metrics such as scoring conventions included).
 - ``items_long.{parquet,csv}``: item-level evaluation outcomes, one row per (DONE run, SG item or BLiMP
   pair): ``experiment, run_id, model, family, data, seed, task, item, value``.
+- ``metrics_by_step.{parquet,csv}``: the metrics of the checkpoints kept over training (``train.keep_every``,
+  evaluated by ``evaluate --checkpoints all``), one row per (DONE run, step, metric): the ``metrics_long``
+  columns with ``step`` before ``metric`` (``analysis.learning_curves`` draws them).
 - ``summary.json``: counts, the failed, running and missing runs by id, notes (e.g. ambiguous results), and
   ``scoring``: how each model's numbers of each evaluation were scored (``{task: {model: [{method,
   description}]}}``, from the results' settings; more than one entry when its seeds differ).
@@ -26,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from analysis.eval_results import run_items, run_metrics
+from analysis.eval_results import run_items, run_metrics, step_metrics
 from experiments.config import config_hash
 from experiments.evaluate import tasks
 from experiments.experiment_runs import experiment_dir, experiment_runs, folder_of
@@ -48,14 +51,16 @@ class Aggregate:
     summary: dict[str, Any]
     items: Any
     out_dir: Path
+    steps: Any = None  # metrics_by_step
 
 
 def collect(
     spec: ExperimentSpec, root: Path, seeds: str | None = None
-) -> tuple[list[dict], list[dict], dict, list[dict]]:
-    """(long rows, wide rows, summary, item rows) of every run of ``spec`` under ``root``."""
+) -> tuple[list[dict], list[dict], dict, list[dict], list[dict]]:
+    """(long rows, wide rows, summary, item rows, step rows) of every run of ``spec`` under ``root``."""
     long_rows: list[dict[str, Any]] = []
     item_rows: list[dict[str, Any]] = []
+    step_rows: list[dict[str, Any]] = []
     notes: list[str] = []
     wide_rows: list[dict[str, Any]] = []
     failed: list[dict[str, Any]] = []
@@ -87,6 +92,9 @@ def collect(
                 evaluated_on.setdefault(name, {}).setdefault(run.model, set()).add(what)
             notes.extend(f"{run.run_id}: {note}" for note in eval_notes)
             item_rows.extend({**{k: ident[k] for k in ID_COLUMNS[:6]}, **row} for row in run_items(folder))
+            by_step, step_notes = step_metrics(folder)
+            step_rows.extend({**ident, **row} for row in by_step)
+            notes.extend(f"{run.run_id}: {note}" for note in step_notes)
         wide_rows.append({**ident, "state": status.state, "error": status.error, **metrics})
         if status.state == "DONE":
             for name in sorted(metrics):
@@ -111,7 +119,7 @@ def collect(
         "scoring": scoring,
         "evaluated_on": _described(evaluated_on),
     }
-    return long_rows, wide_rows, summary, item_rows
+    return long_rows, wide_rows, summary, item_rows, step_rows
 
 
 class Scored(NamedTuple):
@@ -178,17 +186,20 @@ def aggregate_experiment(
     """Build the tables of ``spec``'s runs under ``root`` and write them to ``out_dir``."""
     import pandas as pd
 
-    long_rows, wide_rows, summary, item_rows = collect(spec, Path(root), seeds)
+    long_rows, wide_rows, summary, item_rows, step_rows = collect(spec, Path(root), seeds)
     long = pd.DataFrame(long_rows, columns=[*ID_COLUMNS, "metric", "value"])
     long["seed"] = long["seed"].astype("int64")
     long["value"] = long["value"].astype("float64")
     wide = pd.DataFrame(wide_rows)
     items = pd.DataFrame(item_rows, columns=[*ID_COLUMNS[:6], "task", "item", "value"])
     items["value"] = items["value"].astype("float64")
+    steps = pd.DataFrame(step_rows, columns=[*ID_COLUMNS, "step", "metric", "value"])
+    steps = steps.astype({"seed": "int64", "step": "int64", "value": "float64"})
     out_dir = Path(out_dir) if out_dir is not None else experiment_dir(root, spec) / "aggregate"
     out_dir.mkdir(parents=True, exist_ok=True)
-    for name, table in (("metrics_long", long), ("metrics_wide", wide), ("items_long", items)):
+    for name, table in (("metrics_long", long), ("metrics_wide", wide), ("items_long", items),
+                        ("metrics_by_step", steps)):
         atomic_write_with(out_dir / f"{name}.parquet", lambda f, t=table: t.to_parquet(f, index=False))
         atomic_write_text(out_dir / f"{name}.csv", table.to_csv(index=False))
     atomic_write_text(out_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
-    return Aggregate(long, wide, summary, items, out_dir)
+    return Aggregate(long, wide, summary, items, out_dir, steps)

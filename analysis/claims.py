@@ -17,7 +17,9 @@ the ``suite_set`` column beside the suite sets of the paper's numbers. Each row'
   for the claims of the experiment's own paper, the experiment has no results of a model or metric the claim
   needs (which ones: a paper's claim is never left out silently).
 
-Nothing here names a family: the claims come from the paper registry, the models from the experiment.
+Nothing here names a family: the claims come from the paper registry, the models from the experiment. Units:
+``mean_better`` and ``mean_worse`` are ours as measured (SG and BLiMP as fractions), ``published_better`` and
+``published_worse`` the paper's in its units (percent); the report shows both in percent.
 """
 
 from __future__ import annotations

@@ -19,7 +19,8 @@ percentile bootstrap CI (``statistics.summarize``):
 - the cost: parameters, training tokens per second, training wall-clock and the device (``training_cost``).
 
 Nothing here names a family: the rows are the experiment's models, the columns whatever metrics they have.
-Written to ``analysis/comparison.csv`` (long: model, family, metric, n, mean, sd, ci_low, ci_high, detail).
+Written to ``analysis/comparison.csv`` (long: model, family, metric, n, mean, sd, ci_low, ci_high, detail), the
+values as measured (SG and BLiMP as fractions; the report shows them in percent).
 """
 
 from __future__ import annotations

@@ -24,7 +24,8 @@ PPL, SG = "ppl", "sg"
 
 def sg_vs_ppl(long: Any, out_dir: Path) -> Figures:
     """Each model's mean SG score against its mean test perplexity (log axis), ± sd over seeds both ways,
-    labelled points coloured by family: do models that predict words better also generalise syntactically?"""
+    points coloured by family, each labelled where its label overlaps no other (``place_labels``): do models
+    that predict words better also generalise syntactically?"""
     _require_columns(long, ("model", "family", "metric", "value"), "long table")
     out = Figures()
     stats = long[long["metric"].isin((PPL, SG))].groupby(["model", "metric"])["value"].agg(["mean", "std"])
@@ -35,24 +36,75 @@ def sg_vs_ppl(long: Any, out_dir: Path) -> Figures:
         return out
     families = dict(zip(long["model"], long["family"], strict=False))
     colors = _colors(list(dict.fromkeys(families[m] for m in models)))
-    fig = _new_figure(6.0, 4.2)
+    fig = _new_figure(7.0, 4.2)
     ax = fig.add_subplot()
     seen: set[str] = set()
+    points = []
     for model in models:
         x, y = stats.loc[(model, PPL)], stats.loc[(model, SG)]
         family = families[model]
         ax.errorbar(x["mean"], 100 * y["mean"], xerr=_sd(x["std"]), yerr=100 * _sd(y["std"]), fmt="o",
                     color=colors[family], capsize=2, label=None if family in seen else family)
         seen.add(family)
-        ax.annotate(model, (x["mean"], 100 * y["mean"]), textcoords="offset points", xytext=(4, 3), fontsize=7)
+        points.append((x["mean"], 100 * y["mean"]))
     ax.set_xscale("log")
     ax.set_xlabel("test perplexity (per word, log scale)")
     ax.set_ylabel("SG score (%)")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, title="family", title_fontsize=7)
+    fig.legend(fontsize=7, title="family", title_fontsize=7, loc="outside right upper")  # clear of the labels
     ax.set_title("SG score against perplexity (mean over seeds, ± sd)", fontsize=10)
+    place_labels(ax, points, models)
     out.paths += _save(fig, out_dir, SG_VS_PPL)
     return out
+
+
+# where a label may go around its point: directions (x, y) tried in turn at growing distances (points)
+DIRECTIONS = ((1, 0.4), (1, -0.4), (-1, 0.4), (-1, -0.4), (0, 1), (0, -1), (1, 1), (-1, 1), (1, -1), (-1, -1))
+DISTANCES = (4, 12, 22, 34)
+MARKER_PX = 4  # half the side of the box kept free around each point
+
+
+def place_labels(ax: Any, points: list[tuple[float, float]], labels: list[str], fontsize: float = 7) -> list[Any]:
+    """Label each point where its text overlaps no other label, no point and stays inside the axes: the first
+    free place of ``DISTANCES`` x ``DIRECTIONS`` around it (a leader line from the second distance on), else
+    the last one tried. Fixes the figure's layout first (the labels are placed in display coordinates).
+    Returns the labels' boxes (display coordinates), in the order of ``points``."""
+    from matplotlib.transforms import Bbox
+
+    fig = ax.figure
+    fig.canvas.draw()  # the layout, then keep it: moving the axes now would move the labels onto each other
+    fig.set_layout_engine("none")
+    renderer = fig.canvas.get_renderer()
+    frame = ax.get_window_extent(renderer)
+    centres = ax.transData.transform(points) if points else []
+    taken = [Bbox.from_extents(cx - MARKER_PX, cy - MARKER_PX, cx + MARKER_PX, cy + MARKER_PX) for cx, cy in centres]
+    places = [(distance, direction) for distance in DISTANCES for direction in DIRECTIONS]
+    boxes = []
+    for point, label in zip(points, labels, strict=True):
+        for k, (distance, direction) in enumerate(places):
+            box = _label(ax, label, point, distance, direction, fontsize, renderer)
+            inside = frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0 and box.y1 <= frame.y1
+            if (inside and not any(box.overlaps(other) for other in taken)) or k == len(places) - 1:
+                break  # a free place, or nowhere free: the last place tried
+            ax.texts[-1].remove()
+        taken.append(box)
+        boxes.append(box)
+    return boxes
+
+
+def _label(ax: Any, label: str, point: tuple[float, float], distance: float, direction: tuple[float, float],
+           fontsize: float, renderer: Any) -> Any:
+    """Annotate ``point`` with ``label`` at ``distance`` points in ``direction``; the text's box (not its
+    leader line's)."""
+    from matplotlib.text import Text
+
+    dx, dy = direction
+    text = ax.annotate(label, point, xytext=(dx * distance, dy * distance), textcoords="offset points",
+                       fontsize=fontsize, ha="left" if dx > 0 else "right" if dx < 0 else "center",
+                       va="bottom" if dy > 0 else "top" if dy < 0 else "center",
+                       arrowprops={"arrowstyle": "-", "color": "grey", "lw": 0.5} if distance > DISTANCES[0] else None)
+    text.update_positions(renderer)
+    return Text.get_window_extent(text, renderer)
 
 
 def _sd(value: float) -> float:

@@ -8,7 +8,9 @@ its ``flatten``), e.g. ``ppl`` (word perplexity, a bound for joint models), ``sg
 Which folder: ``eval/<task>`` (what ``synbench evaluate``/``reproduce`` write) when present, otherwise the one
 ``eval/<task>-<hash>`` folder of a manual ``synbench eval``; several such folders and no canonical one is
 ambiguous and reported, not guessed. A labelled entry's ``eval/<task>@<label>`` (the same task on another
-corpus) gives the task's metrics named ``<metric>@<label>``. Reads JSON only (no torch, no pandas).
+corpus) gives the task's metrics named ``<metric>@<label>``. The evaluations of the checkpoints a run kept over
+training (``RUN/steps/step-NNNNNN/eval``) are read the same way, by step (``step_metrics``). Reads JSON only (no
+torch, no pandas).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from experiments.evaluate import tasks
+from experiments.runs import step_folders
+from lightning_modules.numeric import is_number
 
 
 def result_folders(run_dir: Path) -> tuple[dict[str, Path], list[str]]:
@@ -80,6 +84,20 @@ def run_metrics(run_dir: Path) -> tuple[dict[str, float], dict[str, Any], list[s
         metrics.update(named)
         settings[task]["metrics"] = sorted(named)
     return metrics, settings, notes
+
+
+def step_metrics(run_dir: Path) -> tuple[list[dict[str, Any]], list[str]]:
+    """The metrics of each checkpoint the run kept over training and ``evaluate --checkpoints all`` evaluated
+    (``RUN/steps/step-NNNNNN/eval``, read as a run's own ``eval``): rows ``{"step", "metric", "value"}`` of the
+    finite numbers, in step order, and notes (each with its step)."""
+    rows: list[dict[str, Any]] = []
+    notes: list[str] = []
+    for step, folder in step_folders(run_dir).items():
+        metrics, _, found = run_metrics(folder)
+        rows += [{"step": step, "metric": name, "value": float(value)} for name, value in sorted(metrics.items())
+                 if is_number(value, finite=True)]
+        notes += [f"step {step}: {note}" for note in found]
+    return rows, notes
 
 
 def run_items(run_dir: Path) -> list[dict[str, Any]]:

@@ -25,6 +25,7 @@ from lightning_modules.numeric import is_number
 FORMATS = ("png", "pdf")
 DPI = 150
 DISTRIBUTION_METRICS = ("ppl", "sg", "blimp", "f1")
+PERPLEXITIES = ("ppl", "ppl_end_counted", "ppl_stream", "val_ppl", "val_word_ppl", "val_token_ppl")
 CIRCUIT_PREFIX = "sg.circuit."
 TASK_ORDER = ("pos", "grandparent", "top_constituents", "word_content")
 PROBE_STYLES = {"linear": "-", "mlp": "--"}
@@ -48,6 +49,13 @@ class Figures:
     def add(self, other: Figures) -> None:
         self.paths += other.paths
         self.notes += other.notes
+
+
+def is_perplexity(metric: str) -> bool:
+    """Whether ``metric`` (labelled or not: ``ppl@gold``) is a perplexity, drawn on a log axis: its values
+    span orders of magnitude (an upper bound over poor proposals can be 1e30 beside an exact 60)."""
+    name = metric.split("@", 1)[0]
+    return name in PERPLEXITIES
 
 
 def _require_columns(table: Any, columns: Iterable[str], what: str) -> None:
@@ -102,7 +110,8 @@ def seed_distributions(
     """One panel per metric: each model's values over seeds as jittered points over a box (TG Fig. 3).
 
     ``long`` is the aggregate long table; ``metrics`` default to ppl, sg, blimp, f1 (those present are
-    drawn); ``seed`` fixes the jitter. Fractions are shown in percent.
+    drawn); ``seed`` fixes the jitter. Fractions are shown in percent, perplexities on a log axis; the models
+    without a metric are one note per metric.
     """
     import numpy as np
 
@@ -122,11 +131,11 @@ def seed_distributions(
     fig = _new_figure(3.2 * min(len(present), 4), 3.2 * math.ceil(len(present) / 4))
     for ax, metric in zip(_panel_grid(fig, len(present)), present, strict=True):
         rows = long[long["metric"] == metric]
-        shown = []
+        shown, without = [], []
         for model in order:
             values = rows.loc[rows["model"] == model, "value"].to_numpy(dtype=float) * percent_scale(metric)
             if len(values) == 0:
-                out.notes.append(f"{DISTRIBUTIONS}: no {metric!r} values for model {model!r}")
+                without.append(model)
                 continue
             x = len(shown)
             if len(values) >= 2:
@@ -135,9 +144,16 @@ def seed_distributions(
             ax.scatter(x + rng.uniform(-0.12, 0.12, len(values)), values, s=14, alpha=0.8, zorder=3,
                        color=colors[model])
             shown.append(model)
-        ax.set_xticks(range(len(shown)), shown, rotation=30, ha="right")
+        if without:
+            out.notes.append(f"{DISTRIBUTIONS}: no {metric!r} values for model{'s' if len(without) > 1 else ''} "
+                             + ", ".join(repr(m) for m in without))
+        crowded = len(shown) > 6  # steeper, smaller labels: one per model, none over the next
+        ax.set_xticks(range(len(shown)), shown, rotation=60 if crowded else 30, ha="right",
+                      fontsize=6 if crowded else None)
         ax.set_xlim(-0.6, len(shown) - 0.4)
-        ax.set_title(metric_title(metric), fontsize=10)
+        if is_perplexity(metric):  # perplexities of a model that learned and of one that did not, both readable
+            ax.set_yscale("log")
+        ax.set_title(metric_title(metric) + (" (log scale)" if is_perplexity(metric) else ""), fontsize=10)
         ax.grid(axis="y", alpha=0.3)
     fig.suptitle("Metrics over seeds (points: seeds; boxes: quartiles)", fontsize=10)
     out.paths += _save(fig, out_dir, DISTRIBUTIONS)

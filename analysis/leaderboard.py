@@ -11,6 +11,9 @@ of them ran is no conflict: its column is ``n/a`` for the other's rows.
 
 The table has a row per (experiment, model): its family, seeds, parameters when the run recorded them, each
 headline metric (``experiments.evaluate.tasks``) as mean ± sd over seeds, and how its perplexity was scored.
+Its units are the report's (``analysis.report``): SG, BLiMP and their breakdowns in percent (``sg (%)``), numbers
+past 1e6 in scientific notation. The JSON keeps the values as measured (SG and BLiMP as fractions) and says so
+per metric in ``units``.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from analysis.report.blocks import Paragraph, Table
 from analysis.report.formatting import mean_sd, readable
 from analysis.report.render import render_markdown
 from experiments.evaluate import tasks
+from experiments.papers import percent_scale
 from lightning_modules.errors import InputError
 
 AGGREGATE = "aggregate"
@@ -190,20 +194,32 @@ def merge(experiments: list[Experiment]) -> dict[str, Any]:
         for key, part in e.protocol.items():
             shared.setdefault(key, part.described)
     return {"experiments": [{"name": e.name, "folder": str(e.folder)} for e in experiments],
-            "protocol": shared, "metrics": metrics, "rows": rows}
+            "protocol": shared, "metrics": metrics, "units": {m: unit(m) for m in metrics}, "rows": rows}
+
+
+def unit(metric: str) -> str:
+    """How the JSON gives ``metric``'s values: ``fraction`` (shown in percent in the table and the report) or
+    ``as measured``."""
+    return "fraction" if percent_scale(metric) == 100.0 else "as measured"
+
+
+def _header(metric: str) -> str:
+    """A metric's column: its name, with ``(%)`` where the table shows it in percent."""
+    return f"{metric} (%)" if percent_scale(metric) == 100.0 else metric
 
 
 def markdown(merged: dict[str, Any]) -> str:
     """The merged table as Markdown, with the protocol the experiments share under it."""
     metrics = merged["metrics"]
-    header = ["experiment", "model", "family", "seeds", "parameters", *metrics, "ppl scored by"]
+    header = ["experiment", "model", "family", "seeds", "parameters", *(_header(m) for m in metrics), "ppl scored by"]
     body = []
     for row in merged["rows"]:
         cells = [row["experiment"], row["model"], row["family"], str(len(row["seeds"])),
                  readable(row["parameters"]) if row["parameters"] is not None else "n/a"]
         for m in metrics:
             s = row["metrics"].get(m)
-            cells.append(mean_sd(s["mean"], s["sd"] if s["sd"] is not None else math.nan, 1.0) if s else "n/a")
+            sd = s["sd"] if s and s["sd"] is not None else math.nan
+            cells.append(mean_sd(s["mean"], sd, percent_scale(m)) if s else "n/a")
         body.append([*cells, row["ppl_scoring"] or "n/a"])
     protocol_text = "; ".join(f"{key}: {what}" for key, what in merged["protocol"].items()) or "nothing recorded"
     return render_markdown([Table(header, body), Paragraph(f"Shared protocol: {protocol_text}.")])

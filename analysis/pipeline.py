@@ -7,8 +7,16 @@ variance of SG and BLiMP; the TG §4.2 regressions on the runs' per-terminal log
 model; the figures (``figures.py``); the comparison table across models and its figures (``comparison.py``,
 ``comparison_figures.py``); and ``settings.json``, which names the scale and every setting that differs from
 the full-protocol spec the experiment scales down (``compare_to``), and the proposal sets' quality (the
-parser's 1-best and oracle F1, ``proposal_sets``). Each output file is written atomically; a section whose
+parser's 1-best and oracle F1, ``proposal_sets``) and the models that did not converge (``not_converged``,
+``analysis.convergence``). Each output file is written atomically; a section whose
 inputs are missing is skipped with its reason in ``settings.json["skipped"]``, which the report shows.
+
+Units: the CSV and JSON files keep every value as measured, for programs to read: SG, BLiMP and their
+breakdowns (``sg``, ``sg.*``, ``blimp``, ``blimp.*``) as fractions in [0, 1] (``summary.csv``'s mean, sd, sem,
+ci_low, ci_high, min, max; ``welch.csv``'s mean_a, mean_b, diff; ``comparison.csv``; ``variance.csv``;
+``claims.csv``'s mean_better and mean_worse, whereas its published_better and published_worse are the paper's
+numbers in the paper's units, percent), perplexities as they are. The report and ``synbench leaderboard``, for
+people to read, show SG and BLiMP in percent everywhere (``experiments.papers.percent_scale``).
 
 The spec's ``analysis:`` section::
 
@@ -88,6 +96,7 @@ def analyze(spec: ExperimentSpec, root: Path, seeds: str | None = None, data_dir
     (group = experiment, job_type = analysis, id ``analysis-EXPERIMENT``), offline by default.
     """
     from analysis.aggregate import aggregate_experiment
+    from analysis.learning_curves import write_learning_curves
 
     options = analysis_options(spec)
     out = experiment_dir(root, spec) / "analysis"
@@ -102,6 +111,7 @@ def analyze(spec: ExperimentSpec, root: Path, seeds: str | None = None, data_dir
     _probing(options, runs, root, data_dir, result)
     _figures(agg, result)
     _comparison(agg, runs, root, result)
+    result.written += [str(p.relative_to(out)) for p in write_learning_curves(agg.steps, out)]  # kept checkpoints
     settings = {
         "experiment": spec.name,
         "description": spec.description,
@@ -118,6 +128,7 @@ def analyze(spec: ExperimentSpec, root: Path, seeds: str | None = None, data_dir
         "notes": agg.summary.get("notes", []),
         "proposals": proposal_sets(experiment_dir(root, spec) / "proposals"),
         "scoring": agg.summary.get("scoring", {}),
+        "not_converged": _not_converged(agg.long),
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
     }
     if wandb != "disabled":
@@ -179,6 +190,15 @@ def _log_to_wandb(spec: ExperimentSpec, result: Analysis, settings: dict[str, An
             run.log({f"figures/{png.stem}": wandb.Image(str(png))})
     finally:
         run.finish()
+
+
+def _not_converged(long: Any) -> dict[str, str]:
+    """The models (tools of the protocol aside) that did worse than a uniform guess (``analysis.convergence``)."""
+    from analysis.convergence import not_converged
+
+    if long.empty:
+        return {}
+    return not_converged(long[~long["family"].map(_is_tool).astype(bool)])
 
 
 def _lm_labels(spec: ExperimentSpec) -> set[str]:

@@ -25,6 +25,10 @@ VOLATILE_SECTIONS = ("runtime",)
 # differently and draw their own dropout masks): part of the run's identity when they differ from these
 # defaults, so ids of default runs stay put
 RESULT_RUNTIME = {"precision": "32-true", "devices": 1, "seed_group": None, "compile": "none"}
+# train settings added after runs existed, left out of the identity while unset (null) so earlier run ids stay
+# put; once set, part of it: a run that keeps checkpoints over training (``keep_every``) is another folder that
+# has them, not a finished run without them
+UNSET_TRAIN = ("keep_every",)
 _FLOAT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
 
 
@@ -74,8 +78,11 @@ def check_types(cfg: dict[str, Any], reference: dict[str, Any], prefix: str = ""
 
 def config_hash(cfg: dict[str, Any]) -> str:
     """Stable hash of everything that can change results: all sections but ``runtime``, and of ``runtime``
-    the ``RESULT_RUNTIME`` settings that differ from their defaults (bf16 or two processes: another run)."""
+    the ``RESULT_RUNTIME`` settings that differ from their defaults (bf16 or two processes: another run); the
+    ``UNSET_TRAIN`` settings only when set."""
     payload = {k: v for k, v in cfg.items() if k not in VOLATILE_SECTIONS}
+    if isinstance(payload.get("train"), dict):
+        payload["train"] = {k: v for k, v in payload["train"].items() if not (k in UNSET_TRAIN and v is None)}
     runtime = cfg.get("runtime") if isinstance(cfg.get("runtime"), dict) else {}
     changed = {k: runtime[k] for k, default in RESULT_RUNTIME.items() if runtime.get(k, default) != default}
     if changed:

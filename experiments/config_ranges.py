@@ -2,9 +2,10 @@
 
 Rules by key name, so a new family's keys are covered without listing them: every number is finite; integers
 (sizes, steps, counts, intervals) are >= 1 unless listed in ``NON_NEGATIVE``; floats (rates, weights, norms,
-epsilons) are >= 0; dropouts and Adam betas lie in [0, 1). Keys with other ranges (``min_rel <= 0``) are listed,
-and a family adds its own through ``Family.config_ranges``. Relations between keys (``n_heads`` dividing
-``d_model``) stay with the model config that owns them.
+epsilons) are >= 0; dropouts and Adam betas lie in [0, 1); keys whose default is null but whose values are
+integers (``INTEGER_OR_NULL``: ``train.keep_every``) must be integers. Keys with other ranges (``min_rel <= 0``)
+are listed, and a family adds its own through ``Family.config_ranges``. Relations between keys (``n_heads``
+dividing ``d_model``) stay with the model config that owns them.
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ POSITIVE_INT = Range(1)
 NON_NEGATIVE_VALUE = Range(0)
 FRACTION = Range(0, 1, high_open=True)
 NON_NEGATIVE = ("generation_seed", "min_count", "memory_length", "warmup_steps", "min_length")
+# integers whose default is null (so no slot type to check a value against): an integer in range, or null
+INTEGER_OR_NULL = ("keep_every",)
 SPECIAL = {
     "min_rel": Range(high=0),
     "pushdown_layers": Range(-1),
@@ -75,6 +78,8 @@ def check_ranges(cfg: Mapping[str, Any], extra: Mapping[str, Range] | None = Non
     for key, value in cfg.items():
         path = f"{prefix}{key}"
         slot = reference.get(key)
+        if key in INTEGER_OR_NULL and value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise InputError(f"expected an integer or null, got {value!r}", path)
         if isinstance(value, Mapping):
             check_ranges(value, extra, slot if isinstance(slot, Mapping) else None, f"{path}.")
         elif is_number(value):

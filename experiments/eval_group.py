@@ -36,10 +36,9 @@ GROUPS = "eval-groups"  # EXPERIMENT/eval-groups/<group>/: the group's member li
 
 def eval_cells(planner: Planner) -> list[list[list[StageTask]]]:
     """The planner's ready eval tasks by (model, data): each cell one config's seeds in seed order, each seed
-    its tasks in the spec's entry order."""
+    its tasks in the spec's entry order (an entry's kept checkpoints after its best one)."""
     cells: dict[tuple[str, str], dict[int, list[StageTask]]] = {}
-    pairs = [run for entry in planner.entries for run in planner.runs if entry.applies_to(run)]
-    for run, task in zip(pairs, planner.eval_tasks(), strict=True):
+    for run, task in planner.run_tasks():
         if task.ready():
             cells.setdefault((run.model, run.data), {}).setdefault(run.seed, []).append(task)
     return [[seeds[s] for s in sorted(seeds)] for seeds in cells.values()]

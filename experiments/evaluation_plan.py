@@ -37,7 +37,9 @@ and their metrics are named ``METRIC@LABEL`` (``ppl@gum``); two entries of a tas
 different labels.
 
 Each eval writes to ``RUN/eval/NAME/`` (``results.json`` marks it done; the item cache resumes it), and each
-proposal set to ``EXPERIMENT/proposals/``. Nothing here runs anything: ``stages.py`` does.
+proposal set to ``EXPERIMENT/proposals/``. With ``--checkpoints all`` each checkpoint a run kept over training
+(``train.keep_every``: ``checkpoints/step-NNNNNN.ckpt``) is evaluated too, into ``RUN/steps/step-NNNNNN/eval/NAME/``,
+with the same proposal sets. Nothing here runs anything: ``stages.py`` does.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ from experiments.evaluate import tasks
 from experiments.evaluate.tasks import PlanInput, Task
 from experiments.experiment_runs import experiment_dir, folder_of
 from experiments.experiment_spec import NAME, ExperimentSpec, Run
+from experiments.runs import CHECKPOINTS, kept_checkpoint, kept_checkpoints, kept_name, step_folder
 from lightning_modules.errors import InputError
 
 POSITIVE = ("limit", "n", "beam", "word_beam", "max_actions", "items_per_suite", "pairs_per_paradigm",
@@ -233,9 +236,10 @@ class Planner:
     """Turns the spec's evaluations into proposal tasks and eval tasks for the runs under ``root``."""
 
     def __init__(self, spec: ExperimentSpec, runs: list[Run], root: Path, data_dir: str | None = None,
-                 python: str = "python", device: str = "cpu"):
+                 python: str = "python", device: str = "cpu", checkpoints: str = "best"):
         self.spec, self.runs, self.root, self.data_dir, self.python = spec, runs, Path(root), data_dir, python
         self.device = device  # where every eval runs (a setting of the machine, not of the task's identity)
+        self.checkpoints = checkpoints  # EVALUATED_CHECKPOINTS: best, or all (also those kept over training)
         self.entries = evaluations(spec)
         self.exp = experiment_dir(self.root, spec)
 
@@ -300,21 +304,30 @@ class Planner:
 
     # -- evaluations ----------------------------------------------------------------------------------------
     def eval_tasks(self) -> list[StageTask]:
-        """One eval per (entry, applicable run), writing ``RUN/eval/NAME``."""
-        tasks = []
+        """One eval per (entry, applicable run), writing ``RUN/eval/NAME`` (and per kept checkpoint, see
+        ``run_tasks``)."""
+        return [task for _, task in self.run_tasks()]
+
+    def run_tasks(self) -> list[tuple[Run, StageTask]]:
+        """Each eval with its run: per (entry, applicable run) the best checkpoint's, then, with ``checkpoints``
+        ``all``, each checkpoint the run kept over training (``train.keep_every``), in step order, writing
+        ``RUN/steps/step-NNNNNN/eval/NAME``."""
+        out = []
         for entry in self.entries:
             for run in self.runs:
                 if entry.applies_to(run):
-                    tasks.append(self._eval_task(entry, run))
-        return tasks
+                    kept = (kept_checkpoints(folder_of(self.root, run))
+                            if self.checkpoints == "all" and not run.config.get("source") else {})
+                    out += [(run, self._eval_task(entry, run, step)) for step in (None, *kept)]
+        return out
 
-    def _eval_task(self, entry: Evaluation, run: Run) -> StageTask:
+    def _eval_task(self, entry: Evaluation, run: Run, step: int | None = None) -> StageTask:
         o, task = entry.options, entry.task
         folder = folder_of(self.root, run)
         name = tasks.labelled(entry.name, o.get("label"))
-        out = folder / "eval" / name
+        out = (folder if step is None else step_folder(folder, step)) / "eval" / name
         source = run.config.get("source")  # a pretrained model (hf:DIR) is scored as it is
-        checkpoint = source or folder / "checkpoints" / "best.ckpt"
+        checkpoint = source or folder / CHECKPOINTS / ("best.ckpt" if step is None else kept_checkpoint(step))
         needs = [] if source else [checkpoint]
         family = family_of(run)
         method = scoring_method(entry, run)
@@ -337,8 +350,9 @@ class Planner:
                 given = o if key in o else run.config
                 if key in given and key != "n":
                     args += [f"--{key.replace('_', '-')}", str(given[key])]
-        return StageTask(f"{run.run_id}-{name}", out, self._cli(*args), out / "results.json",
-                         f"{name} {run.model} seed {run.seed}", tuple(needs))
+        at = "" if step is None else f"-{kept_name(step)}"
+        return StageTask(f"{run.run_id}-{name}{at}", out, self._cli(*args), out / "results.json",
+                         f"{name} {run.model} seed {run.seed}{at.replace('-', ' ', 1)}", tuple(needs))
 
 
 def _slug(text: str) -> str:

@@ -306,11 +306,12 @@ def _name(value: Any, loc: _Locator, keys: tuple) -> str:
 
 
 def _source_model(entry: dict, models: list[ModelEntry], loc: _Locator, keys: tuple) -> ModelEntry:
-    """A ``{source: hf:DIR, name}`` entry: one run (seed 0) of the family whose models are named by the
-    source's prefix (``hf``); the path is kept as written, relative paths resolve against the directory
-    synbench runs in."""
+    """A ``{source: hf:DIR or hf:ORG/NAME@REV, name}`` entry: one run (seed 0) of the family whose models are
+    named by the source's prefix (``hf``); the path is kept as written, relative paths resolve against the
+    directory synbench runs in."""
     from experiments.evaluate.scorers import HF_CONVENTIONS as CONVENTIONS
     from experiments.evaluate.scorers import HF_PREFIX
+    from experiments.evaluate.scorers.hub import hub_model
     from experiments.evaluate.word_prob import WORD_PROBS
     from experiments.families import source_family
 
@@ -319,9 +320,12 @@ def _source_model(entry: dict, models: list[ModelEntry], loc: _Locator, keys: tu
     family = source_family(source) if isinstance(source, str) else None
     prefix = family.source_prefix if family else ""
     if family is None or len(source) == len(prefix):
-        raise loc.error(f"expected {HF_PREFIX}DIR (a local transformers causal LM), got {source!r}",
+        raise loc.error(f"expected {HF_PREFIX}DIR (a local transformers causal LM) or {HF_PREFIX}ORG/NAME@REV (one in "
+                        f"the local Hugging Face cache), got {source!r}",
                         *keys, "source")
-    label = _name(entry.get("name", f"{family.name}-" + Path(source[len(prefix):]).name), loc, (*keys, "name"))
+    hub = hub_model(source)  # hf:ORG/NAME@REV: labelled NAME-REV, not by the last path component
+    default = f"{family.name}-" + (hub.label() if hub else Path(source[len(prefix):]).name)
+    label = _name(entry.get("name", default), loc, (*keys, "name"))
     if any(m.name == label for m in models):
         raise loc.error(f"two models are named {label!r}; give each a distinct 'name'", *keys)
     settings = {key: entry[key] for key in SOURCE_KEYS[2:] if key in entry}

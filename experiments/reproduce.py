@@ -81,16 +81,16 @@ def overview(spec: ExperimentSpec, seeds: str | None) -> str:
 
 def evaluate_stage(spec: ExperimentSpec, root: Path, seeds: str | None, executor: str, data_dir: str | None = None,
                    poll_s: float = 5.0, device: str = "cpu", seeds_per_process: int | None = None,
-                   stacked_scoring: str = "auto") -> dict[str, list[str]]:
+                   stacked_scoring: str = "auto", checkpoints: str = "best") -> dict[str, list[str]]:
     """Stages 2 and 3 for the finished runs: proposal sets, then every evaluation (``seeds_per_process`` seeds
     of a config per process with all their evals, ``experiments.eval_group``; None: the spec's
     ``seeds_per_process``: with 1, each run's evals share one process; ``stacked_scoring``: whether a group's
-    seeds score shared inputs in one vmapped forward, ``experiments.evaluate.scorers.stacked``); returns failed
-    task keys."""
+    seeds score shared inputs in one vmapped forward, ``experiments.evaluate.scorers.stacked``; ``checkpoints``:
+    ``best``, or ``all`` to evaluate the checkpoints kept over training too); returns failed task keys."""
     exp = experiment_dir(root, spec)
     runs = experiment_runs(spec, seeds)
     done = [r for r in runs if run_status(folder_of(root, r), r.run_id, r.seed).state == "DONE"]
-    planner = Planner(spec, done, root, data_dir, sys.executable, device)
+    planner = Planner(spec, done, root, data_dir, sys.executable, device, checkpoints)
     for path, sentences in planner.sentence_files().items():
         if not path.exists():
             atomic_write_text(path, "".join(" ".join(words) + "\n" for words in sentences))

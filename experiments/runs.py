@@ -9,7 +9,8 @@ The filesystem is the source of truth for every run (W&B only mirrors it)::
         FAILED         the error line of a run that stopped with an error
         TIMING         the wall-clock speed of the attempt that finished the run (JSON, just before DONE)
         DONE           the final metrics (JSON), written last and atomically
-        checkpoints/
+        checkpoints/   best.ckpt, last.ckpt and, with ``train.keep_every N``, step-NNNNNN.ckpt every N steps
+        steps/         step-NNNNNN/eval/TASK: the evaluations of a kept checkpoint (``evaluate --checkpoints all``)
 
 A run's state follows from these markers alone (plus, optionally, what the scheduler says about the job named
 in ``QUEUED``), so ``status`` works for local, SLURM and submitit runs alike and after any crash.
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -38,6 +40,9 @@ TIMING = "TIMING"
 # uninterrupted one in these only, so they go to TIMING and DONE stays the same for the same config and seed
 ATTEMPT_TIMING = ("train_seconds", "train_steps_timed", "train_steps_per_s", "train_tokens_per_s")
 CHECKPOINTS = "checkpoints"
+STEPS = "steps"  # the evaluations of the checkpoints kept over training, one folder per step
+EVALUATED_CHECKPOINTS = ("best", "all")  # a run's checkpoints ``evaluate --checkpoints`` reads: best, or also the kept
+_KEPT = re.compile(r"step-(\d+)")
 
 State = Literal["PENDING", "RUNNING", "DONE", "FAILED"]
 # What a launcher knows about the job of a QUEUED marker: still queued or running, or gone for good.
@@ -57,6 +62,41 @@ def runs_root(runs_dir: str | Path | None = None) -> Path:
 def run_folder(root: Path, experiment: str, run_id: str) -> Path:
     """``ROOT/EXPERIMENT/RUN_ID``."""
     return Path(root) / experiment / run_id
+
+
+def kept_name(step: int) -> str:
+    """The name of what belongs to the checkpoint kept at training step ``step``: ``step-000500``."""
+    return f"step-{step:06d}"
+
+
+def kept_checkpoint(step: int) -> str:
+    """The file name of the checkpoint kept at ``step`` (in ``RUN/checkpoints``): ``step-000500.ckpt``."""
+    return f"{kept_name(step)}.ckpt"
+
+
+def kept_checkpoints(run_dir: Path) -> dict[int, Path]:
+    """The checkpoints a run kept over training (``train.keep_every``), by step, in step order."""
+    return _by_step(Path(run_dir) / CHECKPOINTS, ".ckpt")
+
+
+def step_folder(run_dir: Path, step: int) -> Path:
+    """``RUN/steps/step-NNNNNN``: its ``eval/`` holds the evaluations of the checkpoint kept at ``step``, laid
+    out as the run's own ``eval/`` (so they are read as a run's, ``analysis.eval_results``)."""
+    return Path(run_dir) / STEPS / kept_name(step)
+
+
+def step_folders(run_dir: Path) -> dict[int, Path]:
+    """The ``step_folder`` of each step evaluated, by step, in step order."""
+    return _by_step(Path(run_dir) / STEPS, "")
+
+
+def _by_step(folder: Path, suffix: str) -> dict[int, Path]:
+    found = {}
+    for path in folder.glob(f"step-*{suffix}") if folder.is_dir() else []:
+        match = _KEPT.fullmatch(path.name.removesuffix(suffix))
+        if match and (path.is_file() if suffix else path.is_dir()):
+            found[int(match.group(1))] = path
+    return dict(sorted(found.items()))
 
 
 # --- markers written by training ---

@@ -4,11 +4,12 @@
 What each seed gets is what its solo run (``experiments.train``) gets: its initialisation (``seed_everything``
 with its seed before the module is built), its batches (``StepBatches`` drawn from its seed), its own optimizer
 and scheduler state (slices of the stacked optimizer's), gradient clipping by its own global norm, validation,
-``best.ckpt`` (lowest ``val/loss``) and ``last.ckpt``, a CSV log (``csv/version_K``), a W&B run with its run id
-and ``DONE``, so ``evaluate``, ``aggregate``, ``status`` and every analysis see ordinary runs. With every
-dropout at 0 a seed ends where its solo run ends (float rounding apart). With dropout, the group draws one mask
-per seed from one generator reseeded at every step from the group's first seed: the masks differ from the solo
-run's, so such runs record the group in ``runtime.seed_group`` and their run ids differ from the solo ones.
+``best.ckpt`` (lowest ``val/loss``), ``last.ckpt`` (and those ``train.keep_every`` keeps), a CSV log
+(``csv/version_K``), a W&B run with its run id and ``DONE``, so ``evaluate``, ``aggregate``, ``status`` and
+every analysis see ordinary runs. With every dropout at 0 a seed ends where its solo run ends (float rounding
+apart). With dropout, the group draws one mask per seed from one generator reseeded at every step from the
+group's first seed: the masks differ from the solo run's, so such runs record the group in
+``runtime.seed_group`` and their run ids differ from the solo ones.
 
 Faults, per seed: a seed with ``DONE`` is not trained again; a seed whose training loss is not finite fails
 alone (its ``FAILED`` line) while the others carry on; ``SIGUSR1``/``SIGTERM`` save ``last.ckpt`` of every
@@ -33,7 +34,7 @@ from typing import Any
 
 import torch
 
-from experiments.runs import DONE, FAILED, write_done, write_failed, write_heartbeat
+from experiments.runs import DONE, FAILED, kept_checkpoint, write_done, write_failed, write_heartbeat
 from experiments.seed_grouping import group_seed
 from lightning_modules.errors import InputError
 from lightning_modules.models.compiled import compile_mode
@@ -206,7 +207,7 @@ class _GroupRun:
 
         tc = self.tc
         acc, max_steps = int(tc.get("accumulate", 1)), int(tc["max_steps"])
-        val_every, ckpt_every = int(tc["val_every"]), int(tc["ckpt_every"])
+        val_every, ckpt_every, keep_every = int(tc["val_every"]), int(tc["ckpt_every"]), tc.get("keep_every")
         log_every, clip = int(tc.get("log_every", 10)), float(self.stack.stacked.config.grad_clip_norm)
         start = self.step * acc
         streams: list[Iterator[Any]] = []
@@ -243,6 +244,10 @@ class _GroupRun:
                 self._after_step(losses, log_every)
                 if (self.step * acc) % val_every == 0:
                     self._validate(self.step)
+                if keep_every and self.step % int(keep_every) == 0:  # before last.ckpt, as solo runs keep them
+                    for i, m in enumerate(self.members):
+                        if m.alive:
+                            self._save(i, kept_checkpoint(self.step))
                 if self.received is not None or (ckpt_every > 0 and self.step % ckpt_every == 0):
                     for i, m in enumerate(self.members):
                         if m.alive:

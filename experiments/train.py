@@ -1,6 +1,7 @@
 """Train one run: (resolved config, seed) -> run folder with checkpoints, logs and final metrics.
 
-The run folder is the source of truth: ``config.json``, ``checkpoints/{best,last}.ckpt``, ``csv/version_K/metrics.csv``
+The run folder is the source of truth: ``config.json``, ``checkpoints/{best,last}.ckpt`` (and with
+``train.keep_every N`` a ``checkpoints/step-NNNNNN.ckpt`` every N steps), ``csv/version_K/metrics.csv``
 (one version per resumed segment),
 (with ``train.max_steps`` 0, where the family allows it, the untrained model is ``best.ckpt``),
 ``wandb/`` (offline by default), ``HEARTBEAT`` while training, and ``DONE`` (final metrics) written last and
@@ -49,7 +50,7 @@ def _train(cfg: dict[str, Any], seed: int, run_dir: Path, callbacks: list[Any]) 
     from experiments.batching import StepBatches
     from experiments.checkpoints import AtomicCheckpointIO, Metadata, read_checkpoint
     from experiments.families import get_family
-    from experiments.training_callbacks import Heartbeat, LastCheckpoint, NaNGuard, StepSeeding
+    from experiments.training_callbacks import Heartbeat, KeptCheckpoints, LastCheckpoint, NaNGuard, StepSeeding
     from experiments.training_cost import TrainingCost
     from lightning_modules.models.compiled import compile_mode, compile_module
 
@@ -73,6 +74,8 @@ def _train(cfg: dict[str, Any], seed: int, run_dir: Path, callbacks: list[Any]) 
     best = ModelCheckpoint(dirpath=ckpt_dir, filename="best", monitor="val/loss", mode="min", save_top_k=1,
                            save_last=False, enable_version_counter=False)
     last = LastCheckpoint(ckpt_dir / "last.ckpt", int(tc["ckpt_every"]))  # also owns preemption (SIGUSR1/TERM)
+    # checkpoints kept over training: before ``best`` and ``last`` (see ``KeptCheckpoints``)
+    kept = [KeptCheckpoints(ckpt_dir, int(tc["keep_every"]))] if tc.get("keep_every") else []
     cost = TrainingCost()
     loggers: list[Any] = [CSVLogger(save_dir=str(run_dir), name="csv")]
     if rt.get("wandb", "offline") != "disabled":
@@ -96,7 +99,7 @@ def _train(cfg: dict[str, Any], seed: int, run_dir: Path, callbacks: list[Any]) 
                  *_cluster_environment(hardware["devices"])],
         callbacks=[
             StepSeeding(seed), NaNGuard(), Heartbeat(run_dir),
-            Metadata(cfg["family"], cfg, seed, data.vocab), cost, *callbacks, best, last,
+            Metadata(cfg["family"], cfg, seed, data.vocab), cost, *callbacks, *kept, best, last,
         ],
     )
     def consumed() -> int:

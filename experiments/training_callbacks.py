@@ -16,7 +16,7 @@ import pytorch_lightning as pl
 import torch
 from pytorch_lightning.callbacks import Checkpoint
 
-from experiments.runs import write_heartbeat
+from experiments.runs import kept_checkpoint, write_heartbeat
 from lightning_modules.errors import InputError
 
 
@@ -148,6 +148,30 @@ class LastCheckpoint(Checkpoint):
                 _close_wandb(trainer)
                 requeued = requeue_slurm_task()
             raise Preempted(self.received, trainer.global_step, requeued)
+
+
+class KeptCheckpoints(Checkpoint):
+    """``checkpoints/step-NNNNNN.ckpt`` every ``every_n_steps`` steps (``train.keep_every``), kept for evaluation
+    over training (``synbench evaluate EXPERIMENT --checkpoints all``), whole (weights and optimizer state, so
+    they load as ``best.ckpt`` does) and atomically, like every checkpoint (``AtomicCheckpointIO``).
+
+    Written once per step, at its boundary (after the step's last accumulated batch; never step 0, nor again the
+    step a resumed run starts from), and before ``last.ckpt`` of the same step (this callback comes first): a run
+    killed between the two resumes from an earlier step and writes it again, so no kept step is ever missing.
+    """
+
+    def __init__(self, folder: Path, every_n_steps: int):
+        self.folder, self.every_n_steps = Path(folder), int(every_n_steps)
+        self._written: int | None = None  # the last step written, or the one training started from
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._written = trainer.global_step
+
+    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, *args: Any) -> None:
+        step = trainer.global_step
+        if step != self._written and step % self.every_n_steps == 0:
+            trainer.save_checkpoint(str(self.folder / kept_checkpoint(step)))
+            self._written = step
 
 
 def _close_wandb(trainer: pl.Trainer) -> None:

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Install the Debian packages of the single-node SLURM cluster (munge, slurmctld, slurmd, slurmdbd, MariaDB for
-# `sacct`) and PostgreSQL 15 (Optuna's shared storage). Idempotent: installs only what is missing, so a warm
-# machine pays a dpkg query instead of an `apt-get update`. Needs root (Debian 12 bookworm).
+# `sacct`), PostgreSQL 15 (Optuna's shared storage) and Chromium with a font (the report's check in a real
+# headless browser, driven by Playwright: tests/analysis/report/test_report_screen.py). Idempotent: installs only
+# what is missing, so a warm machine pays a dpkg query instead of an `apt-get update`. Needs root (Debian 12
+# bookworm).
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 
-PACKAGES=(slurmctld slurmd slurm-client munge slurmdbd mariadb-server postgresql-15)
+PACKAGES=(slurmctld slurmd slurm-client munge slurmdbd mariadb-server postgresql-15 chromium fonts-dejavu-core)
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do

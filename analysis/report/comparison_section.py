@@ -1,19 +1,20 @@
 """The report's comparison section: every model x the metrics that compare across families (``comparison.csv``,
-``analysis.comparison``), then SG against perplexity and the SG-circuit and BLiMP-phenomenon heat maps.
+``analysis.comparison``), then the SG-circuit and BLiMP-phenomenon heat maps (SG against perplexity is one of
+the report's key figures, at its top).
 
 Each cell is the mean ± sd over seeds with its 95% bootstrap CI; the words beside a number (how the
-perplexity was scored, the family's own convention, the training device) follow the table, per model. The
+perplexity was scored, the family's own convention, the training device) follow the table, once per
+distinct text with the models it applies to. The
 Welch tests (with the correction over the whole table) are the report's own section: they test only models
 scored on the same items.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from analysis import comparison_figures as cfig
-from analysis.comparison import COMMON_PPL, TITLES
+from analysis.comparison import TITLES
 from analysis.report import formatting as fmt
 from analysis.report.blocks import Block, Bullets, Heading, Paragraph, Table
 from analysis.report.figure_block import figure_block
@@ -28,16 +29,14 @@ NORMALISATION = (
     "2019, SOM's and PaLM's convention), each family's own validation perplexity (in the convention its run "
     "states), and, where a model was scored with its gold trees, that value and the bound's distance to it "
     "(per seed). Rows scored on different items are not tested against each other (Welch tests below).")
+COUNTS = ("parameters", "train_tokens_per_s", "train_seconds")  # shown as integers
 
 
 def _cell(row: Any) -> str:
     scale = percent_scale(str(row.metric))
-    digits = 0 if row.metric in ("parameters", "train_tokens_per_s", "train_seconds") else 2
-    text = fmt.mean_sd(row.mean, row.sd, scale) if digits else _integer(row.mean, row.sd)
-    if fmt.is_finite(row.ci_low) and row.metric != "parameters":
-        low, high = fmt.scaled(row.ci_low, scale), fmt.scaled(row.ci_high, scale)
-        text += f" [{low:.{digits}f}, {high:.{digits}f}]"
-    return text
+    text = _integer(row.mean, row.sd) if row.metric in COUNTS else fmt.mean_sd(row.mean, row.sd, scale)
+    interval = fmt.ci(row.ci_low, row.ci_high, scale) if row.metric != "parameters" else ""
+    return f"{text} {interval}" if interval else text
 
 
 def _integer(mean: Any, sd: Any) -> str:
@@ -66,17 +65,26 @@ def comparison(sources: Sources) -> list[Block]:
         n = max(int(cells[(model, m)].n) for m in metrics if (model, m) in cells)
         rows.append([model, fmt.text(families.get(model)), str(n),
                      *(_cell(cells[(model, m)]) if (model, m) in cells else "—" for m in metrics)])
-    details = [f"{model}, {TITLES[metric]}: {r.detail}" for model in models for metric in metrics
-               if (r := cells.get((model, metric))) is not None and isinstance(r.detail, str) and r.detail
-               and not (isinstance(r.detail, float) and math.isnan(r.detail))]
     blocks: list[Block] = [heading, Paragraph(NORMALISATION), Table(header, rows),
                            Paragraph("Mean ± sd over seeds [95% bootstrap CI of the mean]; — where a model has "
                                      "no such number.")]
+    details = _obtained(sources, cells, models, metrics)
     if details:
         blocks += [Heading("How each number was obtained", 3), Bullets(details)]
-    blocks += figure_block(sources, cfig.SG_VS_PPL, f"SG score against {COMMON_PPL} per model, mean ± sd over seeds "
-                      "(cf. SOM Fig. 8a).")
     blocks += figure_block(sources, cfig.SG_CIRCUIT_HEATMAP, "SG score per circuit and model (mean over seeds).")
     blocks += figure_block(sources, cfig.BLIMP_PHENOMENON_HEATMAP, "BLiMP accuracy per phenomenon and model (mean "
                       "over seeds).")
     return blocks
+
+
+def _obtained(sources: Sources, cells: dict[tuple[str, str], Any], models: list[str], metrics: list[str]) -> list[str]:
+    """``TITLE: DETAIL: MODEL, MODEL`` per column and distinct detail (how it was scored, the convention, the
+    device), the models in the table's order; ``every model`` when all of the table's share it."""
+    found: dict[tuple[str, str], list[str]] = {}
+    for metric in metrics:
+        for model in models:
+            detail = getattr(cells.get((model, metric)), "detail", None)
+            if isinstance(detail, str) and detail:
+                found.setdefault((metric, sources.local(detail)), []).append(model)
+    return [f"{TITLES[metric]}: {detail}: {'every model' if len(which) == len(models) > 1 else ', '.join(which)}"
+            for (metric, detail), which in found.items()]

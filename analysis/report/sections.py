@@ -1,266 +1,159 @@
 """The report's sections, in reading order: one function per section, each from ``Sources`` to blocks.
 
-headline (scale, seeds, data, models, every reduced setting, skipped analyses), results (the headline table
-with the paper's numbers beside ours, and its figures), the comparison across models (``comparison_section``),
-the papers' claims checked on the runs (``claims.csv``), all metrics, Welch tests, variance components,
-regressions, MDL probing, scoring methods, proposal sets and other figures. A section whose file is
-missing says why (the pipeline's reason for skipping it, or the file's problem); a section that fails on
-its values says so in one paragraph and costs nothing else (``build_report``).
+First the screen a reader sees (``TOP``): the headline (title, comparability, context in one line), the
+headline table (``headline_section``), the papers' claims' verdicts (``claims_section``) and the key figures.
+Then everything else, each a section the HTML folds (``FOLDED``): the setup with every reduced setting
+(``setup_section``), the paper's published numbers with their sources, the comparison across models
+(``comparison_section``), how each claim was checked, all metrics, Welch tests, variance components,
+regressions, MDL probing, how each number was scored, proposal sets and the remaining figures. A folded
+section may give the Markdown a brief instead of its long tables (all metrics, the Welch tests, the variance
+components, the claims' full table: ``report.html`` and the CSVs have them), so that ``report.md`` stays short.
 
-The published numbers come from the paper whose tables describe the experiment's model families
+A section whose file is missing says why (the pipeline's reason for skipping it, or the file's problem); a
+section that fails on its values says so in one paragraph and costs nothing else (``build_report``). The
+published numbers come from the paper whose tables describe the experiment's model families
 (``experiments.papers``); sections ask that registry and never name a family themselves.
 """
 
 from __future__ import annotations
 
-import math
+from collections.abc import Callable
 from typing import Any
 
 from analysis import figures as fig
-from analysis.report import comparison_section
+from analysis.report import claims_section, comparison_section, headline_section, learning_curves_section, setup_section
 from analysis.report import formatting as fmt
-from analysis.report.blocks import Block, Bullets, Heading, Paragraph, Table
-from analysis.report.figure_block import figure_block, skipped_reasons
+from analysis.report.blocks import Block, Bullets, Folded, Heading, Paragraph, Table
+from analysis.report.figure_block import figure_block, missing, why_not_written, written
+from analysis.report.headline_section import data_text, paper_of
+from analysis.report.marks import labelled_metric
 from analysis.report.sources import Sources
 from analysis.statistics import NOT_COMPARED
 from experiments.evaluate import tasks
-from experiments.papers import Paper, metric_title, model_order, paper_for, percent_scale, published_regression
-
-# the file -> the analysis step whose reason ``settings.json["skipped"]`` gives when it was not run
-SKIP_KEYS = {"summary": "statistics", "welch": "statistics", "variance": "variance",
-             "regressions": "regressions", "mdl": "probing"}
+from experiments.papers import metric_title, model_order, percent_scale, published_regression
 
 
-def _missing(section: str, sources: Sources, name: str) -> Paragraph:
-    """Why ``name``'s section is empty: the pipeline's reason for skipping it if the file is absent, else
-    the problem with the file."""
-    problem = sources.problems.get(name, "missing")
-    reason = skipped_reasons(sources).get(SKIP_KEYS.get(name, name))
-    if reason and problem.startswith("missing"):
-        return Paragraph(f"{section}: skipped: {reason}.")
-    return Paragraph(f"{section}: {problem}.")
-
-
-def _data(settings: dict[str, Any]) -> str | None:
-    """``settings["data"]``, a name or a list of names, as one string (None when absent)."""
-    data = settings.get("data")
-    if isinstance(data, list):
-        return ", ".join(str(d) for d in data) or None
-    return None if data is None else str(data)
-
-
-def _paper(settings: dict[str, Any]) -> Paper | None:
-    """The paper whose numbers stand beside this experiment's (by the families of its models), or None."""
-    models = settings.get("models") or {}
-    return paper_for(info.get("family", "") for info in models.values() if isinstance(info, dict))
-
-
-def headline(sources: Sources) -> list[Block]:
-    settings = sources.settings
-    experiment = settings.get("experiment", sources.analysis_dir.parent.name)
-    blocks: list[Block] = [Heading(f"synbench report: {experiment}", 1)]
-    if "settings" in sources.problems:
-        blocks.append(Paragraph(
-            f"settings: {sources.problems['settings']}. The scale, seeds and reduced settings of these runs "
-            "are unknown: do not compare them with the paper's numbers.", strong=True))
-        return blocks
-    reduced = settings.get("reduced") or []
-    scale = settings.get("scale", "unknown")
-    paper = _paper(settings)
-    if paper is None:
-        blocks.append(Paragraph(
-            f"Scale {scale}. No registered paper describes these models' families: no published numbers are "
-            "shown beside ours.", strong=True))
-    elif reduced:
-        blocks.append(Paragraph(f"Scale {scale}. {paper.not_comparable}", strong=True))
-    else:
-        blocks.append(Paragraph(
-            f"Scale {scale}. No reduced setting is recorded. The paper's numbers ({paper.citation}) "
-            "still come from other runs (the paper's seeds and data); they are marked as such.", strong=True))
-    seeds = settings.get("seeds") or []
-    models = settings.get("models") or {}
-    facts = [
-        f"experiment: {experiment}",
-        f"scale: {scale}",
-        f"seeds: {len(seeds)} ({', '.join(str(s) for s in seeds)})" if seeds else "seeds: unknown",
-        f"data: {_data(settings) or 'unknown'}",
-    ]
-    if settings.get("description"):
-        facts.insert(1, f"description: {settings['description']}")
-    runs = settings.get("runs")
-    if isinstance(runs, dict):
-        line = f"runs: {runs.get('done', '?')} done of {runs.get('total', '?')}"
-        for key in ("failed", "missing"):
-            if runs.get(key):
-                line += f"; {key}: {', '.join(str(r) for r in runs[key])}"
-        facts.append(line)
-    for label in model_order(models):
-        info = models[label] if isinstance(models[label], dict) else {}
-        details = ", ".join(f"{key} {fmt.readable(info[key])}" for key in ("family", "level", "parameters")
-                            if key in info)
-        facts.append(f"model {label}: {details}" if details else f"model {label}")
-    if "created" in settings:
-        facts.append(f"created: {settings['created']}")
-    blocks.append(Bullets(facts))
-    blocks.append(Heading("Reduced settings (vs the paper)", 3))
-    blocks.append(Bullets([str(r) for r in reduced]) if reduced else Paragraph("None recorded."))
-    skipped = skipped_reasons(sources)
-    if skipped:
-        blocks += [Heading("Skipped analyses", 3), Bullets([f"{k}: {v}" for k, v in skipped.items()])]
-    notes = settings.get("notes")
-    if isinstance(notes, list) and notes:
-        blocks += [Heading("Notes", 3), Bullets([str(n) for n in notes])]
-    return blocks
-
-
-def headline_table(sources: Sources) -> list[Block]:
-    """Mean ± sd per model x headline metric, the paper's numbers beside (or why there is no table)."""
-    if "summary" in sources.problems:
-        return [_missing("results", sources, "summary")]
+def paper_numbers(sources: Sources) -> list[Block]:
+    """Ours beside each published number with its source (table, column, split) and the paper's provenance,
+    for the headline metrics the paper publishes for these models; nothing when it publishes none."""
+    paper = paper_of(sources.settings)
+    if paper is None or "summary" in sources.problems:
+        return []
     summary = sources.tables["summary"]
-    headline = tasks.headline_metrics()
+    data = data_text(sources.settings)
     present = list(dict.fromkeys(str(m) for m in summary["metric"]))
     # each headline metric, then its labelled variants (the same task on other corpora: ppl@gum, ...)
-    metrics = [m for h in headline
+    metrics = [m for h in tasks.headline_metrics()
                for m in sorted((m for m in present if tasks.unlabelled(m) == h), key=lambda m: m != h)]
-    if not metrics:
-        wanted = ", ".join(headline)
-        return [Paragraph(f"results: summary.csv has none of the headline metrics {wanted}.")]
     cells = {(r.metric, r.model): r for r in summary.itertuples(index=False)}
-    # models without any headline metric (e.g. the proposal parser) get no row
     models = [m for m in model_order(summary["model"].unique()) if any((x, m) in cells for x in metrics)]
-    data = _data(sources.settings)
-    paper = _paper(sources.settings)
-    n_seeds = len(sources.settings.get("seeds") or [])
+    published = [m for m in metrics if any(paper.numbers_for(model, m, data) for model in models)]
+    if not published:
+        return []
     header = ["model"]
-    columns = []
-    for metric in metrics:
-        with_paper = paper is not None and any(paper.numbers_for(m, metric, data) for m in models)
-        header.append(f"{metric_title(metric)}: ours")
-        if with_paper:
-            header.append(f"{metric_title(metric)}: {paper.column}")
-        columns.append((metric, with_paper))
+    for metric in published:
+        header += [f"{metric_title(metric)}: ours", f"{metric_title(metric)}: {paper.column}"]
     rows = []
     for model in models:
         row = [model]
-        for metric, with_paper in columns:
+        for metric in published:
             r = cells.get((metric, model))
-            if r is None:
-                row.append("—")
-            else:
-                n = f" (n={fmt.count(r.n)})" if not n_seeds or r.n != n_seeds else ""
-                row.append(fmt.mean_sd(r.mean, r.sd, percent_scale(metric)) + n)
-            if with_paper:
-                numbers = paper.numbers_for(model, metric, data)
-                row.append("; ".join(f"{p.text()} ({p.table}, {p.column.title}, {p.split})" for p in numbers)
-                           or "—")
+            row.append("—" if r is None else fmt.mean_sd(r.mean, r.sd, percent_scale(metric)))
+            row.append("; ".join(f"{p.text()} ({p.table}, {p.column.title}, {p.split})"
+                                 for p in paper.numbers_for(model, metric, data)) or "—")
         rows.append(row)
-    if paper is None:
-        return [Table(header, rows)]
     notes = [paper.provenance]
-    without = [metric_title(m) for m, with_paper in columns if not with_paper]
+    without = [metric_title(m) for m in metrics if m not in published]
     if without:
         notes.append(f"Not in the paper: {', '.join(without)}.")
-    return [Table(header, rows), *(Paragraph(n) for n in notes)]
+    return [Heading("The paper's published numbers"), Table(header, rows), *(Paragraph(n) for n in notes)]
 
 
 def all_metrics(sources: Sources) -> list[Block]:
     blocks: list[Block] = [Heading("All metrics (mean ± sd over seeds, 95% bootstrap CI)")]
     if "summary" in sources.problems:
-        return [*blocks, _missing("all metrics", sources, "summary")]
+        return [*blocks, missing("all metrics", sources, "summary")]
     summary = sources.tables["summary"]
     order = {m: i for i, m in enumerate(model_order(summary["model"].unique()))}
     rows = []
     for r in sorted(summary.itertuples(index=False), key=lambda r: (str(r.metric), order[r.model])):
         scale = percent_scale(str(r.metric))
-        ci_low, ci_high = getattr(r, "ci_low", math.nan), getattr(r, "ci_high", math.nan)
-        ci = "n/a"
-        if fmt.is_finite(ci_low):
-            ci = f"{fmt.fixed(fmt.scaled(ci_low, scale))} – {fmt.fixed(fmt.scaled(ci_high, scale))}"
+        ci = fmt.ci(getattr(r, "ci_low", None), getattr(r, "ci_high", None), scale) or "n/a"
         rows.append([metric_title(str(r.metric)), str(r.model), fmt.count(r.n), fmt.mean_sd(r.mean, r.sd, scale),
                      ci])
     return [*blocks, Table(["metric", "model", "n", "mean ± sd", "95% CI"], rows)]
 
 
+def all_metrics_brief(sources: Sources) -> list[Block]:
+    """The Markdown's: where the table of every metric is."""
+    if "summary" in sources.problems:
+        return [missing("all metrics", sources, "summary")]
+    summary = sources.tables["summary"]
+    return [Paragraph(f"{len(summary)} rows ({summary['metric'].nunique()} metrics x {summary['model'].nunique()} "
+                      "models, mean ± sd and the 95% bootstrap CI of each): report.html, and analysis/summary.csv "
+                      "(there SG and BLiMP as fractions, as measured).")]
+
+
+WELCH_HEADER = ["metric", "A", "B", "n A", "n B", "mean A", "mean B", "A − B", "t", "df", "p", "p adjusted", "note"]
+ALPHA = 0.05  # the Markdown's brief lists the tests whose adjusted p is below it
+
+
+def _welch_row(r: dict[str, Any]) -> list[str]:
+    scale = percent_scale(str(r["metric"]))
+    return [metric_title(str(r["metric"])), str(r["model_a"]), str(r["model_b"]), fmt.count(r.get("n_a")),
+            fmt.count(r.get("n_b")), fmt.fixed(fmt.scaled(r.get("mean_a"), scale)),
+            fmt.fixed(fmt.scaled(r.get("mean_b"), scale)), fmt.fixed(fmt.scaled(r.get("diff"), scale)),
+            fmt.general(r["t"]), fmt.general(r["df"]), fmt.p_value(r["p"]), fmt.p_value(r["p_adjusted"]),
+            fmt.text(r.get("note"))]
+
+
+def _welch_records(sources: Sources) -> tuple[list[Block], list[dict[str, Any]], list[dict[str, Any]]]:
+    """(the correction's paragraph, the tested pairs, the pairs scored on different items) of welch.csv."""
+    table = sources.tables["welch"]
+    corrections = sorted({fmt.text(c) for c in table.get("correction", [])} - {""})
+    intro: list[Block] = [Paragraph(f"Adjusted p-values: {', '.join(corrections)} correction over the whole "
+                                    "table.")] if corrections else []
+    records = table.to_dict("records")
+    apart = [r for r in records if fmt.text(r.get("note")).startswith(NOT_COMPARED)]
+    return intro, [r for r in records if r not in apart], apart
+
+
 def welch(sources: Sources) -> list[Block]:
     blocks: list[Block] = [Heading("Welch's t-tests between models (two-sided, over seeds)")]
     if "welch" in sources.problems:
-        return [*blocks, _missing("Welch tests", sources, "welch")]
-    table = sources.tables["welch"]
-    corrections = sorted({fmt.text(c) for c in table.get("correction", [])} - {""})
-    if corrections:
-        blocks.append(Paragraph(f"Adjusted p-values: {', '.join(corrections)} correction over the whole "
-                                "table."))
-    records = table.to_dict("records")
-    apart = [r for r in records if fmt.text(r.get("note")).startswith(NOT_COMPARED)]
+        return [*blocks, missing("Welch tests", sources, "welch")]
+    intro, tested, apart = _welch_records(sources)
+    blocks += intro
     if apart:
         pairs = "; ".join(f"{metric_title(str(r['metric']))}: {r['model_a']} – {r['model_b']}" for r in apart)
         blocks.append(Paragraph("Only models scored on the same items are tested (same corpus, level and item "
                                 "count; for the validation loss, the same validation tokens). Not tested, "
                                 f"scored on different items (welch.csv says on what): {pairs}."))
-    rows = []
-    for r in (r for r in records if r not in apart):
-        scale = percent_scale(str(r["metric"]))
-        rows.append([
-            metric_title(str(r["metric"])), str(r["model_a"]), str(r["model_b"]),
-            fmt.count(r.get("n_a")), fmt.count(r.get("n_b")),
-            fmt.fixed(fmt.scaled(r.get("mean_a"), scale)), fmt.fixed(fmt.scaled(r.get("mean_b"), scale)),
-            fmt.fixed(fmt.scaled(r.get("diff"), scale)), fmt.general(r["t"]), fmt.general(r["df"]),
-            fmt.p_value(r["p"]), fmt.p_value(r["p_adjusted"]), fmt.text(r.get("note")),
-        ])
-    header = ["metric", "A", "B", "n A", "n B", "mean A", "mean B", "A − B", "t", "df", "p", "p adjusted",
-              "note"]
-    return [*blocks, Table(header, rows)]
+    return [*blocks, Table(WELCH_HEADER, [_welch_row(r) for r in tested])]
 
 
-def claims(sources: Sources) -> list[Block]:
-    """Each paper's claimed directions whose models this experiment has, checked on our seeds (``claims.csv``);
-    nothing for an experiment without such a pair."""
-    heading = Heading("The papers' claims, checked on these runs")
-    if "claims" in sources.problems:
-        return [heading, Paragraph(f"claims: {sources.problems['claims']}.")]
-    if "claims" not in sources.tables:
-        return []
-    table = sources.tables["claims"]
-    corrections = sorted({fmt.text(c) for c in table.get("correction", [])} - {""})
-    alphas = sorted({fmt.general(a) for a in table.get("alpha", [])} - {"n/a"})
-    rows = []
-    for r in table.to_dict("records"):
-        scale = percent_scale(str(r["metric"]))
-        rows.append([
-            fmt.text(r["paper"]), fmt.text(r["claim"]), metric_title(str(r["metric"])), _claim_where(r),
-            f"{fmt.general(r['published_better'])} vs {fmt.general(r['published_worse'])}",
-            f"{fmt.general(fmt.scaled(r['mean_better'], scale))} vs "
-            f"{fmt.general(fmt.scaled(r['mean_worse'], scale))}",
-            fmt.p_value(r["p"]), fmt.p_value(r["p_adjusted"]), fmt.text(r["verdict"]),
-        ])
-    correction = f"{', '.join(corrections)} correction" if corrections else "correction"
-    alpha = " / ".join(alphas) or "alpha"
-    return [heading, Paragraph(
-        "Each direction a paper states between two of its models, wherever this experiment has both: the "
-        "paper's numbers (its scale and data, its units), our means over seeds, the two-sided Welch test and "
-        f"its p-value with the {correction} over these claims only (they are planned comparisons). "
-        f"Verdicts: holds (ordered as claimed, adjusted p < {alpha}), same or opposite direction without "
-        "significance, equal means, reversed (significantly the other way), or not tested (and why: for "
-        "the claims of this experiment's own paper, also a model or metric the experiment does not have). A "
-        "claim with <= or >= says only that the second model is no better: it holds unless the second is "
-        "significantly better. An SG claim compares our numbers on one suite set, named beside the paper's."),
-        Table(["paper", "claim", "metric", "where", "paper's", "ours", "p", "p adjusted", "verdict"], rows),
-        Bullets([f"{fmt.text(r['claim'])} ({fmt.text(r['where'])}): {fmt.text(r['statement'])}"
-                 for r in table.drop_duplicates(["claim", "where"]).to_dict("records")])]
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
-def _claim_where(row: dict[str, Any]) -> str:
-    """The claim's section and table, with the SG suite sets: ours, and those of the paper's two numbers."""
-    ours, published = fmt.text(row.get("suite_set")), fmt.text(row.get("published_suite_sets"))
-    where = fmt.text(row["where"])
-    return f"{where}; suites: ours {ours}, paper's {published}" if ours else where
+def welch_brief(sources: Sources) -> list[Block]:
+    """The Markdown's: the tests significant after the correction (every test: report.html, welch.csv)."""
+    if "welch" in sources.problems:
+        return [missing("Welch tests", sources, "welch")]
+    intro, tested, apart = _welch_records(sources)
+    significant = [r for r in tested if fmt.is_finite(r["p_adjusted"]) and r["p_adjusted"] < ALPHA]
+    what = f"{_count(len(tested), 'test')}, {len(significant) or 'none'} with an adjusted p below {ALPHA:g}"
+    untested = (f" ({_count(len(apart), 'pair')} scored on different items {'is' if len(apart) == 1 else 'are'} "
+                "not tested)") if apart else ""
+    shown = "; those" if significant else ""
+    blocks = [*intro, Paragraph(f"{what}{untested}{shown}; every test: report.html and analysis/welch.csv.")]
+    return blocks + ([Table(WELCH_HEADER, [_welch_row(r) for r in significant])] if significant else [])
 
 
 def variance(sources: Sources) -> list[Block]:
     blocks: list[Block] = [Heading("Seed-level vs item-level variance")]
     if "variance" in sources.problems:
-        return [*blocks, _missing("variance components", sources, "variance")]
+        return [*blocks, missing("variance components", sources, "variance")]
     table = sources.tables["variance"]
     blocks.append(Paragraph(
         "seed_sd: sd over seeds of each seed's score on the same items (training randomness); item_se: "
@@ -282,6 +175,15 @@ def variance(sources: Sources) -> list[Block]:
                 row.append(fmt.text(value))
         rows.append(row)
     return [*blocks, Table(columns, rows)]
+
+
+def variance_brief(sources: Sources) -> list[Block]:
+    """The Markdown's: what the table is and where (report.html, variance.csv)."""
+    blocks = variance(sources)[1:]
+    if "variance" in sources.problems:
+        return blocks
+    return [blocks[0], Paragraph(f"{len(sources.tables['variance'])} rows (task x model): report.html and "
+                                 "analysis/variance.csv (there SG and BLiMP as fractions, as measured).")]
 
 
 def regression(name: str, result: Any) -> list[Block]:
@@ -342,7 +244,7 @@ def regression(name: str, result: Any) -> list[Block]:
 def regressions(sources: Sources) -> list[Block]:
     blocks: list[Block] = [Heading("Regressions of log-probability differences (TG §4.2)")]
     if sources.regressions is None:
-        return [*blocks, _missing("regressions", sources, "regressions")]
+        return [*blocks, missing("regressions", sources, "regressions")]
     if not sources.regressions:
         return [*blocks, Paragraph("regressions: regressions.json lists no regression.")]
     for name, result in sources.regressions.items():
@@ -355,7 +257,7 @@ def regressions(sources: Sources) -> list[Block]:
 def mdl(sources: Sources) -> list[Block]:
     blocks: list[Block] = [Heading("MDL probing: online code length (TG §4.3, Voita & Titov 2020)")]
     if "mdl" in sources.problems:
-        return [*blocks, _missing("MDL probing", sources, "mdl")]
+        return [*blocks, missing("MDL probing", sources, "mdl")]
     table = sources.tables["mdl"]
     blocks.append(Paragraph(
         "Online code length in kbits (bits, not nats; lower is better) and compression = uniform / online "
@@ -393,20 +295,25 @@ def mdl(sources: Sources) -> list[Block]:
 
 
 def scoring(sources: Sources) -> list[Block]:
-    """How each number was scored (exact, gold trees, proposals, beam, their union) and, where one model's
-    task was scored by several methods (labelled entries), how far each is from its gold-tree value."""
+    """How each number was scored (exact, gold trees, proposals, beam, their union; one row per evaluation and
+    method with its models) and, where one model's task was scored by several methods (labelled entries), how
+    far each is from its gold-tree value."""
     scoring = sources.settings.get("scoring") or {}
     if not scoring:
         return []
     order = model_order({m for by_model in scoring.values() for m in by_model})
-    rows = [[folder, model, "; ".join(fmt.text(e.get("description")) for e in scoring[folder][model])]
-            for folder in sorted(scoring) for model in order if model in scoring[folder]]
+    grouped: dict[tuple[str, str], list[str]] = {}  # (evaluation, description) -> its models
+    for folder in sorted(scoring):
+        for model in (m for m in order if m in scoring[folder]):
+            described = "; ".join(fmt.text(e.get("description")) for e in scoring[folder][model])
+            grouped.setdefault((folder, sources.local(described)), []).append(model)
+    rows = [[folder, ", ".join(models), described] for (folder, described), models in grouped.items()]
     blocks: list[Block] = [
         Heading("How each number was scored"),
         Paragraph("String models' numbers are exact. Joint models' perplexities are upper bounds (log p(x) >= log "
                   "Σ over a set of trees of p(x, y)): the more of the probability mass the set holds, the tighter; "
                   "a union of a beam's trees and proposals is never looser than either."),
-        Table(["evaluation", "model", "method"], rows),
+        Table(["evaluation", "models", "method"], rows),
     ]
     cells = {}
     if "summary" not in sources.problems:
@@ -421,16 +328,16 @@ def scoring(sources: Sources) -> list[Block]:
             used = [(f, scoring[f][model][0]["method"]) for f in folders if len(scoring[f].get(model, [])) == 1]
             if len({method for _, method in used}) < 2:
                 continue
-            gold = next((cells.get((_labelled_metric(metric, f), model)) for f, method in used if method == "gold"),
+            gold = next((cells.get((labelled_metric(metric, f), model)) for f, method in used if method == "gold"),
                         None)
             for folder, method in used:
-                r = cells.get((_labelled_metric(metric, folder), model))
+                r = cells.get((labelled_metric(metric, folder), model))
                 if r is None:
                     continue
                 gap = "—"
                 if gold is not None and method != "gold" and fmt.is_finite(gold.mean) and gold.mean:
-                    gap = f"{100 * (r.mean - gold.mean) / abs(gold.mean):+.1f} %"
-                tight.append([model, metric_title(_labelled_metric(metric, folder)), method,
+                    gap = fmt.signed_percent(100 * (r.mean - gold.mean) / abs(gold.mean))
+                tight.append([model, metric_title(labelled_metric(metric, folder)), method,
                               fmt.mean_sd(r.mean, r.sd, percent_scale(metric)), gap])
     if tight:
         blocks += [Heading("One task, several methods", 3),
@@ -440,14 +347,8 @@ def scoring(sources: Sources) -> list[Block]:
     return blocks
 
 
-def _labelled_metric(metric: str, folder: str) -> str:
-    """The name of a task's ``metric`` in the results of its (possibly labelled) folder: ``ppl@gold``."""
-    return tasks.labelled(metric, folder.split(tasks.LABEL_SEPARATOR, 1)[1] if tasks.LABEL_SEPARATOR in folder
-                          else None)
-
-
 KNOWN_FIGURES = (fig.DISTRIBUTIONS, fig.SG_CIRCUITS, fig.REGRESSION_COEFFICIENTS, fig.MDL_CODE_LENGTH,
-                 fig.MDL_COMPRESSION, *comparison_section.FIGURES)
+                 fig.MDL_COMPRESSION, *comparison_section.FIGURES, learning_curves_section.LEARNING_CURVES)
 
 
 def proposals(sources: Sources) -> list[Block]:
@@ -473,49 +374,62 @@ def proposals(sources: Sources) -> list[Block]:
     ]
 
 
-def other_figures(sources: Sources) -> list[Block]:
+def figures(sources: Sources) -> list[Block]:
+    """SG per circuit, why a key figure was not written, any other figure, and the figures' notes."""
+    blocks: list[Block] = [Heading("More figures")]
+    blocks += figure_block(sources, fig.SG_CIRCUITS, "SG score per circuit, mean over seeds ± sd (cf. TG Fig. 4).")
+    for stem, caption in headline_section.KEY_FIGURES:  # not written: why, where the analysis said why
+        if not written(sources, stem) and any(note.startswith(stem) for note in why_not_written(sources)):
+            blocks += figure_block(sources, stem, caption)
     folder = sources.analysis_dir / "figures"
     pngs = folder.glob("*.png") if folder.is_dir() else []
-    others = sorted(p.stem for p in pngs if p.stem not in KNOWN_FIGURES)
-    blocks: list[Block] = []
-    if others:
-        blocks.append(Heading("Other figures"))
-        for stem in others:
-            blocks += figure_block(sources, stem, stem)
+    for stem in sorted(p.stem for p in pngs if p.stem not in KNOWN_FIGURES):
+        blocks += figure_block(sources, stem, stem)
     if sources.figure_notes:
         blocks += [Heading("Figure notes", 3), Bullets(sources.figure_notes)]
     return blocks
 
 
-def results(sources: Sources) -> list[Block]:
-    beside = "" if _paper(sources.settings) is None else " beside the paper's published numbers"
-    return [
-        Heading(f"Results (mean ± sd over seeds){beside}"),
-        *headline_table(sources),
-        *figure_block(sources, fig.DISTRIBUTIONS, "Metrics over seeds per model (cf. TG Fig. 3)."),
-        *figure_block(sources, fig.SG_CIRCUITS, "SG score per circuit, mean over seeds ± sd (cf. TG Fig. 4)."),
-    ]
-
-
-SECTIONS = (
-    ("headline", headline), ("results", results), ("comparison", comparison_section.comparison),
-    ("claims", claims), ("all metrics", all_metrics), ("Welch tests", welch),
-    ("variance components", variance), ("regressions", regressions), ("MDL probing", mdl),
-    ("scoring methods", scoring), ("proposal sets", proposals), ("other figures", other_figures),
+Section = Callable[[Sources], list[Block]]
+TOP: tuple[tuple[str, Section], ...] = (
+    ("headline", headline_section.headline), ("results", headline_section.results),
+    ("claims", claims_section.verdicts), ("key figures", headline_section.key_figures),
+)
+# (name, section, the Markdown's brief or None): each section's first block is its heading
+FOLDED: tuple[tuple[str, Section, Section | None], ...] = (
+    ("setup", setup_section.setup, None), ("paper's numbers", paper_numbers, None),
+    ("comparison", comparison_section.comparison, None),
+    ("claims checked", claims_section.details, claims_section.details_brief),
+    ("all metrics", all_metrics, all_metrics_brief), ("Welch tests", welch, welch_brief),
+    ("variance components", variance, variance_brief), ("regressions", regressions, None), ("MDL probing", mdl, None),
+    ("learning curves", learning_curves_section.learning_curves, None),
+    ("scoring methods", scoring, None), ("proposal sets", proposals, None), ("figures", figures, None),
 )
 
 
+def _failed(name: str, error: Exception) -> Paragraph:
+    return Paragraph(f"{name}: could not be rendered: {type(error).__name__}: {error}.")
+
+
 def build_report(sources: Sources) -> list[Block]:
-    """The report as blocks, in reading order.
+    """The report as blocks, in reading order: the first screen, then one ``Folded`` per further section.
 
     A file whose columns are right but whose values are not (text where numbers belong) must not cost the
     whole report: its section says it could not be rendered and why, and the other sections follow.
     """
     blocks: list[Block] = []
-    for name, section in SECTIONS:
+    for name, section in TOP:
         try:
             blocks += section(sources)
         except (TypeError, ValueError, KeyError, AttributeError) as error:
-            blocks.append(Paragraph(f"{name}: could not be rendered: {type(error).__name__}: {error}."))
+            blocks.append(_failed(name, error))
+    for name, section, brief in FOLDED:
+        try:
+            found = section(sources)
+            if not found:
+                continue
+            heading, *rest = found
+            blocks.append(Folded(heading.text, rest, None if brief is None else brief(sources)))
+        except (TypeError, ValueError, KeyError, AttributeError) as error:
+            blocks.append(Folded(name, [_failed(name, error)]))
     return blocks
-

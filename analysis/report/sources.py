@@ -29,6 +29,15 @@ class Sources:
     figure_notes: list[str] = field(default_factory=list)
     problems: dict[str, str] = field(default_factory=dict)
 
+    def local(self, text: str) -> str:
+        """``text`` with the experiment folder's absolute path left out: a proposal file is named from the
+        experiment folder (``proposals/PARSER_RUN/SET.jsonl``), as the report's reader finds it beside the
+        report, not from this machine's root."""
+        experiment = self.analysis_dir.parent
+        for prefix in dict.fromkeys((str(experiment.resolve()), str(experiment.absolute()))):
+            text = text.replace(prefix + "/", "")
+        return text
+
 
 CSV_COLUMNS = {
     "summary": ("metric", "model", "n", "mean", "sd"),

@@ -1,9 +1,10 @@
 """``synbench evaluate EXPERIMENT``: run the spec's ``evaluations:`` on every finished run.
 
 First the proposal trees each evaluation needs (drawn once per sentence set by the spec's proposal parser),
-then one ``synbench eval`` per (evaluation, run) into ``RUN/eval/NAME``, on the chosen executor. Finished
-evaluations are skipped, interrupted ones resume from their item cache. ``synbench aggregate`` and
-``synbench analyze`` read the results.
+then one ``synbench eval`` per (evaluation, run) into ``RUN/eval/NAME`` (with ``--checkpoints all`` also per
+checkpoint kept over training, ``train.keep_every``, into ``RUN/steps/step-NNNNNN/eval/NAME``), on the chosen
+executor. Finished evaluations are skipped, interrupted ones resume from their item cache. ``synbench
+aggregate`` and ``synbench analyze`` read the results.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import sys
 from experiments.cli_options import add_device_argument, checked_device, positive_int
 from experiments.commands import add_experiment_arguments
 from experiments.evaluate.scorers.stacked import MODES
+from experiments.runs import EVALUATED_CHECKPOINTS
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -28,6 +30,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="in a group, the seeds of one evaluation that score the same inputs (exact, gold, proposal "
                         "trees) share one vmapped forward (experiments/evaluate/scorers/stacked.py); auto: on "
                         "CUDA only (default)")
+    p.add_argument("--checkpoints", choices=EVALUATED_CHECKPOINTS, default="best",
+                   help="best: each run's best.ckpt (default); all: also every checkpoint it kept over training "
+                        "(train.keep_every), into RUN/steps/step-NNNNNN/eval, which the report draws against the step")
     p.set_defaults(func=run)
 
 
@@ -40,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     spec = load_spec(args.experiment)
     failed = evaluate_stage(spec, runs_root(args.runs_dir), args.seeds, args.executor, args.data_dir,
                             device=args.device, seeds_per_process=args.seeds_per_process,
-                            stacked_scoring=args.stacked_scoring)
+                            stacked_scoring=args.stacked_scoring, checkpoints=args.checkpoints)
     for stage, keys in failed.items():
         if keys:
             print(f"synbench: {stage}: {len(keys)} task(s) failed: {', '.join(keys)}", file=sys.stderr)

@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from experiments.evaluate.results import canonical_hash
-from experiments.evaluate.scorers import HF_PREFIX
+from experiments.evaluate.scorers import HF_PREFIX, hub
+from experiments.runs import runs_root
 from lightning_modules.data.atomic import atomic_write_text
 from lightning_modules.errors import InputError
 
@@ -35,8 +36,13 @@ Record = dict[str, Any]
 
 
 def run_dir_of(model_path: str | Path) -> Path:
-    """``RUN`` for ``RUN/checkpoints/X.ckpt``; ``DIR`` for an ``hf:DIR`` model; otherwise the model file's folder."""
+    """``RUN`` for ``RUN/checkpoints/X.ckpt``; ``DIR`` for an ``hf:DIR`` model; ``RUNS/hub/ORG--NAME`` for a Hub
+    model ``hf:ORG/NAME@REV`` (never the shared Hugging Face cache; the identity's commit tells revisions
+    apart); otherwise the model file's folder."""
     if str(model_path).startswith(HF_PREFIX):
+        model = hub.hub_model(str(model_path))
+        if model is not None:
+            return runs_root() / "hub" / model.repo.replace("/", "--")
         return Path(str(model_path).removeprefix(HF_PREFIX)).resolve()
     parent = Path(model_path).resolve().parent
     return parent.parent if parent.name == "checkpoints" else parent

@@ -3,10 +3,11 @@
 A model source is a checkpoint (``synbench train``; its family adapter builds the scorer), an n-gram baseline
 (the JSON file of ``scorers/ngram.py``'s ``save``) or ``hf:DIR``, a causal LM saved locally with
 ``transformers`` (``scorers/hf.py``: exact, on raw text through its own tokenizer, as minicons or lm-eval build
-its inputs: ``--hf-convention``). The method defaults to
-the family's first (``exact`` for string models, ``beam`` for joint sentence-level models); ``proposals``
-takes a proposal file (``--proposals``) or the built-in parser (``--parser``). A method option left unset
-(``-n``, ``--beam``, ...) takes the default the family's method declares (``adapter.Method``).
+its inputs: ``--hf-convention``), or ``hf:ORG/NAME@REV``, one in the local Hugging Face cache
+(``scorers/hub.py``). The method defaults to the family's first (``exact`` for string models, ``beam`` for
+joint sentence-level models); ``proposals`` takes a proposal file (``--proposals``) or the built-in parser
+(``--parser``). A method option left unset (``-n``, ``--beam``, ...) takes the default the family's method
+declares (``adapter.Method``).
 Everything that changes a number (method, N, beam widths, the proposal source's sha256) goes into the
 evaluation's ``settings`` and task identity, and a one-line description goes into its headline. A checkpoint's
 settings also record ``stacked_scoring``: whether its seed stack scored it (``scorers/stacked.py``; float
@@ -51,8 +52,9 @@ def add_arguments(p: argparse.ArgumentParser, methods: Sequence[str] = ("exact",
     models, ``eval pairs FILE MODEL...``); ``results``: also ``--out DIR``, ``--data-dir`` and ``--json``."""
     p.add_argument("checkpoint", nargs="*" if several_models else "?" if model_optional else None,
                    metavar="MODEL" if several_models else None,
-                   help="checkpoint (RUN/checkpoints/best.ckpt), n-gram model (.json) or hf:DIR (a local "
-                        "transformers causal LM with its tokenizer)")
+                   help="checkpoint (RUN/checkpoints/best.ckpt), n-gram model (.json), hf:DIR (a local "
+                        "transformers causal LM with its tokenizer) or hf:ORG/NAME@REV (one in the local Hugging "
+                        "Face cache)")
     if len(methods) > 1:
         p.add_argument("--method", choices=list(methods),
                        help="exact (string models, the default for them), gold (joint models on gold trees), "

@@ -8,13 +8,16 @@ import json
 import pandas as pd
 import pytest
 
+from analysis import comparison_figures
 from analysis.comparison import GOLD_GAP, GOLD_STRUCTURE, GOLD_WORDS, comparison_table
 from analysis.comparison_figures import (
     BLIMP_PHENOMENON_HEATMAP,
     SG_CIRCUIT_HEATMAP,
     SG_VS_PPL,
+    place_labels,
     write_comparison_figures,
 )
+from analysis.figures import _new_figure
 
 PPL = {("joint", 0): 80.0, ("joint", 1): 90.0, ("string", 0): 100.0, ("string", 1): 104.0}
 
@@ -74,3 +77,31 @@ def test_figures_sg_against_perplexity_and_the_heat_maps(tmp_path):
     out = write_comparison_figures(one[~one["metric"].str.startswith("blimp")], tmp_path / "one")
     assert out.notes == [f"{SG_VS_PPL}: fewer than two models have both ppl and sg, no figure",
                          f"{BLIMP_PHENOMENON_HEATMAP}: no blimp.phenomenon.* metrics in the table, no figure"]
+
+
+def test_the_labels_of_sg_against_perplexity_overlap_neither_each_other_nor_the_points(tmp_path, monkeypatch):
+    """The compare demo's crowd: two models on one point (their bounds of 4.7e32), three within a pixel of each
+    other, the rest packed at perplexity ~5000; each label stays inside the axes."""
+    points = {"tg": (4.72e32, 33.87), "txl-trees": (4.63e32, 33.87), "palm-u": (4618.0, 6.45),
+              "palm-s": (4618.0, 6.45), "palm-rb": (4675.0, 6.45), "awd-lstm": (4697.0, 11.29),
+              "pushdown": (9420.0, 11.29), "esom": (4248.0, 14.52), "dsom": (4737.0, 22.58),
+              "base-lm": (6063.0, 22.58), "hf-scratch": (5167.0, 20.97), "txl-terminals": (9143.0, 25.81)}
+    fig = _new_figure(7.0, 4.2)
+    ax = fig.add_subplot()
+    ax.scatter([x for x, _ in points.values()], [y for _, y in points.values()])
+    ax.set_xscale("log")
+    boxes = place_labels(ax, list(points.values()), list(points))
+    frame = ax.get_window_extent()
+    assert len(boxes) == len(points)
+    assert not [(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1:] if a.overlaps(b)]
+    assert all(frame.x0 <= b.x0 and b.x1 <= frame.x1 and frame.y0 <= b.y0 and b.y1 <= frame.y1 for b in boxes)
+    centres = ax.transData.transform(list(points.values()))
+    assert not any(b.contains(x, y) for b in boxes for x, y in centres)
+    # the figure itself places its labels so
+    saved = {}
+    monkeypatch.setattr(comparison_figures, "_save", lambda fig, out_dir, name: saved.setdefault(name, fig) and [])
+    long = pd.DataFrame([{"model": m, "family": m, "seed": 0, "metric": metric, "value": v}
+                         for m, (ppl, sg) in points.items() for metric, v in (("ppl", ppl), ("sg", sg / 100))])
+    comparison_figures.sg_vs_ppl(long, tmp_path)
+    texts = saved[SG_VS_PPL].axes[0].texts
+    assert sorted(t.get_text() for t in texts) == sorted(points)

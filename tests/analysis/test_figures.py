@@ -82,12 +82,23 @@ def test_single_seed_gets_points_without_a_box_and_models_in_the_paper_order(tmp
     ppl, sg = saved[figures.DISTRIBUTIONS].axes[:2]
     assert [t.get_text() for t in sg.get_xticklabels()] == ["tg", "txl-trees", "txl-terminals"]
     assert [t.get_text() for t in ppl.get_xticklabels()] == ["tg", "txl-terminals"]
+    assert ppl.get_yscale() == "log" and sg.get_yscale() == "linear"  # perplexities span orders of magnitude
     assert len(sg.lines) == 0 and len(sg.collections) == 3  # one scatter per model, no box lines
     tg_sg = long[(long["model"] == "tg") & (long["metric"] == "sg")]["value"].iloc[0]
     assert sg.collections[0].get_offsets()[0][1] == pytest.approx(100 * tg_sg)  # fractions in percent
     saved.clear()
     figures.seed_distributions(long_table(seeds=3, metrics={"sg": 0.7}), ["sg"], tmp_path)
     assert len(saved[figures.DISTRIBUTIONS].axes[0].lines) > 0  # boxes from 2 seeds on
+
+
+def test_the_models_without_a_metric_are_one_note(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(figures, "_save", lambda fig, out_dir, name: [])
+    long = long_table(seeds=1, metrics={"sg": 0.7, "ppl": 60.0})
+    out = figures.seed_distributions(long[~((long["model"] != "tg") & (long["metric"] == "ppl"))], None, tmp_path)
+    assert [n for n in out.notes if "'ppl'" in n] == [
+        "metric_distributions: no 'ppl' values for models 'txl-trees', 'txl-terminals'"]
+    assert figures.is_perplexity("ppl@gold-tree") and figures.is_perplexity("val_ppl")
+    assert not figures.is_perplexity("ppl_gold_gap") and not figures.is_perplexity("sg")
 
 
 def test_missing_tables_and_metrics_are_notes_not_errors(tmp_path) -> None:

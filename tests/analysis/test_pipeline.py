@@ -97,7 +97,10 @@ def experiment(tmp_path):
         level = run.config["data"].get("level", "sentence")
         if run.family != "proposal-parser":
             _results(folder, run.model, run.family, run.seed, level)
-        write_done(folder, {"best_val_loss": 2.0 + run.seed, "family": run.family, "seed": run.seed})
+        # txl-terminals' seed 0 predicts its validation tokens worse than a uniform guess: it did not converge
+        worse = run.model == "txl-terminals" and run.seed == 0
+        write_done(folder, {"best_val_loss": 2.0 + run.seed, "family": run.family, "seed": run.seed,
+                            "val_token_ppl": 6000.0 if worse else 50.0, "vocab_size": 5000})
     return spec, root
 
 
@@ -136,6 +139,8 @@ def test_analyze_writes_every_table(experiment):
 
     settings = json.loads((out / "settings.json").read_text())
     assert settings["seeds"] == [0, 1, 2] and "probing" in settings["skipped"]
+    assert settings["not_converged"] == {
+        "txl-terminals": "validation perplexity per token above the vocabulary size (seed 0: 6000 > 5000)"}
     assert any(line.startswith("3 seeds per model (full protocol: 100)") for line in settings["reduced"])
     assert any(line.startswith("evaluation ppl:") and "n 5 (full protocol: 300)" in line
                for line in settings["reduced"])
@@ -155,6 +160,7 @@ def test_report_and_headline_table(experiment):
     table = headline_table(root / spec.name / "analysis")
     assert "| TG |" in table or "| tg |" in table
     assert "perplexity (test)" in table and "100 seeds" in table
+    assert "| txl-terminals ✗ | " in table and "✗ the model did not converge" in table  # settings.json's record
 
 
 def test_cli_analyze_and_report(experiment, capsys):

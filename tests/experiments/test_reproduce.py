@@ -113,8 +113,10 @@ def test_tiny_pipeline_end_to_end(tmp_path, tiny_treebank, prepared_data_dir, mo
     assert "compose" in (analysis / "mdl.csv").read_text()
     text = outcome.report_md.read_text()
     assert "2 seeds per model (full protocol: 100)" in text
-    # how each number was scored, and the union's bound beside the gold-tree value of the same sentences
-    assert "| ppl | tg | union of the beam's trees (beam 4/2, &lt;= 8 actions per word) and N = 2 proposals" in text
+    # how each number was scored (one row per evaluation and method, with its models), and the union's bound
+    # beside the gold-tree value of the same sentences
+    union = "union of the beam's trees (beam 4/2, <= 8 actions per word) and N = 2 proposals"
+    assert any(line.startswith("| ppl | tg") and f" | {union}" in line for line in text.splitlines())
     assert "| ppl | txl-terminals | exact |" in text and "| ppl@gold | tg | gold trees" in text
     assert "| tg | perplexity (test) | beam |" in text and "| tg | perplexity (test) on gold | gold |" in text
     # resuming: nothing is trained, proposed or evaluated again (every file of every run left untouched)
@@ -183,7 +185,7 @@ def test_palm_demo_end_to_end(tmp_path, prepared_data_dir, monkeypatch, capsys):
     for model in ("palm-u", "palm-s", "palm-rb", "palm-u-init"):
         assert f"\nunsupervised_f1,{model}," in summary and f"\nsplits.left,{model}," in summary
     assert "2 seeds per model (full protocol: 3)" in text and "Paper numbers: Peng, Schwartz and Smith (2019)" in text
-    assert "palm-u: data.corpus ptb-sample (full protocol: ptb)" in text
+    assert "| data.corpus | ptb-sample | ptb | every model |" in text  # the reduced settings' table
     # like with like: our awd-lstm (no finetuning) beside Merity et al.'s number without finetuning, PaLM-U its own
     assert "58.8 (Merity et al. 2018 Table 1, PTB perplexity (test), test)" in text
     assert "56.4 (Table 1, PTB perplexity (test), test)" in text

@@ -9,7 +9,8 @@ import torch
 
 from experiments.checkpoints import read_checkpoint
 from experiments.cli import main
-from experiments.config import resolve_train_config
+from experiments.config import config_hash, resolve_train_config, run_id
+from experiments.runs import kept_checkpoints
 from experiments.train import train, trainer_schedule
 from lightning_modules.data.tree import read_bracketed, to_bracketed
 from lightning_modules.errors import InputError
@@ -70,6 +71,33 @@ def test_resume_mid_epoch_reproduces_uninterrupted_run(tmp_path, small_treebank)
     assert len(train_losses(tmp_path / "full")) == 12
     assert resumed["best_val_loss"] == reference["best_val_loss"]
     assert resumed["val_token_nll"] == reference["val_token_nll"]
+
+
+def test_keep_every_keeps_a_checkpoint_every_n_steps_through_a_resume(tmp_path, small_treebank, capsys):
+    """Steps 3, 6, 9 (never step 0, once per step however many batches it accumulates), whole checkpoints
+    equal to an uninterrupted run's after a kill at step 4; part of the run id only when set."""
+    keep = ["train.accumulate=2", "train.val_every=4", "train.ckpt_every=4", "train.keep_every=3"]
+    full = config("txl-terminals", small_treebank, "train.max_steps=9", *keep)
+    train(full, seed=2, run_dir=tmp_path / "full")
+    part = config("txl-terminals", small_treebank, "train.max_steps=4", *keep)  # killed after last.ckpt at 4
+    train(part, seed=2, run_dir=tmp_path / "resumed")
+    assert list(kept_checkpoints(tmp_path / "resumed")) == [3]
+    (tmp_path / "resumed" / "DONE").unlink()
+    train(full, seed=2, run_dir=tmp_path / "resumed")
+    kept = kept_checkpoints(tmp_path / "resumed")
+    assert list(kept) == list(kept_checkpoints(tmp_path / "full")) == [3, 6, 9]
+    for step, path in kept.items():
+        ours, theirs = read_checkpoint(path, "txl-terminals"), read_checkpoint(tmp_path / "full" / path.relative_to(
+            tmp_path / "resumed"))
+        assert ours["global_step"] == step and "optimizer_states" in ours and ours["synbench"]["seed"] == 2
+        assert all(torch.equal(value, theirs["state_dict"][key]) for key, value in ours["state_dict"].items())
+    unset = config("txl-terminals", small_treebank)
+    assert unset["train"]["keep_every"] is None and run_id(unset, 0) != run_id(full, 0)
+    assert config_hash(unset) == config_hash({**unset, "train": {k: v for k, v in unset["train"].items()
+                                                                 if k != "keep_every"}})  # earlier ids stay
+    for value, message in (("0", "0 is out of range [1, inf)"), ("2.5", "expected an integer or null, got 2.5")):
+        assert main(["train", "tg", f"train.keep_every={value}"]) == 2
+        assert capsys.readouterr().err == f"synbench: error: train.keep_every: {message}\n"
 
 
 def test_same_seed_same_metrics_different_seed_differs(tmp_path, small_treebank):

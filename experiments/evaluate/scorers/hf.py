@@ -64,7 +64,7 @@ import torch
 from experiments.evaluate.results import file_sha256
 from experiments.evaluate.scorer import Convention, SentenceScore, Text, check_sentences, text_of_words
 from experiments.evaluate.scorers import HF_CONVENTIONS as CONVENTIONS
-from experiments.evaluate.scorers import HF_PREFIX
+from experiments.evaluate.scorers import HF_PREFIX, hub
 from experiments.evaluate.word_prob import WORD_PROBS, check, corrected_word_logprobs, describe
 from lightning_modules.errors import InputError
 
@@ -83,11 +83,15 @@ Window = tuple[list[int], list[int]]
 
 def load(source: str, device: str = "cpu", precision: str = "float32", batch_size: int = 16,
          convention: str = CONVENTIONS[0], word_prob: str = WORD_PROBS[0]) -> HFScorer:
-    """The Scorer of ``hf:PATH`` (or a bare PATH) under ``convention`` (``minicons`` or ``lm-eval``), with
-    words' probabilities by ``word_prob`` (``sum-pieces`` or ``corrected``); every problem is an ``InputError``
-    at the folder."""
+    """The Scorer of ``hf:PATH`` (or a bare PATH; or ``hf:ORG/NAME[@REVISION]`` from the local Hugging Face cache,
+    ``scorers/hub.py``) under ``convention`` (``minicons`` or ``lm-eval``), with words' probabilities by
+    ``word_prob`` (``sum-pieces`` or ``corrected``); every problem is an ``InputError`` at the folder."""
     folder = Path(source.removeprefix(HF_PREFIX)).expanduser()
     where = str(folder)
+    hub_model = hub.hub_model(source)
+    snapshot = hub.resolve(hub_model) if hub_model is not None else None
+    if snapshot is not None:
+        folder, where = snapshot.folder, snapshot.model.source
     if convention not in CONVENTIONS:
         raise InputError(f"unknown convention {convention!r}; expected {' or '.join(CONVENTIONS)}", "--hf-convention")
     if check(word_prob) != WORD_PROBS[0] and convention != CONVENTIONS[0]:
@@ -118,7 +122,8 @@ def load(source: str, device: str = "cpu", precision: str = "float32", batch_siz
             model = AutoModelForCausalLM.from_pretrained(folder, config=config, dtype=dtype, local_files_only=True)
         except (OSError, ValueError) as e:
             raise InputError(f"cannot load a causal LM: {e}", where) from None
-    return HFScorer(folder, model.to(device).eval(), tokenizer, precision, batch_size, convention, word_prob)
+    return HFScorer(folder, model.to(device).eval(), tokenizer, precision, batch_size, convention, word_prob,
+                    snapshot)
 
 
 def _dtype(precision: str, device: str, where: str) -> torch.dtype:
@@ -219,8 +224,10 @@ class HFScorer:
     minimal pair (``score_choices``) and of words (``score``), under one convention (see the module doc)."""
 
     def __init__(self, folder: Path, model: Any, tokenizer: Any, precision: str, batch_size: int = 16,
-                 convention: str = CONVENTIONS[0], word_prob: str = WORD_PROBS[0]):
+                 convention: str = CONVENTIONS[0], word_prob: str = WORD_PROBS[0],
+                 snapshot: hub.Snapshot | None = None):
         self.folder, self.model, self.tokenizer = folder, model, tokenizer
+        self.snapshot = snapshot  # where a Hub model's files came from: repo, revision, commit
         self.precision, self.batch_size, self.hf_convention = precision, batch_size, convention
         self.word_prob = word_prob
         self.bos_id: int = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
@@ -230,7 +237,7 @@ class HFScorer:
         # minicons: the BOS takes one position (and, for corrected word probabilities, the last piece one more)
         self.max_pieces: int | None = positions - 1 - (word_prob != WORD_PROBS[0]) if positions else None
         self.max_length = lm_eval_max_length(config, tokenizer)  # lm-eval: its rolling windows' length
-        self.name = f"hf:{folder.resolve().name}"
+        self.name = HF_PREFIX + (f"{snapshot.model.repo}@{snapshot.commit}" if snapshot else folder.resolve().name)
         self.convention = Convention(method="exact", bound=False, end_of_sentence=False, unit="word",
                                      tokenizer=f"{type(tokenizer).__name__} (vocab {len(tokenizer)})",
                                      bos=self.bos, precision=precision, word_prob=word_prob)
@@ -400,18 +407,20 @@ class HFScorer:
 
     def identity(self) -> dict[str, Any]:
         """What changes a number: the sha256 of the config, weights and tokenizer files, the precision, the BOS,
-        the convention."""
+        the convention; for a Hub model also its repo, the revision asked for and the commit it resolved to."""
         names = {"config.json", *TOKENIZER_CONFIGS, *self.tokenizer.vocab_files_names.values()}
         files = [p for p in sorted(self.folder.iterdir()) if p.is_file()
                  and (p.name in names or p.suffix in (".safetensors", ".bin"))]
         return {"files": {p.name: file_sha256(p) for p in files}, "precision": self.precision, "bos": self.bos,
                 "hf_convention": self.hf_convention,
-                **({} if self.word_prob == WORD_PROBS[0] else {"word_prob": self.word_prob})}  # earlier caches valid
+                **({} if self.word_prob == WORD_PROBS[0] else {"word_prob": self.word_prob}),  # earlier caches valid
+                **({"hub": self.snapshot.identity()} if self.snapshot else {})}
 
     def description(self) -> str:
         """One line for the report headline, e.g. ``exact, minicons convention, tokenizer GPT2TokenizerFast
         (vocab 500), conditioned on <|endoftext|>, float32``."""
         windows = f", windows of {self.max_length}" if self.hf_convention == "lm-eval" else ""
         corrected = "" if self.word_prob == WORD_PROBS[0] else f", {describe(self.word_prob)}"
+        commit = f", {self.snapshot.model.repo}@{self.snapshot.commit[:12]}" if self.snapshot else ""
         return (f"exact, {self.hf_convention} convention{windows}, tokenizer {self.convention.tokenizer}, "
-                f"conditioned on {self.bos}, {self.precision}{corrected}")
+                f"conditioned on {self.bos}, {self.precision}{corrected}{commit}")

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from analysis import figures
 from analysis.statistics import NOT_COMPARED
@@ -98,3 +99,94 @@ def edit_settings(folder: Path, **changes) -> None:
     settings = json.loads((folder / "settings.json").read_text())
     settings.update(changes)
     (folder / "settings.json").write_text(json.dumps(settings))
+
+
+# The compare demo's per-model means (its report of 2026-11, 2 seeds), the shape of a real report of every family:
+# 16 models, perplexity bounds up to 1e32, a gold-tree value for three of them, SG and BLiMP as fractions.
+COMPARE_MEANS = {
+    "tg": {"blimp": 0.25, "f1": 2.785, "ppl": 4.721e+32, "ppl@gold-tree": 5.127e+08, "sg": 0.3387, "sg.all_34": 0.3382},
+    "txl-trees": {"blimp": 0.25, "f1": 2.865, "ppl": 4.634e+32, "sg": 0.3387, "sg.all_34": 0.3382},
+    "txl-terminals": {"blimp": 0.5, "ppl": 9143.0, "sg": 0.2581, "sg.all_34": 0.2941},
+    "pushdown": {"blimp": 0.625, "ppl": 9420.0, "sg": 0.1129, "sg.all_34": 0.1029, "parse_f1": 33.86},
+    "base-lm": {"blimp": 0.625, "ppl": 6063.0, "sg": 0.2258, "sg.all_34": 0.2353},
+    "awd-lstm": {"blimp": 0.5, "ppl": 4697.0, "sg": 0.1129, "sg.all_34": 0.1324},
+    "palm-u": {"blimp": 0.5, "ppl": 4618.0, "sg": 0.06452, "sg.all_34": 0.08824, "unsupervised_f1": 20.45},
+    "palm-s": {"blimp": 0.5, "ppl": 4618.0, "sg": 0.06452, "sg.all_34": 0.08824, "unsupervised_f1": 20.84},
+    "palm-rb": {"blimp": 0.375, "ppl": 4675.0, "sg": 0.06452, "sg.all_34": 0.07353, "unsupervised_f1": 27.42},
+    "hf-scratch": {"blimp": 0.75, "ppl": 5167.0, "sg": 0.2097, "sg.all_34": 0.2353},
+    "dtg": {"blimp": 0.5, "ppl": 5.116e+06, "ppl@gold-tree": 4.777e+06, "sg": 0.2097, "sg.all_34": 0.1912,
+            "uas_rerank": 14.5},
+    "dtg-eager": {"blimp": 0.5, "ppl": 1.712e+08, "sg": 0.2097, "sg.all_34": 0.1912},
+    "dtg-swift": {"blimp": 0.25, "ppl": 1.276e+07, "sg": 0.3065, "sg.all_34": 0.3088},
+    "txl-trans": {"blimp": 0.125, "ppl": 4.047e+06, "sg": 0.1774, "sg.all_34": 0.1618, "uas_rerank": 15.55},
+    "esom": {"blimp": 0.625, "ppl": 4248.0, "sg": 0.1452, "sg.all_34": 0.1765, "parse_f1": 20.41},
+    "dsom": {"blimp": 0.75, "ppl": 4737.0, "ppl@gold-tree": 4720.0, "sg": 0.2258, "sg.all_34": 0.2206,
+             "parse_f1": 19.95},
+}
+CIRCUITS = ("Agreement", "Center Embedding", "Garden-Path Effects", "Gross Syntactic State", "Licensing",
+            "Long-Distance Dependencies")
+PHENOMENA = ("anaphor_agreement", "determiner_noun_agreement", "filler_gap_dependency", "subject_verb_agreement")
+BOUNDS = {"tg": "proposals", "txl-trees": "proposals", "dtg": "proposals", "dtg-eager": "proposals",
+          "dtg-swift": "proposals", "txl-trans": "proposals", "pushdown": "beam"}  # the others' ppl: exact
+NOT_CONVERGED = "txl-terminals"  # its validation perplexity per token above its vocabulary size
+
+
+def compare_long(models: dict[str, dict[str, float]] | None = None) -> pd.DataFrame:
+    """Two seeds of every model of ``models`` (default: the compare demo's means): the headline metrics, SG per
+    circuit, BLiMP per phenomenon, the end-counted perplexity, the cost and the convergence check's inputs."""
+    rows = []
+    for model, means in (models or COMPARE_MEANS).items():
+        for seed in (0, 1):
+            jitter = 1.0 + 0.04 * (2 * seed - 1) * (1 + len(model) % 3)
+            values = {metric: mean * jitter for metric, mean in means.items()}
+            values |= {f"sg.circuit.{c}": min(1.0, means["sg"] * (0.6 + 0.15 * k) * jitter)
+                       for k, c in enumerate(CIRCUITS)}
+            values |= {f"blimp.phenomenon.{p}": min(1.0, means["blimp"] * (0.7 + 0.2 * k) * jitter)
+                       for k, p in enumerate(PHENOMENA)}
+            values |= {"ppl_end_counted": 0.72 * values["ppl"], "parameters": 185000.0 + 100 * len(model),
+                       "train_tokens_per_s": 1000.0 * jitter, "train_seconds": 7.0 * jitter, "vocab_size": 5340.0,
+                       "val_token_ppl": (6600.0 if model == NOT_CONVERGED else 3000.0) * jitter,
+                       "best_val_loss": 8.0 * jitter}
+            rows += [{"run_id": f"{model}-s{seed}", "model": model, "family": model, "seed": seed, "metric": m,
+                      "value": v} for m, v in values.items()]
+    return pd.DataFrame(rows)
+
+
+def comparison_folder(root: Path) -> Path:
+    """The analysis folder of the shipped compare demo (its spec's models and reduced settings) with the demo's
+    numbers: every table as ``synbench analyze`` writes it from ``compare_long``'s runs, and the key figures."""
+    from analysis import claims, comparison, comparison_figures, convergence, statistics
+    from experiments.evaluate import tasks
+    from experiments.experiment_spec import load_spec
+    from experiments.reductions import reduced_settings
+
+    spec = load_spec("reproduce-compare-demo")
+    folder = root / spec.name / "analysis"
+    folder.mkdir(parents=True)
+    long = compare_long()
+    metrics = [m for m in long["metric"].unique() if tasks.is_summarized(m)]
+    statistics.summarize(long, metrics, n_boot=500).to_csv(folder / "summary.csv", index=False)
+    welch = statistics.pairwise_welch(long, [m for m in metrics if tasks.is_tested(m)], correction="holm")
+    welch.to_csv(folder / "welch.csv", index=False)
+    claims.check_claims(welch, long, "compare").to_csv(folder / claims.CLAIMS_FILE, index=False)
+    wide = long.drop_duplicates("run_id")[["run_id"]].assign(device="cpu (1 threads)")
+    comparison.comparison_table(long, wide, {}).to_csv(folder / comparison.COMPARISON_FILE, index=False)
+    with pytest.MonkeyPatch.context() as patch:  # the key figures, as PNG only (each figure costs seconds)
+        patch.setattr(figures, "FORMATS", ("png",))
+        drawn = figures.seed_distributions(long, ["ppl", "sg"], folder / "figures")
+        drawn.add(comparison_figures.sg_vs_ppl(long, folder / "figures"))
+    (folder / "figures" / figures.NOTES_FILE).write_text(json.dumps(drawn.notes))
+    scoring = {"ppl": {m: [{"method": BOUNDS.get(m, "exact"), "description": f"{BOUNDS.get(m, 'exact')} (demo)"}]
+                       for m in COMPARE_MEANS},
+               "ppl@gold-tree": {m: [{"method": "gold", "description": "gold trees"}]
+                                 for m, means in COMPARE_MEANS.items() if "ppl@gold-tree" in means}}
+    (folder / "settings.json").write_text(json.dumps({
+        "experiment": spec.name, "description": spec.description, "scale": "demo", "seeds": [0, 1],
+        "models": {m.name: {"family": m.family, "level": "sentence"} for m in spec.models},
+        "runs": {"done": 34, "total": 34, "failed": [], "missing": []},
+        "data": ["ptb-sample", "ptb-sample-sd", "ptb-sample-ud"], "reduced": reduced_settings(spec),
+        "skipped": {"regressions": "no regressions in the spec's analysis section",
+                    "probing": "no probing in the spec's analysis section"},
+        "scoring": scoring, "not_converged": convergence.not_converged(long), "created": "2026-11-28T10:47:29+00:00",
+    }))
+    return folder

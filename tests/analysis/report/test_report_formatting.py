@@ -39,3 +39,19 @@ def test_labels_and_text_cells() -> None:
     assert fmt.label(1.0) == "1" and fmt.label("pos") == "pos" and fmt.label(0.25) == "0.25"
     assert fmt.text(math.nan) == fmt.text(None) == "" and fmt.text("holm") == "holm" and fmt.text(3) == "3"
     assert fmt.readable(1234567) == "1,234,567" and fmt.readable(True) == "True" and fmt.readable("x") == "x"
+
+
+def test_numbers_past_a_million_are_in_scientific_notation() -> None:
+    assert fmt.mean_sd(4.72144e32, 3.18e32, 1.0) == "4.72e+32 ± 3.2e+32"
+    assert fmt.mean_sd(5115628.14, 937896.07, 1.0) == "5.12e+06 ± 9.4e+05"  # its sd with it, though below 1e6
+    assert fmt.mean_sd(9420.43, 504.25, 1.0) == "9420.43 ± 504.25" and fmt.mean_sd(2e7, None, 1.0) == "2e+07 (no sd)"
+    assert fmt.fixed(4.72e32) == "4.72e+32" and fmt.fixed(999_999.0) == "999999.00"
+    assert fmt.compact(4.72e32) == "4.72e+32" and fmt.compact(9142.69) == "9143" and fmt.compact(0.07021) == "0.0702"
+    assert fmt.signed_percent(12.5) == "+12.5 %" and fmt.signed_percent(9.2e25) == "+9.2e+25 %"
+
+
+def test_a_compact_ci_in_the_metric_s_scale_tells_its_bounds_apart() -> None:
+    assert fmt.ci(0.0968, 0.129, 100.0) == "[9.68, 12.9]" and fmt.ci(9063.87, 9776.99, 1.0) == "[9064, 9777]"
+    assert fmt.ci(2.47e32, 6.97e32, 1.0) == "[2.47e+32, 6.97e+32]"
+    assert fmt.ci(399.5, 400.5, 1.0) == "[399.5, 400.5]"  # three digits would read [400, 400]
+    assert fmt.ci(33.86, 33.86, 1.0) == "[33.9, 33.9]" and fmt.ci(math.nan, 1.0, 1.0) == ""

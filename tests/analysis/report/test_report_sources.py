@@ -26,7 +26,7 @@ def test_missing_and_unreadable_files_are_reported_not_raised(tmp_path) -> None:
         assert "variance components: missing: variance.csv not found." in text
         assert "MDL probing: missing: mdl.csv not found." in text
         assert "regressions: unreadable: regressions.json:" in text
-    assert "Welch tests: malformed: welch.csv lacks the column(s) model\\_b, t, df, p, p\\_adjusted." in md
+    assert "Welch tests: malformed: welch.csv lacks the column(s) model_b, t, df, p, p_adjusted." in md
     assert report.headline_table(folder) == "results: missing: summary.csv not found.\n"
     with pytest.raises(InputError, match="not an analysis folder"):
         report.write_report(tmp_path / "nowhere")

@@ -93,7 +93,12 @@ def test_demo_end_to_end_with_a_pretrained_model_beside(tmp_path, prepared_data_
     assert "upper bound (N = 4 proposals" in section and "exact" in section
     for stem in (SG_VS_PPL, SG_CIRCUIT_HEATMAP, BLIMP_PHENOMENON_HEATMAP):
         assert (analysis / "figures" / f"{stem}.png").is_file(), stem
-        assert f"figures/{stem}.png" in section
+    assert f"figures/{SG_VS_PPL}.png" in text.split("\n## Setup", 1)[0]  # a key figure, on the first screen
+    assert f"figures/{SG_CIRCUIT_HEATMAP}.png" in section and f"figures/{BLIMP_PHENOMENON_HEATMAP}.png" in section
+    # the report reads in one screen: under 40 kB, the headline table (a row per model) in its first 40 lines
+    assert len(text.encode()) < 40_000
+    head = text.splitlines()[:40]
+    assert head.index(next(line for line in head if line.startswith("| model |"))) + 2 + len(expected) <= 40
     welch = pd.read_csv(analysis / "welch.csv")
     tested = welch[(welch["metric"] == "ppl") & ~welch["note"].fillna("").str.startswith(NOT_COMPARED)]
     pairs = {frozenset(p) for p in zip(tested["model_a"], tested["model_b"], strict=True)}
