@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from experiments.evaluate.word_prob import WORD_PROBS, describe, method_options
 from experiments.families import register
 from experiments.families.adapter import Family, Inspection, Method, ParseView, Scoring, ScoringRequest
 from experiments.families.pushdown.methods import BEAM, GOLD
@@ -37,7 +38,7 @@ class PushdownFamily(Family):
     def methods(self, config: dict[str, Any] | None = None) -> tuple[Method, ...]:
         if on_dyck(config):
             return ()
-        return (BEAM, GOLD) if self.name == "pushdown" else (Method("exact"),)
+        return (BEAM, GOLD) if self.name == "pushdown" else (Method("exact", method_options(config)),)
 
     # -- training ------------------------------------------------------------------------------------------
     def build_data(self, cfg: dict[str, Any]) -> Any:
@@ -116,7 +117,11 @@ class PushdownFamily(Family):
             beam = request.options["beam"]
             return Scoring(scorers.BeamScorer(model, beam), {"beam": beam},
                            f"beam {beam} over attachment decisions (paper: {BEAM.options['beam']})", 4)
-        return Scoring(scorers.ExactScorer(model), {}, "exact", 4)
+        word_prob = request.options.get("word_prob", WORD_PROBS[0])
+        if word_prob == WORD_PROBS[0]:
+            return Scoring(scorers.ExactScorer(model), {}, "exact", 4)
+        return Scoring(scorers.ExactScorer(model, word_prob), {"word_prob": word_prob},
+                       f"exact, {describe(word_prob)}", 4)
 
     def parse_view(self, config: dict[str, Any] | None = None) -> ParseView | None:
         if self.name != "pushdown" or on_dyck(config):

@@ -50,8 +50,10 @@ import torch
 
 from experiments.evaluate.scorer import Convention, SentenceScore
 from experiments.evaluate.scorers.beams import check_beam_settings
+from experiments.evaluate.word_prob import WORD_PROBS, boundary_ids, corrected_word_logprobs
 from experiments.families.pushdown.methods import BEAM  # the method's default, the only one
 from lightning_modules.data.encodings.choe_charniak import transform_tree
+from lightning_modules.data.sentencepiece import BOUNDARY
 from lightning_modules.data.tree import Tree, clean, drop_pos_tags, to_bracketed
 from lightning_modules.data.vocab import EOS, PAD, SOS, SPECIALS, TokenVocab, WordVocab, terminal_vocab
 from lightning_modules.errors import InputError
@@ -153,14 +155,22 @@ def _check(sentences: Sequence[Sequence[str]]) -> None:
 
 
 class ExactScorer:
-    """``base-lm``: log p(w_i | w_<i) from one pass over the sentence (the tape is never read)."""
+    """``base-lm``: log p(w_i | w_<i) from one pass over the sentence (the tape is never read). With SentencePiece
+    terminals and ``word_prob="corrected"`` (``experiments.evaluate.word_prob``) each word's pieces are corrected
+    by the mass of B = the pieces that begin a word (``▁...``) and ``<eos>`` after the word over before it;
+    ``total`` stays log p(x)."""
 
-    def __init__(self, model: PushdownModel):
+    def __init__(self, model: PushdownModel, word_prob: str = WORD_PROBS[0]):
         if model.family != "base-lm":
             raise InputError("a Pushdown-LM is a joint model: score it with the beam (--method beam)", "--method")
+        if word_prob != WORD_PROBS[0] and model.vocab_kind != "sentencepiece":
+            raise InputError(f"a vocabulary of {model.vocab_kind} has one token per word: --word-prob {word_prob} "
+                             "needs SentencePiece terminals", "--word-prob")
         self.model = model
         self.name = "base-lm"
-        self.convention = Convention("exact", bound=False)
+        self.convention = Convention("exact", bound=False, word_prob=word_prob)
+        self.boundary = (None if word_prob == WORD_PROBS[0] else
+                         torch.tensor(boundary_ids(model.tokens, BOUNDARY, (EOS,)), device=model.device))
 
     @torch.no_grad()
     def score(self, sentences: Sequence[Sequence[str]]) -> list[SentenceScore]:
@@ -175,6 +185,9 @@ class ExactScorer:
             lp = self.model.module.word_logits(h[0]).float().log_softmax(-1)
             picked = lp[torch.arange(n), torch.tensor(enc.ids[1:], device=self.model.device)].double().cpu().numpy()
             per_word = np.bincount(enc.word_of, weights=picked[:-1], minlength=len(words))
+            if self.boundary is not None:  # log P(B | prefix) before every piece and after the last
+                boundary = lp[:, self.boundary].logsumexp(-1).double().cpu().numpy()
+                per_word = np.array(corrected_word_logprobs(picked[:-1], enc.word_of, boundary, float(boundary[0])))
             out.append(SentenceScore(tuple(words), tuple(float(x) for x in per_word), float(picked.sum()),
                                      float(picked[-1]), unknown_words=enc.unknown))
         return out
