@@ -28,7 +28,7 @@ from experiments.evaluate.scorer_choice import ChosenScorer, add_arguments, choo
 from experiments.evaluate.scorers import HF_PREFIX
 from experiments.evaluate.subcommands import print_result
 from lightning_modules.data.checksums import check_sha256, file_sha256
-from lightning_modules.data.json_input import json_line
+from lightning_modules.data.json_input import json_line, json_lines_text
 from lightning_modules.errors import InputError
 
 FIELDS = ("sentence_good", "sentence_bad")
@@ -51,12 +51,7 @@ def load_pairs(path: str | Path, group_by: Sequence[str] = ()) -> tuple[list[Fil
     """The pairs of a JSON-lines file and the grouping fields used (``group_by``, else BLiMP's that the first
     pair has); any bad line is an ``InputError`` at its ``FILE:LINE``."""
     path = Path(path)
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as e:
-        raise InputError(f"cannot read pairs: {e.strerror or e}", str(path)) from None
-    except UnicodeDecodeError as e:
-        raise InputError(f"not UTF-8: {e}", str(path)) from None
+    lines = json_lines_text(path, "pairs")
     pairs: list[FilePair] = []
     keys: tuple[str, ...] = tuple(group_by)
     for number, line in enumerate(lines, start=1):

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from experiments.evaluate.sg_formula import Formula, FormulaError, evaluate, parse_formula, regions
-from lightning_modules.data.json_input import checked_json, json_line
+from lightning_modules.data.json_input import checked_json, json_line, json_lines_text
 from lightning_modules.errors import InputError
 
 
@@ -263,12 +263,7 @@ def read_surprisals(path: str | Path, suites: dict[str, Suite]) -> SurprisalTabl
     value (an empty region may be omitted and counts 0). Errors name ``FILE:LINE`` or the missing region.
     """
     path = Path(path)
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as e:
-        raise InputError(f"cannot read surprisals: {e.strerror or e}", str(path)) from None
-    except UnicodeDecodeError as e:
-        raise InputError(f"not UTF-8: {e}", str(path)) from None
+    lines = json_lines_text(path, "surprisals")
     table: SurprisalTable = {}
     items = {name: {it.number: it for it in suite.items} for name, suite in suites.items()}
     for lineno, line in enumerate(lines, start=1):

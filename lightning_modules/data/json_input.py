@@ -6,6 +6,7 @@ import json
 import json.decoder
 import json.scanner
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 from lightning_modules.errors import InputError
@@ -19,6 +20,16 @@ def json_document(text: str, source: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as e:
         raise InputError(f"invalid JSON: {e.msg}", f"{source}:{e.lineno}") from None
+
+
+def json_lines_text(path: str | Path, what: str) -> list[str]:
+    """The lines of a JSON-lines file of ``what`` (e.g. "pairs"); unreadable or non-UTF-8 is an ``InputError``."""
+    try:
+        return Path(path).read_text(encoding="utf-8").splitlines()
+    except OSError as e:
+        raise InputError(f"cannot read {what}: {e.strerror or e}", str(path)) from None
+    except UnicodeDecodeError as e:
+        raise InputError(f"not UTF-8: {e}", str(path)) from None
 
 
 def json_line(line: str, location: str) -> Any:
