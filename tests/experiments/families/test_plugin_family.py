@@ -13,6 +13,7 @@ import math
 import os
 import subprocess
 import sys
+import tempfile
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -27,6 +28,7 @@ from experiments.checkpoints import read_checkpoint
 from experiments.evaluate.scorer import Convention, SentenceScore
 from experiments.families import register
 from experiments.families.adapter import Family, Method, Scoring, ScoringRequest
+from experiments.launchers import warm_start
 from lightning_modules.data.train_data import TrainData
 
 PLUGIN = "tests.experiments.families.test_plugin_family"
@@ -140,10 +142,15 @@ if __name__ == PLUGIN:  # imported by synbench as the plug-in (pytest imports th
 
 # -- the test ----------------------------------------------------------------------------------------------
 def synbench(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
-    done = subprocess.run([sys.executable, "-m", "experiments.cli", *args], cwd=REPO, env=env, capture_output=True,
-                          text=True, timeout=900)
-    assert done.returncode == 0, f"synbench {' '.join(args)}:\n{done.stdout}\n{done.stderr}"
-    return done
+    """The command in its own process, forked warm as the local executor forks tasks (a cold interpreter would
+    spend ~10 s of each call importing torch); stdout and stderr together in ``stdout``."""
+    with tempfile.TemporaryDirectory() as folder:
+        log = Path(folder) / "log"
+        code = warm_start.start((sys.executable, "-m", "experiments.cli", *args), str(log), env, str(REPO),
+                                os.cpu_count() or 1).wait()
+        out = log.read_text() if log.exists() else ""
+    assert code == 0, f"synbench {' '.join(args)}:\n{out}"
+    return subprocess.CompletedProcess(args, code, out, "")
 
 
 def test_a_plugin_family_trains_evaluates_and_is_reported(tmp_path, prepared_data_dir, shared_data):
