@@ -16,8 +16,7 @@ from typing import Any
 from experiments.cli_options import positive_int
 from experiments.evaluate.blimp import Pair
 from experiments.evaluate.blimp import evaluate as aggregate_pairs
-from experiments.evaluate.minimal_pairs import convention, pair_words, score_pairs, words_sha256
-from experiments.evaluate.results import write_results
+from experiments.evaluate.minimal_pairs import pair_words, score_pairs, words_sha256
 from experiments.evaluate.scorer_choice import ChosenScorer, add_arguments, choose
 from experiments.evaluate.subcommands import print_result
 from lightning_modules.errors import InputError
@@ -64,19 +63,10 @@ def evaluate(chosen: ChosenScorer, model_path: str | Path, paradigms: dict[str, 
     for r, item in zip(scored.records, pair_items, strict=True):  # compared as -inf (IEEE), written null
         item.update(id=r["id"], words=r["words"], unknown_words=r["unknown_words"], logprob_good=r["logprob_good"],
                     logprob_bad=r["logprob_bad"])
-    summary = scored.summary()
-    zero = summary["zero_probability_sentences"]
     per = f"{pairs_per_paradigm} pairs per paradigm" if pairs_per_paradigm else "all pairs (1,000 per paradigm)"
-    headline = (f"BLiMP {metrics['accuracy']:.3f} on {len(paradigms)} paradigms, {per}, {chosen.description}, "
-                f"OOV {summary['oov_rate']:.3f}" + (f", {zero} sentences of probability 0 under the search"
-                                                     if zero else ""))
-    rule = convention(metrics.pop("convention"), chosen)
-    metrics.update(**summary, headline=headline)
-    write_results(scored.out_dir, "blimp", metrics, rule, settings, pair_items, config=identity,
-                  data={"blimp": blimp_dir, **chosen.data})
-    result = {"metrics": metrics, "settings": settings, "convention": rule, "headline": headline,
-              "out": str(scored.out_dir)}
-    return result, scored.computed
+    rule = metrics.pop("convention")
+    return scored.finish("blimp", chosen, f"BLiMP {metrics['accuracy']:.3f} on {len(paradigms)} paradigms, {per}",
+                         metrics, rule, settings, pair_items, identity, {"blimp": blimp_dir})
 
 
 # -- synbench eval blimp -------------------------------------------------------------------------------------

@@ -29,8 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from experiments.cli_options import positive_int
-from experiments.evaluate.minimal_pairs import accuracy_by, convention, pair_words, score_pairs, words_sha256
-from experiments.evaluate.results import write_results
+from experiments.evaluate.minimal_pairs import accuracy_by, pair_words, score_pairs, words_sha256
 from experiments.evaluate.scorer_choice import ChosenScorer, add_arguments, choose
 from experiments.evaluate.subcommands import print_result
 from lightning_modules.data.json_input import checked_json
@@ -170,22 +169,13 @@ def evaluate(chosen: ChosenScorer, model_path: str | Path, cases: dict[str, list
     comparisons = {name: accuracy_by((item["comparison"], item["correct"]) for item in items
                                      if item["construction"] == name) for name in by_construction}
     accuracy = sum(by_construction.values()) / len(by_construction)
-    summary = scored.summary()
-    zero = summary["zero_probability_sentences"]
     per = f"{per_construction} cases per construction" if per_construction else "all cases"
-    headline = (f"Marvin & Linzen {accuracy:.3f} on {len(cases)} constructions, {per} ({len(items)} pairs), "
-                f"{chosen.description}, OOV {summary['oov_rate']:.3f}"
-                + (f", {zero} sentences of probability 0 under the search" if zero else ""))
     metrics = {"accuracy": accuracy, "constructions": by_construction,
                "phenomena": {name: sum(v) / len(v) for name, v in phenomena.items()},
-               "comparisons": {name: c for name, c in comparisons.items() if len(c) > 1}, "pairs": len(items),
-               **summary, "headline": headline}
-    rule = convention(RULE, chosen)
-    write_results(scored.out_dir, "marvin-linzen", metrics, rule, settings, items, config=identity,
-                  data={"marvin_linzen": data_dir, **chosen.data})
-    result = {"metrics": metrics, "settings": settings, "convention": rule, "headline": headline,
-              "out": str(scored.out_dir)}
-    return result, scored.computed
+               "comparisons": {name: c for name, c in comparisons.items() if len(c) > 1}, "pairs": len(items)}
+    headline = f"Marvin & Linzen {accuracy:.3f} on {len(cases)} constructions, {per} ({len(items)} pairs)"
+    return scored.finish("marvin-linzen", chosen, headline, metrics, RULE, settings, items, identity,
+                         {"marvin_linzen": data_dir})
 
 
 # -- synbench eval marvin-linzen -----------------------------------------------------------------------------

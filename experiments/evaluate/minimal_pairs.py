@@ -22,6 +22,7 @@ from typing import Any
 from experiments.evaluate.blimp import is_correct
 from experiments.evaluate.cache import ItemCache, Record, default_out_dir
 from experiments.evaluate.infinite import from_json, is_json_value, to_json
+from experiments.evaluate.results import write_results
 from experiments.evaluate.scorer import Text, score_choices
 from experiments.evaluate.scorer_choice import ChosenScorer
 from experiments.evaluate.tokenize import tokenize
@@ -76,6 +77,23 @@ class ScoredPairs:
         zero = sum((r["logprob_good"] is None) + (r["logprob_bad"] is None) for r in self.records)
         return {"oov_rate": sum(r["unknown_words"] for r in self.records) / words, "words": words,
                 "zero_probability_sentences": zero}
+
+    def finish(self, task: str, chosen: ChosenScorer, headline: str, metrics: dict[str, Any], rule: str,
+               settings: dict[str, Any], items: list[dict[str, Any]], identity: Mapping[str, Any],
+               data: Mapping[str, Any]) -> tuple[dict[str, Any], int]:
+        """Write the task's results: ``metrics`` with the summary and the ``headline`` completed by the model,
+        the OOV rate and the sentences of probability 0; returns (the result ``eval`` prints, pairs computed)."""
+        summary = self.summary()
+        zero = summary["zero_probability_sentences"]
+        headline += (f", {chosen.description}, OOV {summary['oov_rate']:.3f}"
+                     + (f", {zero} sentences of probability 0 under the search" if zero else ""))
+        metrics = {**metrics, **summary, "headline": headline}
+        rule = convention(rule, chosen)
+        write_results(self.out_dir, task, metrics, rule, settings, items, config=dict(identity),
+                      data={**data, **chosen.data})
+        result = {"metrics": metrics, "settings": settings, "convention": rule, "headline": headline,
+                  "out": str(self.out_dir)}
+        return result, self.computed
 
 
 def score_pairs(chosen: ChosenScorer, model_path: str | Path, task: str, pairs: Mapping[str, tuple[str, str]],

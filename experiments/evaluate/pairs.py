@@ -22,8 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from experiments.evaluate.minimal_pairs import accuracy_by, convention, pair_words, score_pairs, words_sha256
-from experiments.evaluate.results import write_results
+from experiments.evaluate.minimal_pairs import accuracy_by, pair_words, score_pairs, words_sha256
 from experiments.evaluate.scorer_choice import ChosenScorer, add_arguments, choose
 from experiments.evaluate.scorers import HF_PREFIX
 from experiments.evaluate.subcommands import print_result
@@ -100,20 +99,10 @@ def evaluate(chosen: ChosenScorer, model_path: str | Path, path: Path, pairs: li
     items = [{**item, "line": p.line, "groups": p.groups} for p, item in zip(pairs, scored.items(), strict=True)]
     groups = {key: accuracy_by((item["groups"][key], item["correct"]) for item in items) for key in keys}
     accuracy = sum(item["correct"] for item in items) / len(items)
-    summary = scored.summary()
-    zero = summary["zero_probability_sentences"]
-    headline = (f"pairs {accuracy:.3f} on {len(items)} pairs of {path.name}, {chosen.description}, OOV "
-                f"{summary['oov_rate']:.3f}" + (f", {zero} sentences of probability 0 under the search" if zero
-                                                else ""))
     metrics = {"accuracy": accuracy, "groups": groups,
-               "group_means": {key: sum(v.values()) / len(v) for key, v in groups.items()}, "pairs": len(items),
-               **summary, "headline": headline}
-    rule = convention(RULE, chosen)
-    write_results(scored.out_dir, "pairs", metrics, rule, settings, items, config=identity,
-                  data={"pairs": path, **chosen.data})
-    result = {"metrics": metrics, "settings": settings, "convention": rule, "headline": headline,
-              "out": str(scored.out_dir)}
-    return result, scored.computed
+               "group_means": {key: sum(v.values()) / len(v) for key, v in groups.items()}, "pairs": len(items)}
+    return scored.finish("pairs", chosen, f"pairs {accuracy:.3f} on {len(items)} pairs of {path.name}", metrics,
+                         RULE, settings, items, identity, {"pairs": path})
 
 
 # -- synbench eval pairs -------------------------------------------------------------------------------------
