@@ -51,7 +51,8 @@ class ForkedChild:
 
 def forkable(argv: Sequence[str]) -> bool:
     """Whether ``argv`` is this interpreter running the synbench CLI on a platform with a fork server."""
-    return (len(argv) > 3 and tuple(argv[1:3]) == CLI and os.path.realpath(argv[0]) == os.path.realpath(sys.executable)
+    # the path as written, not resolved: another virtual environment's python links to the same binary
+    return (len(argv) > 3 and tuple(argv[1:3]) == CLI and os.path.abspath(argv[0]) == os.path.abspath(sys.executable)
             and "forkserver" in multiprocessing.get_all_start_methods())
 
 

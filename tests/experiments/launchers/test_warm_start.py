@@ -48,6 +48,10 @@ def test_other_commands_start_as_subprocesses(tmp_path):
     assert not warm_start.forkable((sys.executable, "-c", "print(1)"))
     assert not warm_start.forkable((sys.executable, "-m", "pytest", "--version"))
     assert warm_start.forkable((*CLI, "status", "x"))
+    other_venv = tmp_path / "venv" / "bin" / "python"  # another environment's interpreter, same binary
+    other_venv.parent.mkdir(parents=True)
+    other_venv.symlink_to(os.path.realpath(sys.executable))
+    assert not warm_start.forkable((str(other_venv), *CLI[1:], "status", "x"))
     child = warm_start.start(other, str(tmp_path / "log"), dict(os.environ), str(tmp_path), 1)
     assert isinstance(child, subprocess.Popen) and child.wait() == 0
     assert (tmp_path / "log").read_text() == "cold\n"
