@@ -23,8 +23,18 @@ from typing import Protocol
 PRELOAD = ["torch", "pytorch_lightning", "transformers", "sentencepiece", "numpy", "scipy.stats", "pandas",
            "matplotlib.pyplot"]
 CLI = ("-m", "experiments.cli")
+# Variables the preloaded libraries (or the interpreter) read once, at start or import: a task whose values differ
+# from the fork server's starts cold. PYTHONPATH is applied in the child instead.
+IMPORT_TIME = ("HF_", "HUGGINGFACE_", "TRANSFORMERS_", "TORCH", "PYTORCH_", "CUDA_", "ATEN_", "MKL_ENABLE",
+               "ONEDNN_", "MPL", "PYTHON")
 
 _start_lock = threading.Lock()
+_server_env: dict[str, str] | None = None  # the import-time variables the fork server started with
+
+
+def import_time_env(env: dict[str, str]) -> dict[str, str]:
+    """The variables of ``env`` that take effect only when a process starts or imports (``IMPORT_TIME``)."""
+    return {k: v for k, v in env.items() if k.startswith(IMPORT_TIME) and k != "PYTHONPATH"}
 
 
 class Child(Protocol):
@@ -59,8 +69,15 @@ def forkable(argv: Sequence[str]) -> bool:
 def start(argv: Sequence[str], log: str, env: dict[str, str], cwd: str | None, threads: int) -> Child:
     """Start the task ``argv`` with stdout and stderr appended to ``log``: forked warm where ``forkable``, else as a
     subprocess."""
+    global _server_env
     cwd = cwd or os.getcwd()
-    if not forkable(argv):
+    warm = forkable(argv)
+    if warm:
+        with _start_lock:
+            if _server_env is None:  # the fork server is about to start, with this process's environment
+                _server_env = import_time_env(dict(os.environ))
+            warm = import_time_env(env) == _server_env
+    if not warm:
         with open(log, "ab") as out:
             return subprocess.Popen(list(argv), stdout=out, stderr=subprocess.STDOUT, env=env, cwd=cwd,
                                     stdin=subprocess.DEVNULL)
@@ -86,6 +103,7 @@ def _run_cli(args: list[str], log: str, env: dict[str, str], cwd: str, threads: 
     os.close(fd)
     os.environ.clear()
     os.environ.update(env)
+    sys.path[:0] = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p not in sys.path]
     os.chdir(cwd)
     # OpenMP read OMP_NUM_THREADS when the fork server loaded torch; the task's value is set here
     torch.set_num_threads(threads)

@@ -70,3 +70,20 @@ def test_a_forked_training_task_uses_the_executors_threads(tmp_path, prepared_da
     assert run_status(Path(run_dir)).state == "DONE"
     summary = (tmp_path / "logs" / "local-run.out").read_text()
     assert '"device": "cpu (1 threads)"' in summary
+
+
+def test_import_time_variables_start_cold_and_pythonpath_reaches_a_forked_task(tmp_path):
+    """Variables read when a library is imported (``HF_HOME`` ...) took the fork server's values: a task that sets
+    others starts as a subprocess. ``PYTHONPATH`` is put on the forked task's ``sys.path``."""
+    warm_start.start((*CLI, "status", "--help"), str(tmp_path / "first.log"), dict(os.environ), None, 1).wait()
+    cold = warm_start.start((*CLI, "status", "--help"), str(tmp_path / "cold.log"),
+                            {**os.environ, "HF_HOME": str(tmp_path / "hf")}, None, 1)
+    assert isinstance(cold, subprocess.Popen) and cold.wait() == 0
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "marker_plugin.py").write_text(
+        f"open({str(tmp_path / 'imported')!r}, 'w').close()\n")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path / "mine"), "SYNBENCH_PLUGINS": "marker_plugin"}
+    warm = warm_start.start((*CLI, "model-info", "--help"), str(tmp_path / "warm.log"), env, None, 1)
+    assert isinstance(warm, warm_start.ForkedChild)
+    warm.wait()
+    assert (tmp_path / "imported").exists(), (tmp_path / "warm.log").read_text()
