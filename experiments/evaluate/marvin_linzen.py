@@ -23,6 +23,7 @@ the pairs, cached by ``TEMPLATE/CONDITION/K/COMPARISON``.
 from __future__ import annotations
 
 import argparse
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -141,10 +142,11 @@ def load_cases(directory: str | Path, constructions: list[str] | None = None,
         raise InputError(f"unknown construction {unknown[0]!r} (known: {', '.join(files)})", "--constructions")
     chosen: dict[str, list[Case]] = {}
     for name in constructions or files:
-        cells = [[Case(name, path.stem, condition, k, sentences) for k, sentences in enumerate(cases)]
-                 for path in files[name] for condition, cases in load_template(path).items()]
-        turns = [cell[k] for k in range(max(len(cell) for cell in cells)) for cell in cells if k < len(cell)]
-        chosen[name] = turns[:per_construction]
+        cells = [(path.stem, condition, cases) for path in files[name]
+                 for condition, cases in load_template(path).items()]
+        turns = (Case(name, stem, condition, k, cases[k]) for k in range(max(len(cell[2]) for cell in cells))
+                 for stem, condition, cases in cells if k < len(cases))  # built lazily: a demo takes one
+        chosen[name] = list(itertools.islice(turns, per_construction))
     return chosen
 
 

@@ -1,6 +1,7 @@
 """Warm start: local ``synbench`` tasks forked from an interpreter that has already imported torch and Lightning.
 
-A local task is ``python -m experiments.cli ...``. Started cold, each one spends about ten seconds on 2 cores
+A local task is ``python -m experiments.cli ...`` (or an eval group, ``python -m experiments.eval_group ...``).
+Started cold, each one spends about ten seconds on 2 cores
 importing torch, Lightning (which imports torchmetrics, and through it scipy, transformers and matplotlib)
 before it does anything: a demo's forty tasks pay minutes for it. Here such tasks are forked from a
 ``multiprocessing`` fork server that imported those libraries once (and nothing of synbench, so no module state
@@ -22,7 +23,9 @@ from typing import Protocol
 # Imported once by the fork server: the libraries every task imports, none of synbench's own modules.
 PRELOAD = ["torch", "pytorch_lightning", "transformers", "sentencepiece", "numpy", "scipy.stats", "pandas",
            "matplotlib.pyplot"]
-CLI = ("-m", "experiments.cli")
+# The task modules forked warm: module -> (its entry function, taking argv and returning the exit status; argv[0])
+ENTRY_POINTS = {"experiments.cli": ("main", "synbench"),
+                "experiments.eval_group": ("cli", "python -m experiments.eval_group")}
 # Variables the preloaded libraries (or the interpreter) read once, at start or import: a task whose values differ
 # from the fork server's starts cold. PYTHONPATH is applied in the child instead.
 IMPORT_TIME = ("HF_", "HUGGINGFACE_", "TRANSFORMERS_", "TORCH", "PYTORCH_", "CUDA_", "ATEN_", "MKL_ENABLE",
@@ -60,9 +63,11 @@ class ForkedChild:
 
 
 def forkable(argv: Sequence[str]) -> bool:
-    """Whether ``argv`` is this interpreter running the synbench CLI on a platform with a fork server."""
+    """Whether ``argv`` is this interpreter running a task module (``ENTRY_POINTS``) on a platform with a fork
+    server."""
     # the path as written, not resolved: another virtual environment's python links to the same binary
-    return (len(argv) > 3 and tuple(argv[1:3]) == CLI and os.path.abspath(argv[0]) == os.path.abspath(sys.executable)
+    return (len(argv) > 3 and argv[1] == "-m" and argv[2] in ENTRY_POINTS
+            and os.path.abspath(argv[0]) == os.path.abspath(sys.executable)
             and "forkserver" in multiprocessing.get_all_start_methods())
 
 
@@ -83,17 +88,18 @@ def start(argv: Sequence[str], log: str, env: dict[str, str], cwd: str | None, t
                                     stdin=subprocess.DEVNULL)
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(PRELOAD)
-    process = context.Process(target=_run_cli, args=(list(argv[3:]), log, dict(env), cwd, threads),
+    process = context.Process(target=_run_task, args=(argv[2], list(argv[3:]), log, dict(env), cwd, threads),
                               name=f"synbench-task-{os.path.basename(log)}")
     with _start_lock:  # one connection to the fork server at a time
         process.start()
     return ForkedChild(process)
 
 
-def _run_cli(args: list[str], log: str, env: dict[str, str], cwd: str, threads: int) -> None:
-    """In the forked child: become the task (output, environment, folder, threads), run the CLI, exit with its
-    status after the interpreter's exit handlers (``multiprocessing`` children skip them otherwise)."""
+def _run_task(module: str, args: list[str], log: str, env: dict[str, str], cwd: str, threads: int) -> None:
+    """In the forked child: become the task (output, environment, folder, threads), run the module's entry point,
+    exit with its status after the interpreter's exit handlers (``multiprocessing`` children skip them otherwise)."""
     import atexit
+    import importlib
 
     import torch
 
@@ -107,12 +113,11 @@ def _run_cli(args: list[str], log: str, env: dict[str, str], cwd: str, threads: 
     os.chdir(cwd)
     # OpenMP read OMP_NUM_THREADS when the fork server loaded torch; the task's value is set here
     torch.set_num_threads(threads)
-    sys.argv = ["synbench", *args]
+    entry, argv0 = ENTRY_POINTS[module]
+    sys.argv = [argv0, *args]
     code = 1
     try:
-        from experiments.cli import main
-
-        code = main(args)
+        code = getattr(importlib.import_module(module), entry)(args)
     finally:
         atexit._run_exitfuncs()
         sys.stdout.flush()

@@ -34,6 +34,14 @@ def test_a_cli_task_is_forked_with_its_own_environment_folder_and_log(tmp_path):
     assert os.environ.get("SYNBENCH_DATA") != env["SYNBENCH_DATA"]  # and not this process's
 
 
+def test_an_eval_group_task_is_forked_too(tmp_path):
+    group = (sys.executable, "-m", "experiments.eval_group", str(tmp_path / "missing" / "group.json"))
+    assert warm_start.forkable(group)
+    child = warm_start.start(group, str(tmp_path / "log"), dict(os.environ), str(tmp_path), 1)
+    assert isinstance(child, warm_start.ForkedChild) and child.wait() == 1  # its entry point ran, and failed
+    assert "No such file or directory" in (tmp_path / "log").read_text()
+
+
 def test_a_signal_is_reported_as_for_a_subprocess(tmp_path):
     child = warm_start.start((*CLI, "train", "tg", "--preset", "cpu-small", "--seed", "0", "--run-dir",
                               str(tmp_path / "run")), str(tmp_path / "log"), dict(os.environ), None, 1)
