@@ -219,7 +219,7 @@ def execute(plan: Plan, executor: str) -> dict[str, Any]:
     register_sources(plan)
     if not plan.tasks:
         return {"executor": executor, "submitted": 0}
-    launched = launch(plan.tasks, executor, plan.spec, exp)
+    launched = launch(longest_first(plan) if executor == "local" else plan.tasks, executor, plan.spec, exp)
     if executor == "local":
         return {"executor": executor, "submitted": len(plan.sent_runs), **launched}
     from experiments.launchers.slurm import submit_after
@@ -228,6 +228,14 @@ def execute(plan: Plan, executor: str) -> dict[str, Any]:
                                  slurm_options(plan.spec))
     return {"executor": executor, "submitted": len(plan.sent_runs), "job_id": launched["job_id"],
             "aggregate_job": aggregate_job}
+
+
+def longest_first(plan: Plan) -> list[Task]:
+    """The planned tasks in the order a local pool starts them: most training steps first (ties in spec order),
+    so that a long run (a proposal parser's 500 steps beside 150-step models) does not start last and then run
+    alone while the other cores idle. A scheduler keeps the manifest order (array task i = task i)."""
+    steps = {run.run_id: (run.config.get("train") or {}).get("max_steps") or 0 for run in plan.runs}
+    return sorted(plan.tasks, key=lambda task: -sum(steps.get(run_id, 0) for run_id, _, _ in task.runs()))
 
 
 def wait_for(plan: Plan, poll_s: float = 5.0) -> list[RunStatus]:

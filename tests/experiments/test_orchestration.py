@@ -283,3 +283,18 @@ def test_bad_input_is_one_error_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert f"{bad}:2" in err and "train.max_stepz" in err
     assert not (tmp_path / "bad").exists()
+
+
+def test_a_local_pool_starts_the_longest_runs_first(tmp_path):
+    """The TG demo's proposal parser (500 steps) starts first on a local pool, not after the ten 80- and 150-step
+    runs (it would then train alone on an idle machine); the manifest (a SLURM array's task order) keeps the
+    spec's order."""
+    from experiments.reproduce import spec_for
+    from experiments.submit import longest_first, plan_submission
+
+    plan = plan_submission(spec_for("tg", "demo"), tmp_path, None, only_missing=True)
+    models = {run.run_id: run.model for run in plan.runs}
+    assert [models[t.run_id] for t in plan.tasks][-1] == "parser"
+    order = [models[t.run_id] for t in longest_first(plan)]
+    assert order == ["parser", *(["tg"] * 2), *(["txl-trees"] * 2), *(["txl-terminals"] * 2),
+                     *(["tg-doc"] * 2), *(["txl-trees-doc"] * 2)]
