@@ -6,11 +6,19 @@ depend on the weights. Sentences: the first ``--sentences`` validation sentences
 words. Proposals: the gold tree plus random well-formed trees over the same words (uniform choices among
 the allowed actions, at most 4 nonterminals before a word) until ``--proposals`` distinct trees.
 
-- ``batched``: ``TreeScorer`` — all N proposals of a sentence in one forward pass (chunks collated together).
+- ``batched``: ``TreeScorer`` with ``prefix_sharing="off"`` — all N proposals of a sentence in one forward pass
+  (chunks collated together), every tree's whole sequence computed.
+- ``trie``: ``TreeScorer``'s default ``prefix_sharing="trie"`` (``experiments/evaluate/scorers/trie.py``) — the
+  same batches, each sentence's distinct prefixes computed once (packed rows of at most ``--max-nodes`` nodes).
+  Timed interleaved with ``batched`` (one run of each per repeat); also printed: distinct trie nodes over the
+  proposals' total tokens.
 - ``one at a time``: the same trees, one forward pass per tree (a batch of one).
+``--proposal-kind k-best`` makes proposals that share prefixes as a parser's k-best list does: the gold tree's
+actions up to a uniformly chosen word, then random.
 - ``beam``: ``BeamScorer`` with ``--beam``, ``--word-beam``, ``--max-actions`` (sentences per second).
 
-Both proposal paths give the same totals (checked). Times are wall-clock, best of ``--repeats``.
+All proposal paths give the same totals (checked). ``--family txl-trees`` scores the same trees with a
+TXL (trees) network of the preset (relpos linear). Times are wall-clock, best of ``--repeats``.
 Run: ``PYTHONPATH=. python benchmarks/marginalize.py [--threads 1]``. On a GPU, at the paper's N = 300 and the
 16-layer PTB model (``--preset ptb``; random weights, same speed), sentences/s of N trees per sentence batched
 vs one tree at a time:
@@ -26,13 +34,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from experiments.evaluate.scorers import trie
 from experiments.evaluate.scorers.tree_marginal import TreeScorer
 from experiments.families.tg.beam import BeamScorer
 from experiments.families.tg.scorers import TGModel
 from experiments.presets import load_presets
 from lightning_modules.data import treebank_sequences
 from lightning_modules.data.corpora import load_corpus
-from lightning_modules.data.encodings.choe_charniak import TokenType
+from lightning_modules.data.encodings.choe_charniak import TokenType, choe_charniak
 from lightning_modules.data.tree import Tree, clean, drop_pos_tags
 from lightning_modules.families.tg import data as tg_data
 from lightning_modules.families.tg.cc_constraints import ActionMasks, CCState, build_tree
@@ -41,9 +50,10 @@ from lightning_modules.models.txl_lm import build
 PRESETS = Path(__file__).resolve().parents[1] / "experiments" / "families" / "tg" / "presets" / "tg.yaml"
 
 
-def cpu_small_model(preset: str = "cpu-small", device: str = "cpu") -> tuple[TGModel, list[Tree]]:
-    """A random TG of the preset (default cpu-small) on ``device`` and the cleaned, POS-free validation trees
-    of the PTB sample."""
+def cpu_small_model(preset: str = "cpu-small", device: str = "cpu", family: str = "tg"
+                    ) -> tuple[TGModel, list[Tree]]:
+    """A random TG (or TXL (trees): ``family``) of the preset (default cpu-small) on ``device`` and the
+    cleaned, POS-free validation trees of the PTB sample."""
     corpus = load_corpus("ptb-sample")
     train = treebank_sequences.sequences(corpus.splits["train"], "sentence", "none")
     words = [w for seq in train for t in seq for w in t.leaves()]
@@ -52,19 +62,32 @@ def cpu_small_model(preset: str = "cpu-small", device: str = "cpu") -> tuple[TGM
     vocab = tg_data.build_action_vocab(tokens, [tg_data.actions_function("tg", "sentence", mapping)(s)
                                                 for s in train])
     model_cfg = load_presets(PRESETS)[preset]
+    if family != "tg":
+        model_cfg = {**model_cfg, "relpos": "linear", "use_different_attn_fns": False}
     torch.manual_seed(0)
     module = build({**model_cfg, "vocab_size": len(vocab)})
-    meta = {"family": "tg", "vocab": payload,
+    meta = {"family": family, "vocab": payload,
             "config": {"model": model_cfg, "data": {"memory": "smart", "tree_transform": "none"}}}
     valid = [drop_pos_tags(clean(t)) for doc in corpus.splits["valid"] for _, t in doc.sentences]
     return TGModel(module, meta, vocab, device), valid
 
 
-def random_tree(words: list[str], masks: ActionMasks, rng: np.random.Generator, max_actions: int = 4) -> Tree:
-    """A uniformly-chosen well-formed tree: before each word, random nonterminal actions, then the word."""
+def random_tree(words: list[str], masks: ActionMasks, rng: np.random.Generator, max_actions: int = 4,
+                prefix: Tree | None = None, keep: int = 0) -> Tree:
+    """A uniformly-chosen well-formed tree: before each word, random nonterminal actions, then the word. With
+    ``prefix``: that tree's actions up to its ``keep``-th word, then random (a parser's k-best list shares
+    such prefixes)."""
     vocab = masks.vocab
     state, tokens, types = CCState(), [], []
-    for word in words:
+    if prefix is not None and keep:
+        actions = choe_charniak(prefix, lambda w: (w,))
+        for token, ttype, w in zip(actions.tokens[1:], actions.types[1:], actions.word_index[1:]):
+            state = state.advance(ttype, token)
+            tokens.append(token)
+            types.append(ttype)
+            if w == keep - 1:
+                break
+    for word in words[keep:]:
         for step in range(max_actions):
             allowed = np.flatnonzero(masks.allowed(state, terminal=False, close_root=False))
             word_ok = bool(state.open)
@@ -87,12 +110,17 @@ def random_tree(words: list[str], masks: ActionMasks, rng: np.random.Generator, 
     return build_tree(tokens + closing, types + [TokenType.CNT] * len(closing))
 
 
-def proposals(gold: Tree, n: int, masks: ActionMasks, rng: np.random.Generator) -> list[Tree]:
+def proposals(gold: Tree, n: int, masks: ActionMasks, rng: np.random.Generator, kind: str = "random"
+              ) -> list[Tree]:
+    """The gold tree and distinct random trees over its words until ``n``: ``random`` uniform, ``k-best`` the
+    gold tree's actions up to a uniformly chosen word, then random (proposals that share prefixes)."""
     trees = {gold: None}
+    words = gold.leaves()
     for _ in range(50 * n):
         if len(trees) == n:
             break
-        trees.setdefault(random_tree(gold.leaves(), masks, rng), None)
+        keep = int(rng.integers(len(words))) if kind == "k-best" else 0
+        trees.setdefault(random_tree(words, masks, rng, prefix=gold, keep=keep), None)
     return list(trees)
 
 
@@ -120,21 +148,28 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument("--preset", default="cpu-small", help="TG model preset (cpu-small | ptb | bllip)")
+    parser.add_argument("--family", choices=("tg", "txl-trees"), default="tg")
+    parser.add_argument("--proposal-kind", choices=("random", "k-best"), default="random",
+                        help="uniform random trees, or the gold tree's prefix up to a random word then random")
+    parser.add_argument("--max-nodes", type=int, default=trie.DEFAULT_MAX_NODES,
+                        help="longest packed trie row (nodes)")
+    parser.add_argument("--skip-one", action="store_true", help="skip the one-tree-at-a-time timing")
+    parser.add_argument("--skip-beam", action="store_true", help="skip the beam timing")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
 
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda: CUDA is not available on this machine")
-    model, valid = cpu_small_model(args.preset, args.device)
+    model, valid = cpu_small_model(args.preset, args.device, args.family)
     masks = ActionMasks(model.vocab)
     rng = np.random.default_rng(0)
     golds = [t for t in valid if 5 <= len(t.leaves()) <= args.max_words][: args.sentences]
     sentences = [t.leaves() for t in golds]
-    sets = [proposals(t, args.proposals, masks, rng) for t in golds]
+    sets = [proposals(t, args.proposals, masks, rng, args.proposal_kind) for t in golds]
     n_trees = sum(len(s) for s in sets)
     words = sum(len(s) for s in sentences)
-    print(f"model: random {args.preset} TG, vocab {len(model.vocab)}; device {args.device}; torch threads "
+    print(f"model: random {args.preset} {args.family}, vocab {len(model.vocab)}; device {args.device}; torch threads "
           f"{torch.get_num_threads()}")
     print(f"{len(sentences)} sentences ({words} words, {words / len(sentences):.1f} per sentence), "
           f"{n_trees} proposal trees ({n_trees / len(sentences):.1f} per sentence)")
@@ -144,19 +179,39 @@ def main() -> None:
     print(f"encoded tree length {np.mean([v for x in lengths for v in x]):.1f} tokens on average; "
           f"{used:.0%} of a sentence's batch is not padding")
 
-    batched = TreeScorer(model, None, n=None, batch_size=args.proposals)
-    one = TreeScorer(model, None, method="gold", batch_size=1)
-    t_batched, scores = best_time(lambda: batched.score_trees(sentences, sets), args.repeats)
-    t_one, singles = best_time(lambda: [one.score_trees([s] * len(ts), [[t] for t in ts])
-                                        for s, ts in zip(sentences, sets)], args.repeats)
-    for score, single in zip(scores, singles):
-        totals = torch.tensor([s.total for s in single], dtype=torch.float64)
-        assert abs(score.total - float(torch.logsumexp(totals, 0))) < 1e-4
+    batched = TreeScorer(model, None, n=None, batch_size=args.proposals, prefix_sharing="off")
+    shared = TreeScorer(model, None, n=None, batch_size=args.proposals)
+    model.trie_max_nodes = args.max_nodes
+    one = TreeScorer(model, None, method="gold", batch_size=1, prefix_sharing="off")
+    t_batched = t_trie = float("inf")
+    for _ in range(args.repeats):  # interleaved: a drift of the machine's speed hits both paths alike
+        t, scores = best_time(lambda: batched.score_trees(sentences, sets), 1)
+        t_batched = min(t_batched, t)
+        t, trie_scores = best_time(lambda: shared.score_trees(sentences, sets), 1)
+        t_trie = min(t_trie, t)
+    for a, b in zip(scores, trie_scores):
+        assert abs(a.total - b.total) <= 1e-5 * abs(a.total), (a.total, b.total)
+    model.trie_stats = stats = trie.TrieStats()
+    shared.score_trees(sentences, sets)
+    model.trie_stats = None
     print(f"proposals batched:        {n_trees / t_batched:8.1f} trees/s  ({t_batched:.2f} s)")
-    print(f"proposals one at a time:  {n_trees / t_one:8.1f} trees/s  ({t_one:.2f} s)")
-    print(f"sentences/s (N = {n_trees / len(sentences):.0f} trees each): batched {len(sentences) / t_batched:.2f}, "
-          f"one at a time {len(sentences) / t_one:.2f}")
-    print(f"batched / one-at-a-time speed-up: {t_one / t_batched:.1f}x")
+    print(f"proposals trie:           {n_trees / t_trie:8.1f} trees/s  ({t_trie:.2f} s)")
+    print(f"trie / batched speed-up: {t_batched / t_trie:.2f}x; distinct trie nodes / proposal tokens: "
+          f"{stats.nodes} / {stats.positions} = {stats.nodes / stats.positions:.3f} ({stats.rows} packed rows, "
+          f"max {args.max_nodes} nodes)")
+    if not args.skip_one:
+        t_one, singles = best_time(lambda: [one.score_trees([s] * len(ts), [[t] for t in ts])
+                                            for s, ts in zip(sentences, sets)], args.repeats)
+        for score, single in zip(scores, singles):
+            totals = torch.tensor([s.total for s in single], dtype=torch.float64)
+            assert abs(score.total - float(torch.logsumexp(totals, 0))) < 1e-4
+        print(f"proposals one at a time:  {n_trees / t_one:8.1f} trees/s  ({t_one:.2f} s)")
+        print(f"sentences/s (N = {n_trees / len(sentences):.0f} trees each): batched "
+              f"{len(sentences) / t_batched:.2f}, trie {len(sentences) / t_trie:.2f}, one at a time "
+              f"{len(sentences) / t_one:.2f}")
+        print(f"batched / one-at-a-time speed-up: {t_one / t_batched:.1f}x")
+    if args.skip_beam:
+        return
 
     beam = BeamScorer(model, args.beam, args.word_beam, args.max_actions)
     subset = sentences[: args.beam_sentences]

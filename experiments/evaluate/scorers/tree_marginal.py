@@ -23,6 +23,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from experiments.evaluate.scorer import Convention, SentenceScore, batches, check_sentences
+from experiments.evaluate.scorers.trie import PREFIX_SHARING
 from lightning_modules.errors import InputError
 from lightning_modules.numeric import logsumexp
 
@@ -78,12 +79,15 @@ class TreeScorer:
     ``score_trees`` takes the trees directly. The first ``n`` distinct trees of a sentence are used (None: all;
     a family's proposals method gives its paper's N), after the model's view of them (cleaning, POS tags,
     transforms). All trees of a sentence go through the network in
-    one forward pass; sentences are grouped up to ``batch_size`` trees.
+    one forward pass; sentences are grouped up to ``batch_size`` trees. ``prefix_sharing="trie"`` (the
+    default) computes the prefixes a sentence's trees share once, where the model offers it
+    (``grouped_label_logprobs``, ``scorers.trie``); ``off`` scores every tree's whole sequence. Both give the
+    same numbers up to float32 rounding.
     """
 
     def __init__(self, model: TreeModel, source: TreeSource | None, *, method: str = "proposals",
                  n: int | None = None, pos_tags: bool = False, batch_size: int = 32,
-                 source_name: str | None = None):
+                 source_name: str | None = None, prefix_sharing: str = "trie"):
         if not model.joint:
             raise InputError(f"{model.name} is a string model: score it with method=exact", "method")
         if method not in ("proposals", "gold"):
@@ -92,7 +96,10 @@ class TreeScorer:
             raise InputError("must be at least 1", "n_proposals")
         if batch_size < 1:
             raise InputError("must be at least 1", "batch_size")
+        if prefix_sharing not in PREFIX_SHARING:
+            raise InputError(f"must be one of {', '.join(PREFIX_SHARING)}", "prefix_sharing")
         self.model, self.source, self.pos_tags, self.batch_size = model, source, pos_tags, batch_size
+        self.prefix_sharing = prefix_sharing
         self.n = 1 if method == "gold" else n
         self.splits_structure = method == "gold"  # its scores carry extra["structure_logprob"]
         self.name = model.name
@@ -124,8 +131,11 @@ class TreeScorer:
         order = sorted(range(len(sentences)), key=lambda k: -len(candidates[k][0].example))
         out: list[SentenceScore | None] = [None] * len(sentences)
         for batch in batches(order, [len(c) for c in candidates], self.batch_size):
-            flat = [c for k in batch for c in candidates[k]]
-            logprobs = self.model.label_logprobs([c.example for c in flat])
+            grouped = getattr(self.model, "grouped_label_logprobs", None) if self.prefix_sharing == "trie" else None
+            if grouped is not None:  # shared prefixes once (scorers.trie)
+                logprobs = [lp for g in grouped([[c.example for c in candidates[k]] for k in batch]) for lp in g]
+            else:
+                logprobs = self.model.label_logprobs([c.example for k in batch for c in candidates[k]])
             start = 0
             for k in batch:
                 n = len(candidates[k])

@@ -4,7 +4,9 @@
 txl_lm.py``: Transformer Grammars, their Transformer-XL baselines, the Dependency TG) has in common once a
 checkpoint is loaded: the module in eval mode on a device, the checkpoint's config and action vocabulary, the
 one loader of such checkpoints, and one forward pass over a batch of encoded sequences giving each example's
-label log-probs or its distributions at chosen positions. A family's subclass (in its own folder) names the
+label log-probs or its distributions at chosen positions; for groups of sequences that share prefixes (a
+sentence's proposal trees), one forward over their tries (``grouped_label_logprobs``, ``trie``), the shared
+prefixes computed once. A family's subclass (in its own folder) names the
 checkpoints it loads and their network builder (``network``), cuts its examples into the chunks the network
 reads (``chunks``) and adds its words -> sequences view (the tree-marginal protocol,
 ``tree_marginal.TreeModel``, for joint models).
@@ -21,6 +23,7 @@ from typing import Any, Self
 import numpy as np
 import torch
 
+from experiments.evaluate.scorers import trie
 from experiments.evaluate.scorers.label_logprobs import per_example, picked_logprobs
 from lightning_modules.data.encodings.choe_charniak import ActionVocab
 
@@ -40,6 +43,9 @@ class TXLModel(ABC):
         self.config: dict[str, Any] = meta["config"]
         self.length = int(self.config["model"]["segment_length"])
         self.seed_stack: tuple[Any, int] | None = None  # (StackedScorer, this seed's index): ``stacked``
+        self.trie_stats: trie.TrieStats | None = None  # counts what ``grouped_label_logprobs`` shares
+        self.trie_max_nodes = trie.DEFAULT_MAX_NODES  # its longest packed row
+        self.trie_max_length = trie.DEFAULT_MAX_LENGTH  # a group with a longer sequence is scored alone
 
     @staticmethod
     @abstractmethod
@@ -94,6 +100,31 @@ class TXLModel(ABC):
             return stack.label_logprobs(index, examples, lambda: self.chunks(examples))
         logits, chunks = self._forward(examples)
         return per_example(picked_logprobs(logits, chunks), examples)
+
+    def segmentation(self, example: Any) -> Any:
+        """How ``chunks`` segments ``example`` (a ``Segmentation``), or None when this model's chunks do not
+        follow one: then ``grouped_label_logprobs`` scores every example alone."""
+        return None
+
+    @torch.no_grad()
+    def grouped_label_logprobs(self, groups: Sequence[Sequence[Any]], max_nodes: int | None = None
+                               ) -> list[list[np.ndarray]]:
+        """``label_logprobs`` of each group's examples (groups: the candidates of one sentence), their shared
+        prefixes computed once: one forward over the groups' tries (``trie``). A seed stack, or a model
+        without a ``segmentation``, scores the examples as ``label_logprobs``; so does a group with a sequence
+        longer than ``trie_max_length`` (a packed row is attended densely: its cost grows with its square)."""
+        flat = [e for g in groups for e in g]
+        if self.seed_stack is not None or not flat or self.segmentation(flat[0]) is None:
+            shared = [False] * len(groups)
+        else:
+            shared = [all(len(e) <= self.trie_max_length for e in g) for g in groups]
+        alone = iter(self.label_logprobs([e for g, s in zip(groups, shared) if not s for e in g])
+                     if not all(shared) else [])
+        tried = iter(trie.trie_label_logprobs(
+            [g for g, s in zip(groups, shared) if s], self.segmentation, lambda chunk: self.module([chunk])[0][0],
+            self.module.network.memory_length, self.device,
+            self.trie_max_nodes if max_nodes is None else max_nodes, self.trie_stats) if any(shared) else [])
+        return [next(tried) if s else [next(alone) for _ in g] for g, s in zip(groups, shared)]
 
     @torch.no_grad()
     def distributions(self, examples: Sequence[Any], positions: Sequence[Sequence[int]]) -> list[torch.Tensor]:

@@ -92,5 +92,9 @@ class DTGModel(TXLModel):
 
     def chunks(self, examples: Sequence[dtg_data.DTGExample]) -> list[Any]:
         """Whole sentences (one chunk each, with their arc representations)."""
-        rows = [(e, segment(e, self.length, self.length, "plain")) for e in examples]
+        rows = [(e, self.segmentation(e)) for e in examples]
         return [chunk.to(self.device) for chunk in dtg_data.collate_sentences(rows)]
+
+    def segmentation(self, example: dtg_data.DTGExample) -> Any:
+        """One chunk per sentence (``encode_tree`` refuses longer ones)."""
+        return segment(example, self.length, self.length, "plain")

@@ -129,8 +129,12 @@ class TGModel(TXLModel):
         trimmed), as in training."""
         from lightning_modules.families.tg.data import collate_sequences
 
-        rows = [(e, segment(e, self.length, self.length, self.memory)) for e in examples]
+        rows = [(e, self.segmentation(e)) for e in examples]
         return [chunk.to(self.device) for chunk in collate_sequences(rows)]
+
+    def segmentation(self, example: Example) -> Any:
+        """The checkpoint's segment length and memory (plain or smart), as in training."""
+        return segment(example, self.length, self.length, self.memory)
 
 
 # -- exact: TXL (terminals) ----------------------------------------------------------------------------------

@@ -148,7 +148,9 @@ def test_proposal_bound_monotone_and_exact_on_all_trees(joint, words):
     previous = -np.inf
     for n in (1, 2, 3, 10, len(trees) // 2, len(trees) - 1, len(trees)):
         bound = TreeScorer(joint, all_trees(trees), n=n).score([words])[0]
-        assert bound.total <= marginal.total + 1e-9 and bound.total >= previous - 1e-9
+        # monotone up to float32 rounding: the shared prefixes of each set are packed differently (scorers.trie)
+        slack = FLOAT32["rtol"] * abs(marginal.total)
+        assert bound.total <= marginal.total + slack and bound.total >= previous - slack
         previous = bound.total
         # per-word values telescope to the bound; each is a log-probability
         assert sum(bound.word_logprobs) + bound.end_logprob == pytest.approx(bound.total, abs=1e-9)
