@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Every GPU measurement of the benchmarks/ scripts in one prepared run of under 8 minutes, for a lent device:
+#
+#   bash benchmarks/gpu_session.sh                # on the GPU: outputs in benchmarks/results/DEVICE-DATE/
+#   bash benchmarks/gpu_session.sh --cpu-check    # the same steps at toy sizes on the CPU (check the script first)
+#   ... --out DIR                                 # another output folder
+#
+# Each step runs under its own time limit (their sum is the 8-minute bound) and writes N-NAME.txt; a step that
+# fails or runs out of time is marked in its file and in summary.txt, and the next step still runs. Every script
+# prints its ratios against the reference measured in the same run (see each script's docstring).
+# Needs the prepared data ($SYNBENCH_DATA or ~/.cache/synbench/data: `synbench prepare`).
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+mode=cuda
+out=""
+while [ $# -gt 0 ]; do
+  case $1 in
+    --cpu-check) mode=cpu; shift ;;
+    --out) out=$2; shift 2 ;;
+    *) echo "usage: bash benchmarks/gpu_session.sh [--cpu-check] [--out DIR]" >&2; exit 2 ;;
+  esac
+done
+PY=${PYTHON:-.venv/bin/python}
+if [ "$mode" = cuda ]; then
+  device=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | grep -oiE 'h100|h200|a100|l40s|l4|a10g|v100' \
+           | head -1 | tr 'A-Z' 'a-z')
+  device=${device:-gpu}
+else
+  device=cpu
+fi
+out=${out:-benchmarks/results/$device-$(date +%F)}
+mkdir -p "$out"
+: > "$out/summary.txt"
+export PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH}
+
+step() {  # step N NAME SECONDS ARGV... : one measurement, its output in N-NAME.txt
+  local n=$1 name=$2 limit=$3
+  shift 3
+  local file="$out/$n-$name.txt" start=$SECONDS
+  echo "\$ $*" > "$file"
+  timeout "$limit" "$@" >> "$file" 2>&1
+  local code=$?
+  local took=$((SECONDS - start))
+  case $code in
+    0) state=ok ;;
+    124) state="out of time (limit ${limit} s)" ;;
+    *) state="failed (exit status $code)" ;;
+  esac
+  echo "# $state after $took s" >> "$file"
+  printf '%-22s %-32s %4d s\n' "$n-$name" "$state" "$took" | tee -a "$out/summary.txt"
+}
+
+{ date -u; nvidia-smi 2>/dev/null || echo "no nvidia-smi"; "$PY" -c 'import torch, sys; print(sys.version); print("torch", torch.__version__, "cuda", torch.version.cuda, "available", torch.cuda.is_available())'; } \
+  > "$out/1-env.txt" 2>&1
+
+if [ "$mode" = cuda ]; then
+  # bf16 dense peak of an H100/H200 SXM (989 TFLOP/s): MFU's denominator
+  step 2 training_step 90 "$PY" benchmarks/training_step.py --device cuda --preset ptb --precision bf16 --steps 20 \
+    --peak-tflops 989
+  step 3 seed_group 120 "$PY" benchmarks/seed_group.py --device cuda --preset ptb --sizes 1 4 8 --steps 5 \
+    --batch-size 16 --repeats 1
+  step 4 marginalize 60 "$PY" benchmarks/marginalize.py --device cuda --preset ptb --sentences 4 --proposals 100 \
+    --proposal-kind k-best --skip-one --skip-beam --repeats 1
+  step 5 tg_beam 60 "$PY" benchmarks/tg_beam.py --device cuda --preset ptb --sentences 2 --beam 20 --word-beam 5 \
+    --max-actions 8 --curve
+  step 6 pushdown_beam 60 "$PY" benchmarks/pushdown_beam.py --device cuda --lengths 20 --beams 32 300 --sentences 2
+  step 7 attention 40 "$PY" benchmarks/attention.py --device cuda --lengths 256 1024
+  step 8 pushdown_attention 40 "$PY" benchmarks/pushdown_attention.py --device cuda --lengths 256 1024 --flex
+else
+  step 2 training_step 90 "$PY" benchmarks/training_step.py --device cpu --tiny --steps 3 --warmup 1
+  step 3 seed_group 120 "$PY" benchmarks/seed_group.py --device cpu --sizes 1 2 --steps 1 --batch-size 2 --repeats 1
+  step 4 marginalize 60 "$PY" benchmarks/marginalize.py --device cpu --sentences 2 --proposals 8 \
+    --proposal-kind k-best --skip-one --skip-beam --repeats 1
+  step 5 tg_beam 60 "$PY" benchmarks/tg_beam.py --device cpu --sentences 2 --max-words 8 --beam 5 --word-beam 2 \
+    --rounds 1 --curve
+  step 6 pushdown_beam 60 "$PY" benchmarks/pushdown_beam.py --device cpu --lengths 10 --beams 8 --sentences 1
+  # benchmarks/attention.py times compiled FlexAttention, whose CPU build fails in torch 2.13 (inductor's C++
+  # flex template: "cur_kvSplitSize5 was not declared"): GPU only
+  printf '%-22s %-32s %4d s\n' "7-attention" "skipped (compiled flex: GPU only)" 0 | tee -a "$out/summary.txt"
+  step 8 pushdown_attention 40 "$PY" benchmarks/pushdown_attention.py --device cpu --lengths 64 --repeats 1
+fi
+echo "outputs: $out"
+! grep -v " ok \| skipped " "$out/summary.txt" > /dev/null
