@@ -13,9 +13,10 @@ the allowed actions, at most 4 nonterminals before a word) until ``--proposals``
   Timed interleaved with ``batched`` (one run of each per repeat); also printed: distinct trie nodes over the
   proposals' total tokens.
 - ``one at a time``: the same trees, one forward pass per tree (a batch of one).
+- ``beam``: ``BeamScorer`` with ``--beam``, ``--word-beam``, ``--max-actions`` (sentences per second).
+
 ``--proposal-kind k-best`` makes proposals that share prefixes as a parser's k-best list does: the gold tree's
 actions up to a uniformly chosen word, then random.
-- ``beam``: ``BeamScorer`` with ``--beam``, ``--word-beam``, ``--max-actions`` (sentences per second).
 
 All proposal paths give the same totals (checked). ``--family txl-trees`` scores the same trees with a
 TXL (trees) network of the preset (relpos linear). Times are wall-clock, best of ``--repeats``.

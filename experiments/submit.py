@@ -233,7 +233,8 @@ def execute(plan: Plan, executor: str) -> dict[str, Any]:
 def longest_first(plan: Plan) -> list[Task]:
     """The planned tasks in the order a local pool starts them: most training steps first (ties in spec order),
     so that a long run (a proposal parser's 500 steps beside 150-step models) does not start last and then run
-    alone while the other cores idle. A scheduler keeps the manifest order (array task i = task i)."""
+    alone while the other cores idle. A run bounded by epochs (no ``train.max_steps``) counts 0 and starts last.
+    A scheduler keeps the manifest order (array task i = task i)."""
     steps = {run.run_id: (run.config.get("train") or {}).get("max_steps") or 0 for run in plan.runs}
     return sorted(plan.tasks, key=lambda task: -sum(steps.get(run_id, 0) for run_id, _, _ in task.runs()))
 

@@ -1,9 +1,9 @@
 """Warm start: local ``synbench`` tasks forked from an interpreter that has already imported torch and Lightning.
 
 A local task is ``python -m experiments.cli ...`` (or an eval group, ``python -m experiments.eval_group ...``).
-Started cold, each one spends about ten seconds on 2 cores
-importing torch, Lightning (which imports torchmetrics, and through it scipy, transformers and matplotlib)
-before it does anything: a demo's forty tasks pay minutes for it. Here such tasks are forked from a
+Started cold, each one spends about ten seconds on 2 cores importing torch, Lightning (which imports
+torchmetrics, and through it scipy, transformers and matplotlib) before it does anything: a demo's forty tasks
+pay minutes for it. Here such tasks are forked from a
 ``multiprocessing`` fork server that imported those libraries once (and nothing of synbench, so no module state
 of ours is shared). Each task is still its own process: its own memory, environment, working directory, log
 file and exit status (negative for a signal, as for a subprocess), and it is stopped alone. Any other argv (a

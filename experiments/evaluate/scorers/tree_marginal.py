@@ -130,8 +130,8 @@ class TreeScorer:
         """The marginal of each sentence over its candidates (distinct trees), batched forward passes."""
         order = sorted(range(len(sentences)), key=lambda k: -len(candidates[k][0].example))
         out: list[SentenceScore | None] = [None] * len(sentences)
+        grouped = getattr(self.model, "grouped_label_logprobs", None) if self.prefix_sharing == "trie" else None
         for batch in batches(order, [len(c) for c in candidates], self.batch_size):
-            grouped = getattr(self.model, "grouped_label_logprobs", None) if self.prefix_sharing == "trie" else None
             if grouped is not None:  # shared prefixes once (scorers.trie)
                 logprobs = [lp for g in grouped([[c.example for c in candidates[k]] for k in batch]) for lp in g]
             else:

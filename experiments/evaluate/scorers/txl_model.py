@@ -107,24 +107,22 @@ class TXLModel(ABC):
         return None
 
     @torch.no_grad()
-    def grouped_label_logprobs(self, groups: Sequence[Sequence[Any]], max_nodes: int | None = None
-                               ) -> list[list[np.ndarray]]:
+    def grouped_label_logprobs(self, groups: Sequence[Sequence[Any]]) -> list[list[np.ndarray]]:
         """``label_logprobs`` of each group's examples (groups: the candidates of one sentence), their shared
-        prefixes computed once: one forward over the groups' tries (``trie``). A seed stack, or a model
-        without a ``segmentation``, scores the examples as ``label_logprobs``; so does a group with a sequence
-        longer than ``trie_max_length`` (a packed row is attended densely: its cost grows with its square)."""
-        flat = [e for g in groups for e in g]
-        if self.seed_stack is not None or not flat or self.segmentation(flat[0]) is None:
-            shared = [False] * len(groups)
-        else:
-            shared = [all(len(e) <= self.trie_max_length for e in g) for g in groups]
-        alone = iter(self.label_logprobs([e for g, s in zip(groups, shared) if not s for e in g])
-                     if not all(shared) else [])
-        tried = iter(trie.trie_label_logprobs(
-            [g for g, s in zip(groups, shared) if s], self.segmentation, lambda chunk: self.module([chunk])[0][0],
-            self.module.network.memory_length, self.device,
-            self.trie_max_nodes if max_nodes is None else max_nodes, self.trie_stats) if any(shared) else [])
-        return [next(tried) if s else [next(alone) for _ in g] for g, s in zip(groups, shared)]
+        prefixes computed once: one forward over the groups' tries (``trie``, rows of at most ``trie_max_nodes``).
+        A seed stack, or a model without a ``segmentation``, scores the examples as ``label_logprobs``; so does a
+        group with a sequence longer than ``trie_max_length`` (a packed row is attended densely: its cost grows
+        with its square)."""
+        first = next((e for g in groups for e in g), None)
+        tries = self.seed_stack is None and first is not None and self.segmentation(first) is not None
+        shared = [tries and all(len(e) <= self.trie_max_length for e in g) for g in groups]
+        alone = [e for g, s in zip(groups, shared) if not s for e in g]
+        together = [g for g, s in zip(groups, shared) if s]
+        alone_lps = iter(self.label_logprobs(alone) if alone else [])
+        together_lps = iter(trie.trie_label_logprobs(
+            together, self.segmentation, lambda chunk: self.module([chunk])[0][0], self.module.network.memory_length,
+            self.device, self.trie_max_nodes, self.trie_stats) if together else [])
+        return [next(together_lps) if s else [next(alone_lps) for _ in g] for g, s in zip(groups, shared)]
 
     @torch.no_grad()
     def distributions(self, examples: Sequence[Any], positions: Sequence[Sequence[int]]) -> list[torch.Tensor]:

@@ -70,11 +70,11 @@ def test_label_logprobs_of_every_candidate(setting, max_nodes):
     model, _, sets = setting
     groups = [[model.encode_tree(model.model_tree(t, False, "test")) for t in trees] for trees in sets]
     alone = model.label_logprobs([e for g in groups for e in g])
-    model.trie_stats = stats = trie.TrieStats()
+    model.trie_stats, model.trie_max_nodes = stats, _ = trie.TrieStats(), max_nodes
     try:
-        grouped = model.grouped_label_logprobs(groups, max_nodes=max_nodes)
+        grouped = model.grouped_label_logprobs(groups)
     finally:
-        model.trie_stats = None
+        model.trie_stats, model.trie_max_nodes = None, trie.DEFAULT_MAX_NODES
     flat = [lp for g in grouped for lp in g]
     assert [len(lp) for lp in flat] == [len(e) for g in groups for e in g]
     for a, b, e in zip(alone, flat, (e for g in groups for e in g)):
