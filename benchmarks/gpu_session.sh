@@ -17,8 +17,11 @@ out=""
 while [ $# -gt 0 ]; do
   case $1 in
     --cpu-check) mode=cpu; shift ;;
-    --out) out=$2; shift 2 ;;
-    *) echo "usage: bash benchmarks/gpu_session.sh [--cpu-check] [--out DIR]" >&2; exit 2 ;;
+    --out)
+      if [ $# -lt 2 ]; then echo "synbench: error: gpu_session.sh: --out needs a folder" >&2; exit 2; fi
+      out=$2; shift 2 ;;
+    *) echo "synbench: error: gpu_session.sh: unknown argument ${1@Q}; usage: bash benchmarks/gpu_session.sh [--cpu-check] [--out DIR]" >&2
+       exit 2 ;;
   esac
 done
 PY=${PYTHON:-.venv/bin/python}
