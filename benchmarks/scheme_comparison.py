@@ -1,6 +1,6 @@
 """DTG and SOM trained and scored in the papers' dependency schemes against the Collins head-rule trees.
 
-Issue 27 step 5: DTG's specs read Stanford basic dependencies (``ptb-sample-sd``), SOM's read Universal
+The papers' schemes: DTG's specs read Stanford basic dependencies (``ptb-sample-sd``), SOM's read Universal
 Dependencies (``ptb-sample-ud``); the Collins trees stay available as ``ptb-sample-dep``. This script measures
 what the scheme changes with the normal harness: for each paper and scheme it writes a reduced copy of the
 paper's ``cpu-small`` spec (``experiments/configs/experiment/reproduce-PAPER-cpu-small.yaml``) with every

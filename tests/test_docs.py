@@ -1,4 +1,4 @@
-"""The docs site (issue 42, item 6): README.md is the entry, the rest lives in docs/ and builds with MkDocs.
+"""The docs site: README.md is the entry, the rest lives in docs/ and builds with MkDocs.
 
 ``mkdocs build --strict`` fails on any warning: a link to a page or an anchor that does not exist, a page left
 out of ``nav`` in mkdocs.yml. The README's links into docs/ are checked here too (MkDocs does not read it).
@@ -44,3 +44,14 @@ def test_the_readme_is_an_entry_whose_links_resolve():
         linked.add(path)
     # the map of the docs: every page is linked from the README
     assert {f"docs/{p.name}" for p in (REPO / "docs").glob("*.md")} - {"docs/index.md"} <= linked
+
+
+def test_no_user_facing_text_names_an_internal_tracking_number():
+    """Help, specs, module headers, docs and benchmark scripts say what a thing is, never "issue 29"."""
+    places = [REPO / "README.md", *(REPO / "docs").glob("*.md"), *(REPO / "benchmarks").glob("*.py")]
+    for package in ("experiments", "lightning_modules", "analysis"):
+        places += [*(REPO / package).rglob("*.py"), *(REPO / package).rglob("*.yaml")]
+    named = [f"{path.relative_to(REPO)}:{n}" for path in places
+             for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+             if re.search(r"\bissues? #?\d+", line, re.IGNORECASE)]
+    assert not named, named
