@@ -16,6 +16,8 @@ does not offer it, and a capability exists exactly when its part does (``capabil
 - ``evaluations``: evaluations it runs itself, by the capability they serve (``terminals``, ``dyck``,
   ``dependency_parse``);
 - ``inspection`` (``synbench inspect``, ``Inspection``) and ``model_info`` (``synbench model-info``): commands.
+- ``importing``: converts a checkpoint of the family's official implementation (``Importing``) for
+  ``synbench import``.
 
 Kinds: ``string`` (an exact p(x)), ``joint`` (p(x, y): log p(x) is bounded by marginalising trees) and
 ``tool`` (a component of the protocol, such as the proposal parser: trained, never evaluated as a model).
@@ -171,6 +173,30 @@ class ParseView:
 
 
 @dataclass(frozen=True)
+class ImportedModel:
+    """An official checkpoint converted to synbench's form: what ``synbench import`` writes as a run folder."""
+
+    config: dict[str, Any]  # the resolved run config, as a trained run's config.json and checkpoint metadata
+    vocab: dict[str, Any]  # the vocabularies, as ``checkpoints.Metadata`` records them
+    state_dict: dict[str, Any]  # the family's LightningModule state_dict
+    source: dict[str, Any]  # what was read: the official format, its conventions and the settings applied
+
+
+@dataclass(frozen=True)
+class Importing:
+    """How ``synbench import FAMILY CHECKPOINT`` reads a checkpoint of the family's official code.
+
+    ``convert(checkpoint, vocab, tokenizer)`` reads the files without running code from them (``torch.load``
+    with ``weights_only=True``; pickled vocabularies through a restricted unpickler) and raises ``InputError``
+    naming the file for anything it cannot read or that does not match."""
+
+    official: str  # the official implementation and format, e.g. "MurtyShikhar/Pushdown-Layers model.pt"
+    convert: Callable[[Path, Path | None, Path | None], ImportedModel]
+    needs_vocab: bool = False
+    takes_tokenizer: bool = False
+
+
+@dataclass(frozen=True)
 class InspectOption:
     """A command-line option of ``synbench inspect`` that a family reads (``flag`` and argparse keywords)."""
 
@@ -292,6 +318,10 @@ class Family(ABC):
         return {}
 
     def inspection(self) -> Inspection | None:
+        return None
+
+    def importing(self) -> Importing | None:
+        """How a checkpoint of the family's official implementation is converted (``synbench import``)."""
         return None
 
     def model_info(self, config: dict[str, Any], prefix: str) -> dict[str, Any]:
