@@ -257,7 +257,7 @@ def _check_word_prob(args: argparse.Namespace, options: Mapping[str, Any], what:
     word_prob = getattr(args, "word_prob", None)
     if word_prob not in (None, WORD_PROBS[0]) and "word_prob" not in options:
         raise InputError(f"{what} has no --word-prob {word_prob}: it applies to models of subword pieces whose "
-                         "method offers it (hf: models; SentencePiece terminals scored exactly)", "--word-prob")
+                         "method offers it (hf: models; checkpoints of SentencePiece terminals)", "--word-prob")
 
 
 def _proposal_source(args: argparse.Namespace, n: int) -> tuple[Any, str, bool, dict[str, Any]]:

@@ -9,6 +9,13 @@ share a prefix would otherwise count its probability several times. Every distin
 exactly one at word i-1 with less probability, so ``word_logprobs`` are <= 0 and telescope:
 ``total = sum(word_logprobs) + end_logprob``, with ``end_logprob`` what follows the last word.
 
+**Corrected word probabilities** (``word_prob="corrected"``, Pimentel & Meister 2024, ``evaluate/word_prob.py``),
+for models of SentencePiece pieces: a word's pieces do not say that it has ended, so each prefix value is
+taken with the mass of B = every token that does not continue a word (pieces that begin one, structure
+tokens, the end) after the word's last piece: D_i = logsumexp over the distinct prefixes ending with word i
+of ``log p(prefix) + log P(B | prefix)``, D_-1 = log P(B | the start), and word i's value is D_i - D_{i-1}.
+The masses come from a second pass over the trees (``distributions``); the totals do not change.
+
 The model is anything with the ``TreeModel`` methods below: Transformer Grammars over Choe–Charniak actions,
 and any other family whose sequences interleave structure and words (a dependency TG over arc transitions)
 plugs in the same way.
@@ -21,9 +28,11 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
+import torch
 
 from experiments.evaluate.scorer import Convention, SentenceScore, batches, check_sentences
 from experiments.evaluate.scorers.trie import PREFIX_SHARING
+from experiments.evaluate.word_prob import WORD_PROBS, check
 from lightning_modules.errors import InputError
 from lightning_modules.numeric import logsumexp
 
@@ -53,6 +62,13 @@ class TreeModel(Protocol):
 
     def is_unknown(self, word: str) -> bool:
         """Whether the word is outside the model's vocabulary."""
+
+    def word_boundary_ids(self) -> list[int] | None:
+        """B of corrected word probabilities: the ids of every token that does not continue a word (pieces that
+        begin one, structure tokens, the end of the sentence); None for a vocabulary of words."""
+
+    def distributions(self, examples: Sequence[Any], positions: Sequence[Sequence[int]]) -> list[Any]:
+        """Log-probabilities over the vocabulary at ``positions[b]`` of example b ([len, V] tensors)."""
 
 
 @dataclass
@@ -87,7 +103,7 @@ class TreeScorer:
 
     def __init__(self, model: TreeModel, source: TreeSource | None, *, method: str = "proposals",
                  n: int | None = None, pos_tags: bool = False, batch_size: int = 32,
-                 source_name: str | None = None, prefix_sharing: str = "trie"):
+                 source_name: str | None = None, prefix_sharing: str = "trie", word_prob: str = WORD_PROBS[0]):
         if not model.joint:
             raise InputError(f"{model.name} is a string model: score it with method=exact", "method")
         if method not in ("proposals", "gold"):
@@ -104,9 +120,14 @@ class TreeScorer:
         self.splits_structure = method == "gold"  # its scores carry extra["structure_logprob"]
         self.name = model.name
         name = source_name or getattr(source, "name", None)
+        self.boundary = None if check(word_prob) == WORD_PROBS[0] else model.word_boundary_ids()
+        if word_prob != WORD_PROBS[0] and self.boundary is None:
+            raise InputError(f"{model.name} reads one token per word: --word-prob {word_prob} needs SentencePiece "
+                             "terminals", "--word-prob")
         self.convention = Convention(
             method=method, bound=True, n_proposals=self.n, proposal_source=name,
             incremental="gold-prefix" if method == "gold" else "proposal-prefixes", end_of_sentence=True,
+            word_prob=word_prob,
         )
 
     def score(self, sentences: Sequence[Sequence[str]]) -> list[SentenceScore]:
@@ -136,12 +157,24 @@ class TreeScorer:
                 logprobs = [lp for g in grouped([[c.example for c in candidates[k]] for k in batch]) for lp in g]
             else:
                 logprobs = self.model.label_logprobs([c.example for k in batch for c in candidates[k]])
+            masses = self.boundary_masses([c for k in batch for c in candidates[k]])
             start = 0
             for k in batch:
                 n = len(candidates[k])
-                out[k] = self.marginal(sentences[k], candidates[k], logprobs[start : start + n])
+                out[k] = self.marginal(sentences[k], candidates[k], logprobs[start : start + n],
+                                       masses[start : start + n] if masses else None)
                 start += n
         return out  # type: ignore[return-value]
+
+    def boundary_masses(self, candidates: Sequence[Candidate]) -> list[np.ndarray] | None:
+        """Corrected word probabilities: each candidate's log P(B | ·) after its start token and after each
+        word's last piece; None otherwise."""
+        if self.boundary is None:
+            return None
+        ids = torch.tensor(self.boundary)
+        found = self.model.distributions([c.example for c in candidates],
+                                         [[0, *c.last_piece.tolist()] for c in candidates])
+        return [d[:, ids].logsumexp(-1).double().numpy() for d in found]
 
     def candidates(self, k: int, words: Sequence[str], trees: Sequence[Any], locations: Sequence[str] | None = None,
                    encode: Callable[[Any], Any] | None = None) -> tuple[list[Candidate], list[Any]]:
@@ -168,32 +201,42 @@ class TreeScorer:
                 break
         return out, views
 
-    def marginal(self, words: Sequence[str], candidates: list[Candidate], logprobs: list[np.ndarray]
-                 ) -> SentenceScore:
-        """The sentence's score from its candidates' label log-probs (module doc)."""
+    def marginal(self, words: Sequence[str], candidates: list[Candidate], logprobs: list[np.ndarray],
+                 masses: list[np.ndarray] | None = None) -> SentenceScore:
+        """The sentence's score from its candidates' label log-probs (and, corrected, their boundary masses:
+        ``boundary_masses``) (module doc)."""
         joint = np.array([lp.sum() for lp in logprobs])
         cumulative = [np.cumsum(lp) for lp in logprobs]
         # distinct prefixes ending with word i: word i-1's classes refined by the tokens up to word i's end
         classes = [0] * len(candidates)
         prefix = np.empty(len(words))
+        corrected = np.empty(len(words) + 1)  # D_-1 .. D_n-1 (module doc)
+        if masses is not None:
+            corrected[0] = masses[0][0]
         for i in range(len(words)):
             keys: dict[tuple, int] = {}
             values: list[float] = []
+            with_boundary: list[float] = []
             for j, c in enumerate(candidates):
                 lo = c.last_piece[i - 1] + 1 if i else 0
                 key = (classes[j], tuple(c.example.tokens[lo : c.last_piece[i] + 1].tolist()))
                 if key not in keys:
                     keys[key] = len(keys)
                     values.append(cumulative[j][c.last_piece[i] - 1])
+                    if masses is not None:
+                        with_boundary.append(values[-1] + masses[j][i + 1])
                 classes[j] = keys[key]
             prefix[i] = logsumexp(values)
+            if masses is not None:
+                corrected[i + 1] = logsumexp(with_boundary)
+        word_logprobs = np.diff(prefix, prepend=0.0) if masses is None else np.diff(corrected)
         total = logsumexp(joint)
         best = int(np.argmax(joint))
         extra = {"trees": len(candidates), "best_logprob": float(joint[best])}
         if self.splits_structure:  # the gold tree alone: its structure tokens' log-probs, the tree's share
             extra["structure_logprob"] = structure_logprob(candidates[0].example, logprobs[0])
         return SentenceScore(
-            words=tuple(words), word_logprobs=tuple(float(v) for v in np.diff(prefix, prepend=0.0)),
+            words=tuple(words), word_logprobs=tuple(float(v) for v in word_logprobs),
             total=total, end_logprob=total - float(prefix[-1]),
             best_tree=self.model.tree_text(candidates[best].original),
             unknown_words=sum(self.model.is_unknown(w) for w in words), extra=extra,

@@ -25,14 +25,16 @@ import torch
 
 from experiments.evaluate.scorers import trie
 from experiments.evaluate.scorers.label_logprobs import per_example, picked_logprobs
-from lightning_modules.data.encodings.choe_charniak import ActionVocab
+from lightning_modules.data.encodings.choe_charniak import EOS, ActionVocab, TokenType
+from lightning_modules.data.sentencepiece import BOUNDARY
 
 
 class TXLModel(ABC):
     """A Transformer-XL core network with its vocabularies, scoring encoded sequences (module docstring).
 
     Attributes every subclass has: ``module`` (eval mode, on ``device``), ``family`` (the checkpoint's), ``vocab``
-    (its ``ActionVocab``), ``config`` (the checkpoint's whole config) and ``length`` (the segment length L).
+    (its ``ActionVocab``), ``vocab_kind`` (its terminals: ``words`` or ``sentencepiece``), ``config`` (the
+    checkpoint's whole config) and ``length`` (the segment length L).
     """
 
     def __init__(self, module: Any, meta: dict[str, Any], vocab: ActionVocab, device: str = "cpu"):
@@ -40,6 +42,7 @@ class TXLModel(ABC):
         self.device = torch.device(device)
         self.family: str = meta["family"]
         self.vocab = vocab
+        self.vocab_kind: str = meta["vocab"].get("terminals", "words")  # words | sentencepiece
         self.config: dict[str, Any] = meta["config"]
         self.length = int(self.config["model"]["segment_length"])
         self.seed_stack: tuple[Any, int] | None = None  # (StackedScorer, this seed's index): ``stacked``
@@ -123,6 +126,15 @@ class TXLModel(ABC):
             together, self.segmentation, lambda chunk: self.module([chunk])[0][0], self.module.network.memory_length,
             self.device, self.trie_max_nodes, self.trie_stats) if together else [])
         return [next(together_lps) if s else [next(alone_lps) for _ in g] for g, s in zip(groups, shared)]
+
+    def word_boundary_ids(self) -> list[int] | None:
+        """B of corrected word probabilities (``tree_marginal``): every structure token (``ONT``/``CNT``), the
+        pieces that begin a word (``▁``) and ``</s>``; None when the checkpoint reads words, not pieces."""
+        if self.vocab_kind != "sentencepiece":
+            return None
+        types = self.vocab.token_types(np.arange(len(self.vocab)))
+        return [i for i, (token, kind) in enumerate(zip(self.vocab.tokens, types))
+                if kind in (TokenType.ONT, TokenType.CNT) or token.startswith(BOUNDARY) or token == EOS]
 
     @torch.no_grad()
     def distributions(self, examples: Sequence[Any], positions: Sequence[Sequence[int]]) -> list[torch.Tensor]:

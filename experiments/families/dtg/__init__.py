@@ -18,8 +18,18 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from experiments.evaluate.word_prob import WORD_PROBS, describe, method_options
 from experiments.families import register
-from experiments.families.adapter import Family, Inspection, InspectOption, Method, Scoring, ScoringRequest
+from experiments.families.adapter import (
+    Family,
+    ImportedModel,
+    Importing,
+    Inspection,
+    InspectOption,
+    Method,
+    Scoring,
+    ScoringRequest,
+)
 from experiments.families.dependency_presets import dependency_presets
 from lightning_modules.errors import InputError
 
@@ -63,7 +73,8 @@ class DTGFamily(Family):
 
     # -- checkpoints and scoring ---------------------------------------------------------------------------
     def methods(self, config: dict[str, Any] | None = None) -> tuple[Method, ...]:
-        return METHODS
+        word_prob = method_options(config)  # pieces: the beam and proposal marginals take --word-prob too
+        return (*(Method(m.name, {**m.options, **word_prob}, m.trees) for m in METHODS[:2]), METHODS[2])
 
     def load(self, checkpoint: str | Path, device: str = "cpu") -> Any:
         """A ``DTGModel``: the network with its vocabularies, scoring given dependency trees (TreeModel)."""
@@ -81,16 +92,19 @@ class DTGFamily(Family):
         from experiments.evaluate.scorers.tree_marginal import TreeScorer
 
         o = request.options
+        word_prob = o.get("word_prob", WORD_PROBS[0])
+        corrected = {} if word_prob == WORD_PROBS[0] else {"word_prob": word_prob}
+        stated = f", {describe(word_prob)}" if corrected else ""
         if request.method == "beam":
             from experiments.families.dtg.beam import DTGBeamScorer
 
             model = self.load(checkpoint, request.device)
             scorer = DTGBeamScorer(model, o["beam"], o["word_beam"], o["max_actions"], o["fast_track"],
-                                   pop_root=o["pop_root"])
+                                   pop_root=o["pop_root"], word_prob=word_prob)
             # max_actions counts token steps (the official loop's): an arc is two tokens, the word one
             identity: dict[str, Any] = {"beam": o["beam"], "word_beam": o["word_beam"],
                                         "max_actions": o["max_actions"], "max_actions_counts": "tokens",
-                                        "fast_track": o["fast_track"]}
+                                        "fast_track": o["fast_track"], **corrected}
             if model.system == "standard":  # pop_root is arc-standard's
                 identity["pop_root"] = o["pop_root"]
             pieces = ""
@@ -100,15 +114,15 @@ class DTGFamily(Family):
             rule = f", pop_root {o['pop_root']}" if "pop_root" in identity else ""
             return Scoring(scorer, identity, f"beam {o['beam']}/{o['word_beam']}, fast-track {o['fast_track']}, "
                            f"<= {o['max_actions']} token steps per word{pieces}{rule} (official code: 100/10, "
-                           "fast-track 0, 15, pop_root on any stack; paper text: beam 300)", 8)
+                           f"fast-track 0, 15, pop_root on any stack; paper text: beam 300){stated}", 8)
         if request.method == "proposals":
             if request.proposals is None:
                 raise InputError("--method proposals needs --parser CKPT (a dep-parser checkpoint)", "--method")
             model = self.load(checkpoint, request.device)
-            scorer = TreeScorer(model, model.known_trees(request.proposals), method="proposals",
-                                n=o["n"], batch_size=request.batch_size, source_name=request.source_name)
-            return Scoring(scorer, {"n_proposals": o["n"]},
-                           f"N = {o['n']} proposals from {request.source_name} (paper: {N} from a biaffine parser)")
+            scorer = TreeScorer(model, model.known_trees(request.proposals), method="proposals", n=o["n"],
+                                batch_size=request.batch_size, source_name=request.source_name, word_prob=word_prob)
+            return Scoring(scorer, {"n_proposals": o["n"], **corrected}, f"N = {o['n']} proposals from "
+                           f"{request.source_name} (paper: {N} from a biaffine parser){stated}")
         if request.gold is None:
             raise InputError("--method gold needs the gold trees of a corpus (eval ppl)", "--method")
         scorer = TreeScorer(self.load(checkpoint, request.device), request.gold, method="gold",

@@ -31,7 +31,11 @@ probability), ``extra["unreached_words"]`` counts them. Results write them ``nul
 selects a piece that begins no word with ``shift_size`` = the beam: only the piece itself is ever taken, by
 every hypothesis. So here a word's group targets its first piece (GEN); its later pieces are forced, each
 followed by the word beam (and the arc-standard mask counts words, not pieces). A word's prefix value is the
-logsumexp at its last piece, before that piece's word beam.
+logsumexp at its last piece, before that piece's word beam. Under ``word_prob="corrected"`` (``tree_marginal``'s
+definition, Pimentel & Meister 2024) it is the logsumexp there of ``log p(prefix) + log P(B | prefix)``, B every
+token that does not continue a word (pieces that begin one, transitions, ``</s>``): the last piece is then fed
+to every hypothesis before the word beam, not only to its survivors; D_-1 is log P(B | ``<s>``) and word i's
+value D_i - D_{i-1}.
 
 **The end.** The official sentence ends with the terminals ``pop_root`` and ``</s>``, each reached by a group of
 its own (and the word beam after it). So here: after the last word, the transition that ends the sequence
@@ -64,6 +68,7 @@ import torch
 
 from experiments.evaluate.scorer import Convention, SentenceScore, check_sentences
 from experiments.evaluate.scorers import beams
+from experiments.evaluate.word_prob import WORD_PROBS, check
 from lightning_modules.data.dependency import DepTree, to_conllu
 from lightning_modules.errors import InputError
 from lightning_modules.families.dtg import data as dtg_data
@@ -99,7 +104,7 @@ class DTGBeamScorer:
     official rule unless given (``POP_ROOT_RULES[0]``, as the port's)."""
 
     def __init__(self, model: object, beam: int, word_beam: int, max_actions: int, fast_track: int,
-                 batch_size: int = 8, pop_root: str = dtg.POP_ROOT_RULES[0]):
+                 batch_size: int = 8, pop_root: str = dtg.POP_ROOT_RULES[0], word_prob: str = WORD_PROBS[0]):
         beams.check_beam_settings(beam, word_beam, max_actions, batch_size, fast_track)
         if fast_track > beam:
             raise InputError(f"must be at most the beam ({beam})", "fast_track")
@@ -110,9 +115,15 @@ class DTGBeamScorer:
         self.fast_track, self.batch_size, self.pop_root = fast_track, batch_size, pop_root
         self.name = model.family  # type: ignore[attr-defined]
         self.causal = model.family == "txl-trans"  # type: ignore[attr-defined]
+        corrected = check(word_prob) != WORD_PROBS[0]
+        boundary = model.word_boundary_ids() if corrected else None  # type: ignore[attr-defined]
+        if corrected and boundary is None:
+            raise InputError(f"a vocabulary of words has one token per word: --word-prob {word_prob} needs "
+                             "SentencePiece terminals", "--word-prob")
+        self.boundary = None if boundary is None else torch.tensor(boundary)
         self.convention = Convention(method="beam", bound=True, beam=beam, word_beam=word_beam,
                                      max_actions=max_actions, fast_track=fast_track, incremental="beam",
-                                     end_of_sentence=True)
+                                     end_of_sentence=True, word_prob=word_prob)
         self.transitions = vocabulary_transitions(model)
         self.eos = model.vocab.id(dtg.EOS)  # type: ignore[attr-defined]
         self.network = model.module.network  # type: ignore[attr-defined]
@@ -170,6 +181,9 @@ class DTGBeamScorer:
         start = _Hypothesis(dtg.DTGState(model.system, self.pop_root), [], [], 0.0)  # type: ignore[attr-defined]
         self._feed(pool, [start], [None], ())
         beam, prefix = [start], np.full(len(words), -np.inf)
+        corrected = None if self.boundary is None else np.full(len(words) + 1, -np.inf)  # D_-1 .. D_n-1
+        if corrected is not None:
+            corrected[0] = self._with_boundary([start])
         ending = [] if model.system == "swift" else [END]  # type: ignore[attr-defined]
         reached: list[_Hypothesis] = []
         closing = self.max_actions if self.pop_root == "official" else 2 * self.max_actions - 1
@@ -179,7 +193,9 @@ class DTGBeamScorer:
             if not reached:  # the official loop: no hypothesis survives, every later prefix is -inf
                 break
             if i < len(words):
-                prefix[i], beam = self._pieces(pool, reached, pieces[i])
+                prefix[i], value, beam = self._pieces(pool, reached, pieces[i])
+                if corrected is not None:
+                    corrected[i + 1] = value
             elif target != EOS:
                 beam = self._word_beam(reached)
                 self._feed(pool, beam, [h.pending for h in beam], ())
@@ -187,7 +203,7 @@ class DTGBeamScorer:
         best = max((h for h in reached if h.state.complete()), key=lambda h: h.logprob, default=None)
         tree = None if best is None else to_conllu(DepTree(
             tuple(words), tuple(best.state.heads[w] for w in range(1, len(words) + 1)), ("dep",) * len(words)))
-        word_logprobs = word_values(prefix)
+        word_logprobs = word_values(prefix) if corrected is None else word_values(corrected[1:], corrected[0])
         return SentenceScore(
             words=tuple(words), word_logprobs=word_logprobs, total=total,
             end_logprob=total - float(prefix[-1]) if np.isfinite(prefix[-1]) else float("-inf"), best_tree=tree,
@@ -198,25 +214,35 @@ class DTGBeamScorer:
         )
 
     def _pieces(self, pool: object, reached: list[_Hypothesis], word: Sequence[int]
-                ) -> tuple[float, list[_Hypothesis]]:
-        """The word's prefix value and word beam from the hypotheses that generated its first piece: the word
-        beam, the GEN fed to it, and each later piece forced (the official groups of pieces that begin no word:
-        ``shift_size`` = the beam, so every hypothesis takes the piece and nothing else), each followed by the
-        word beam; the value is the logsumexp before the last word beam."""
-        value = logsumexp([h.logprob for h in reached])
-        beam = self._word_beam(reached)
+                ) -> tuple[float, float, list[_Hypothesis]]:
+        """The word's prefix value, corrected value (``word_prob``; the prefix value under sum-pieces) and word
+        beam from the hypotheses that generated its first piece: the word beam, the GEN fed to it, and each later
+        piece forced (the official groups of pieces that begin no word: ``shift_size`` = the beam, so every
+        hypothesis takes the piece and nothing else), each followed by the word beam; the values are the
+        logsumexps before the last word beam (corrected: its pieces fed to every hypothesis first)."""
+        beam = reached
         records = [token_records(self.model, h.ids, h.state, h.pending, word) for h in beam]
         for k, piece in enumerate(word):
             if k:
                 for h in beam:
                     assert h.next is not None
                     h.logprob += float(h.next[piece])
-                value = logsumexp([h.logprob for h in beam])
-                kept = set(map(id, self._word_beam(beam)))
-                records = [r for h, r in zip(beam, records) if id(h) in kept]
-                beam = [h for h in beam if id(h) in kept]
+            if k + 1 == len(word):
+                value = corrected = logsumexp([h.logprob for h in beam])
+                if self.boundary is not None:
+                    self._feed_records(pool, beam, [r[k:k + 1] for r in records])
+                    corrected = self._with_boundary(beam)
+                    return value, corrected, self._word_beam(beam)
+            kept = set(map(id, self._word_beam(beam)))
+            records = [r for h, r in zip(beam, records) if id(h) in kept]
+            beam = [h for h in beam if id(h) in kept]
             self._feed_records(pool, beam, [r[k:k + 1] for r in records])
-        return value, beam
+        return value, corrected, beam
+
+    def _with_boundary(self, hypotheses: list[_Hypothesis]) -> float:
+        """logsumexp over ``hypotheses`` (fed up to their last token) of log p(prefix) + log P(B | prefix)."""
+        masses = torch.stack([h.next for h in hypotheses])[:, self.boundary].logsumexp(-1).double().numpy()
+        return logsumexp(np.array([h.logprob for h in hypotheses]) + masses)
 
     def _word_beam(self, reached: list[_Hypothesis]) -> list[_Hypothesis]:
         """The hypotheses at least as good as the ``word_beam``-th best, in beam order."""
@@ -343,12 +369,12 @@ def word_pieces(model: object, words: Sequence[str]) -> list[list[int]]:
             for tokens in dtg_data.sentence_tokens(model.words, words)]  # type: ignore[attr-defined]
 
 
-def word_values(prefix: np.ndarray) -> tuple[float, ...]:
-    """log p(w_i | w_<i) from the words' prefix values: their differences, and -inf from the first word whose
-    prefix is -inf on (the beam holds no hypothesis there, so it offers no probability to any later word: the
-    official difference -inf - -inf is undefined)."""
+def word_values(prefix: np.ndarray, start: float = 0.0) -> tuple[float, ...]:
+    """log p(w_i | w_<i) from the words' prefix values (after ``start``): their differences, and -inf from the
+    first word whose prefix is -inf on (the beam holds no hypothesis there, so it offers no probability to any
+    later word: the official difference -inf - -inf is undefined)."""
     with np.errstate(invalid="ignore"):
-        out = np.diff(prefix, prepend=0.0)
+        out = np.diff(prefix, prepend=start)
     out[np.isneginf(prefix)] = -np.inf
     return tuple(float(v) for v in out)
 

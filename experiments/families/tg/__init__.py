@@ -48,11 +48,12 @@ class TGFamily(Family):
         return "string" if self.name == "txl-terminals" else "joint"
 
     def methods(self, config: dict[str, Any] | None = None) -> tuple[Method, ...]:
+        word_prob = method_options(config)  # pieces: beam and proposal marginals take --word-prob too
         if self.kind() == "string":
-            return (Method("exact", method_options(config)),)
+            return (Method("exact", word_prob),)
         if self.level(config) == "document":
             return PROPOSALS, GOLD
-        return BEAM, PROPOSALS, GOLD
+        return (*(Method(m.name, {**m.options, **word_prob}, m.trees) for m in (BEAM, PROPOSALS)), GOLD)
 
     # -- training ------------------------------------------------------------------------------------------
     def build_data(self, cfg: dict[str, Any]) -> Any:
@@ -93,15 +94,14 @@ class TGFamily(Family):
                              "TG §3.1), not beam", "--method")
         model = self.load(checkpoint, request.device)
         o = request.options
+        word_prob = o.get("word_prob", WORD_PROBS[0])
         identity: dict[str, Any] = {}
         if method == "exact":
-            scorer: Any = scorers.ExactScorer(model, request.batch_size, o.get("word_prob", WORD_PROBS[0]))
+            scorer: Any = scorers.ExactScorer(model, request.batch_size, word_prob)
             description = "exact"
-            if scorer.convention.word_prob != WORD_PROBS[0]:
-                identity["word_prob"] = scorer.convention.word_prob
-                description += f", {describe(scorer.convention.word_prob)}"
         elif method == "beam":
-            scorer = BeamScorer(model, o["beam"], o["word_beam"], o["max_actions"], fast_track=o["fast_track"])
+            scorer = BeamScorer(model, o["beam"], o["word_beam"], o["max_actions"], fast_track=o["fast_track"],
+                                word_prob=word_prob)
             identity = {"beam": o["beam"], "word_beam": o["word_beam"], "max_actions": o["max_actions"]}
             track = ""
             if o["fast_track"] is not None:
@@ -112,7 +112,7 @@ class TGFamily(Family):
             if request.proposals is not None:  # the union of the beam's final trees and the proposals
                 proposals = TreeScorer(model, request.proposals, method="proposals", n=o["n"],
                                        pos_tags=request.pos_tags, batch_size=request.batch_size,
-                                       source_name=request.source_name)
+                                       source_name=request.source_name, word_prob=word_prob)
                 convention = replace(scorer.convention, n_proposals=o["n"], proposal_source=proposals.convention
                                      .proposal_source, incremental="union-prefixes")
                 scorer = UnionScorer(proposals, scorer.final_trees, convention)
@@ -132,9 +132,12 @@ class TGFamily(Family):
                 raise InputError("--method proposals needs --proposals FILE or --parser CKPT", "--method")
             scorer = TreeScorer(model, request.proposals, method="proposals", n=o["n"],
                                 pos_tags=request.pos_tags, batch_size=request.batch_size,
-                                source_name=request.source_name)
+                                source_name=request.source_name, word_prob=word_prob)
             identity = {"n_proposals": o["n"]}
             description = f"N = {o['n']} proposals from {request.source_name} ({PAPER_NOTE})"
+        if word_prob != WORD_PROBS[0]:
+            identity["word_prob"] = word_prob
+            description += f", {describe(word_prob)}"
         if level == "document":
             from experiments.families.tg.document import INCREMENTAL, DocumentScorer
 

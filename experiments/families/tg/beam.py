@@ -9,7 +9,10 @@ close the top constituent once it dominates a terminal, never the root while wor
 vocabulary order). At most ``max_actions`` nonterminal actions separate two words. Word i's prefix value is
 the logsumexp over the completed set, which is then pruned to the best ``word_beam`` (ties: completion
 order). After the last word every completed hypothesis closes its open constituents (forced) and ``total`` is
-the logsumexp over those complete trees — a lower bound on log p(x).
+the logsumexp over those complete trees — a lower bound on log p(x). Under ``word_prob="corrected"`` (pieces;
+``tree_marginal``'s definition) word i's value is the difference of successive logsumexps over the completed
+sets of ``log p(prefix) + log P(B | prefix)``, B every token that does not continue a word; every completion's
+last piece is then fed to read P(B | ·), not only the word beam's.
 
 **The cache.** ``Decoder`` feeds one token per hypothesis through ``TransformerXL.step``: each token's keys
 and values are computed once into a ``KeyValuePool`` row, and its query reads only the rows of its attend
@@ -34,6 +37,7 @@ import torch
 
 from experiments.evaluate.scorer import Convention, SentenceScore, check_sentences
 from experiments.evaluate.scorers import beams
+from experiments.evaluate.word_prob import WORD_PROBS, check
 from experiments.families.tg.methods import BEAM  # the method's defaults, the only ones
 from experiments.families.tg.scorers import TGModel, action_tree
 from lightning_modules.data.encodings.choe_charniak import BOS, TokenType
@@ -143,6 +147,10 @@ class _Hypothesis:
             self.state, self.rows, self.shared = self.state.copy(), self.rows[:], False
 
 
+# a sentence's search: its prefix values, its corrected values (None: sum-pieces), its final hypotheses
+Search = tuple[np.ndarray, np.ndarray | None, list[_Hypothesis]]
+
+
 def _next_rows(hypotheses: Sequence[_Hypothesis]) -> torch.Tensor:
     """The ``next`` distributions of ``hypotheses`` as one [n, V] tensor: a view when they are consecutive
     rows of one feed (a frontier always is), else a copy."""
@@ -177,16 +185,22 @@ class BeamScorer:
 
     def __init__(self, model: TGModel, beam: int = BEAM.options["beam"],
                  word_beam: int = BEAM.options["word_beam"], max_actions: int = BEAM.options["max_actions"],
-                 batch_size: int = 8, fast_track: int | None = BEAM.options["fast_track"]):
+                 batch_size: int = 8, fast_track: int | None = BEAM.options["fast_track"],
+                 word_prob: str = WORD_PROBS[0]):
         if not model.joint:
             raise InputError(f"{model.family} is a string model: score it with method=exact", "method")
         beams.check_beam_settings(beam, word_beam, max_actions, batch_size, fast_track)
         self.model, self.beam, self.word_beam, self.max_actions = model, beam, word_beam, max_actions
         self.batch_size, self.fast_track = batch_size, fast_track
         self.name = model.family
+        boundary = None if check(word_prob) == WORD_PROBS[0] else model.word_boundary_ids()
+        if word_prob != WORD_PROBS[0] and boundary is None:
+            raise InputError(f"a vocabulary of {model.vocab_kind} has one token per word: --word-prob {word_prob} "
+                             "needs SentencePiece terminals", "--word-prob")
+        self.boundary = None if boundary is None else torch.tensor(boundary, device=model.device)
         self.convention = Convention(method="beam", bound=True, beam=beam, word_beam=word_beam,
                                      max_actions=max_actions, fast_track=fast_track, incremental="beam",
-                                     end_of_sentence=True)
+                                     end_of_sentence=True, word_prob=word_prob)
         vocab = model.vocab
         masks = ActionMasks(vocab)
         self.masks = masks
@@ -198,21 +212,19 @@ class BeamScorer:
         self.types = types
 
     def score(self, sentences: Sequence[Sequence[str]]) -> list[SentenceScore]:
-        return [self._result(words, prefix, final)
-                for words, (prefix, final) in zip(sentences, self._searches(sentences))]
+        return [self._result(words, *search) for words, search in zip(sentences, self._searches(sentences))]
 
     def final_trees(self, sentences: Sequence[Sequence[str]]) -> list[list[Tree]]:
         """Each sentence's complete trees at the end of the search (distinct, as the model reads trees: a
         ``TreeSource`` of model views, e.g. for the union with proposals, ``tree_marginal.UnionScorer``)."""
         return [[action_tree(h.tokens, h.types, h.word_index, words) for h in final]
-                for words, (_, final) in zip(sentences, self._searches(sentences))]
+                for words, (_, _, final) in zip(sentences, self._searches(sentences))]
 
-    def _searches(self, sentences: Sequence[Sequence[str]]) -> list[tuple[np.ndarray, list[_Hypothesis]]]:
-        """Each sentence's prefix values and final hypotheses, ``batch_size`` sentences of similar length
-        searched together."""
+    def _searches(self, sentences: Sequence[Sequence[str]]) -> list[Search]:
+        """Each sentence's ``Search``, ``batch_size`` sentences of similar length searched together."""
         check_sentences(sentences)
         order = sorted(range(len(sentences)), key=lambda k: -len(sentences[k]))  # similar lengths together
-        out: list[tuple[np.ndarray, list[_Hypothesis]] | None] = [None] * len(sentences)
+        out: list[Search | None] = [None] * len(sentences)
         with _no_cyclic_gc():
             for lo in range(0, len(order), self.batch_size):
                 batch = order[lo : lo + self.batch_size]
@@ -221,7 +233,7 @@ class BeamScorer:
         return out  # type: ignore[return-value]
 
     # -- the search ------------------------------------------------------------------------------------------
-    def _search(self, sentences: Sequence[Sequence[str]]) -> list[tuple[np.ndarray, list[_Hypothesis]]]:
+    def _search(self, sentences: Sequence[Sequence[str]]) -> list[Search]:
         model, vocab = self.model, self.model.vocab
         decoder = Decoder(model)
         pieces = [[model.terminals(w) for w in words] for words in sentences]
@@ -231,14 +243,23 @@ class BeamScorer:
         self._feed(decoder, starts, [vocab.id(BOS)] * len(starts), [int(TokenType.SOS)] * len(starts))
         word_beams = [[h] for h in starts]
         prefixes = [np.empty(len(words)) for words in sentences]
-        results: list[tuple[np.ndarray, list[_Hypothesis]] | None] = [None] * len(sentences)
+        # corrected: the start's boundary mass, then each word's (module doc)
+        corrected = [None if self.boundary is None else np.empty(len(words) + 1) for words in sentences]
+        for s, h in enumerate(starts):
+            if self.boundary is not None:
+                corrected[s][0] = self._with_boundary([h])
+        results: list[Search | None] = [None] * len(sentences)
         for i in range(max(len(words) for words in sentences)):
             active = [s for s, words in enumerate(sentences) if i < len(words)]
             completed = self._word(decoder, {s: word_beams[s] for s in active},
                                    {s: (pieces[s][i], piece_ids[s][i]) for s in active}, i)
             ending, going_on = [], []
+            if self.boundary is not None:
+                self._feed_pending(decoder, [h for s in active for h in completed[s]])
             for s in active:
                 prefixes[s][i] = logsumexp([h.logprob for h in completed[s]])
+                if self.boundary is not None:
+                    corrected[s][i + 1] = self._with_boundary(completed[s])
                 if i + 1 == len(sentences[s]):
                     ending.append(s)
                 else:
@@ -247,9 +268,14 @@ class BeamScorer:
             self._feed_pending(decoder, [h for s in going_on for h in word_beams[s]])
             finals = self._close(decoder, [completed[s] for s in ending])
             for s, final in zip(ending, finals):
-                results[s] = (prefixes[s], final)
+                results[s] = (prefixes[s], corrected[s], final)
             decoder.compact([h for s in going_on for h in word_beams[s]])
         return results  # type: ignore[return-value]
+
+    def _with_boundary(self, hypotheses: list[_Hypothesis]) -> float:
+        """logsumexp over ``hypotheses`` (fed up to their last token) of log p(prefix) + log P(B | prefix)."""
+        masses = _next_rows(hypotheses)[:, self.boundary].logsumexp(-1).double().cpu().numpy()
+        return logsumexp(np.array([h.logprob for h in hypotheses]) + masses)
 
     def _word(self, decoder: Decoder, frontiers: dict[int, list[_Hypothesis]],
               words: dict[int, tuple[tuple[str, ...], list[int]]], i: int) -> dict[int, list[_Hypothesis]]:
@@ -368,7 +394,9 @@ class BeamScorer:
         self._feed(decoder, hypotheses, tokens, types, predict)
 
     def _feed_pending(self, decoder: Decoder, hypotheses: list[_Hypothesis]) -> None:
-        """Feed the pending last piece of each hypothesis's word."""
+        """Feed the pending last piece of each hypothesis's word (those with one: corrected word probabilities
+        feed every completion's at once)."""
+        hypotheses = [h for h in hypotheses if h.pending >= 0]
         if hypotheses:
             self._feed(decoder, hypotheses, [h.pending for h in hypotheses], [int(TokenType.T)] * len(hypotheses))
             for h in hypotheses:
@@ -416,12 +444,14 @@ class BeamScorer:
             k += len(group)
         return out
 
-    def _result(self, words: Sequence[str], prefix: np.ndarray, final: list[_Hypothesis]) -> SentenceScore:
+    def _result(self, words: Sequence[str], prefix: np.ndarray, corrected: np.ndarray | None,
+                final: list[_Hypothesis]) -> SentenceScore:
         scores = [h.logprob for h in final]
         total = logsumexp(scores)
         best = final[int(np.argmax(scores))]
+        word_logprobs = np.diff(prefix, prepend=0.0) if corrected is None else np.diff(corrected)
         return SentenceScore(
-            words=tuple(words), word_logprobs=tuple(float(v) for v in np.diff(prefix, prepend=0.0)),
+            words=tuple(words), word_logprobs=tuple(float(v) for v in word_logprobs),
             total=total, end_logprob=total - float(prefix[-1]),
             best_tree=to_bracketed(action_tree(best.tokens, best.types, best.word_index, words)),
             unknown_words=sum(self.model.is_unknown(w) for w in words),

@@ -74,7 +74,6 @@ class TGModel(TXLModel):
         self.tree_transform = config["data"]["tree_transform"]
         self._encode = encoder(self.family, config["model"]["relpos"])
         payload = meta["vocab"]
-        self.vocab_kind: str = payload["terminals"]  # words | sentencepiece
         self.unknown_token: str | None = payload.get("unknown")
         terminals = terminal_vocab(payload, "checkpoint vocabulary")
         if isinstance(terminals, WordVocab):

@@ -1,7 +1,8 @@
 """DTG and TXL (trans) on SentencePiece pieces through the CLI: a tiny ``cpu-small-pieces`` run, exact gold-tree
 scoring of the piece checkpoint (``eval ppl --method gold``: log p(x, y_gold) is the training loss), and the
 word-synchronous beam over its pieces (a word's later pieces forced, as the official loop takes them), equal to
-the port of the official loop."""
+the port of the official loop; under ``word_prob="corrected"`` an unpruned beam's words equal differences of
+boundary marginals by brute force over every sequence."""
 
 from __future__ import annotations
 
@@ -16,9 +17,10 @@ import torch
 from experiments.cli import main
 from experiments.evaluate.scorers.tree_marginal import TreeScorer
 from experiments.families import get_family
-from experiments.families.dtg.beam import DTGBeamScorer
-from experiments.families.dtg.reference_beam import OfficialBeamPort
+from experiments.families.dtg.beam import DTGBeamScorer, token_records, word_pieces
+from experiments.families.dtg.reference_beam import OfficialBeamPort, _prefix_example
 from lightning_modules.data.dependency import DepTree
+from lightning_modules.families.dtg import encoding as dtg
 from tests.experiments.families.dtg.test_dtg_beam import all_sequences, check_sums
 from tests.tolerances import close32
 
@@ -74,9 +76,50 @@ def test_piece_model_trains_scores_gold_trees_and_through_the_beam(tmp_path: Pat
         for mine, theirs, words in zip(ours, port, sentences):
             assert np.cumsum(mine.word_logprobs) == close32(theirs.prefix[: len(words)])
             assert mine.total == close32(theirs.total)
+    check_corrected(model, ["the", "cats", "sat"], all_sequences(model, 3))
     assert main(["eval", "ppl", str(checkpoint), "--corpus", str(corpus), "--split", "file", "--method", "beam",
                  "--beam", "6", "--word-beam", "3", "--json", "--out", str(tmp_path / "beam")]) == 0
     beam = json.loads(capsys.readouterr().out)
     assert beam["settings"]["later_pieces"] == "forced, word beam after each"
     assert math.isfinite(beam["metrics"]["word_ppl"]) and beam["metrics"]["word_ppl"] > 1
     assert beam["metrics"]["zero_probability_sentences"] == 0
+
+
+def boundary_prefixes(model, words: list[str], transitions: list[dtg.Transition], begins: torch.Tensor
+                      ) -> list[tuple[tuple, float]]:
+    """Each prefix of the sequence that ends with a word's last piece (and the empty one, after ``<s>``), with
+    log p(prefix) + log P(B | prefix), from one forward pass over the sequence's token records."""
+    state = dtg.DTGState(model.system, "official")
+    ids = word_pieces(model, words)
+    records = token_records(model, [], state, None)
+    reads, targets, ends = [], [], [(0, 0, ())]  # (position after the prefix, its targets, the prefix)
+    for k, t in enumerate(transitions):
+        word = ids[state.words] if t.action == "gen" else [model.vocab.id(t.token())]
+        reads += [len(records) - 1 + j for j in range(len(word))]
+        targets += word
+        records += token_records(model, [r[0] for r in records], state, t, word if t.action == "gen" else ())
+        if t.action == "gen":
+            ends.append((len(records) - 1, len(targets), tuple(transitions[: k + 1])))
+    (rows,) = model.distributions([_prefix_example(records, model.family == "txl-trans")],
+                                  [reads + [position for position, _, _ in ends]])
+    logprobs = [float(row[target]) for row, target in zip(rows, targets)]
+    masses = rows[len(reads):][:, begins].logsumexp(-1).tolist()
+    return [(prefix, math.fsum(logprobs[:n]) + mass) for (_, n, prefix), mass in zip(ends, masses)]
+
+
+def check_corrected(model, words: list[str], sequences: list[list[dtg.Transition]]) -> None:
+    """``word_prob="corrected"``: an unpruned beam's words are the differences of D_i = log Σ over the distinct
+    prefixes ending with word i's last piece of p(prefix) P(B | prefix), by brute force over every sequence."""
+    begins = torch.tensor(model.word_boundary_ids())
+    distinct: dict[tuple, float] = {}
+    for sequence in sequences:
+        distinct.update(boundary_prefixes(model, words, sequence, begins))
+    levels = [math.log(sum(math.exp(v) for prefix, v in distinct.items()
+                           if sum(t.action == "gen" for t in prefix) == i)) for i in range(len(words) + 1)]
+    (plain,) = DTGBeamScorer(model, 10_000, 10_000, 15, 0).score([words])
+    scorer = DTGBeamScorer(model, 10_000, 10_000, 15, 0, word_prob="corrected")
+    (ours,) = scorer.score([words])
+    assert scorer.convention.word_prob == "corrected"
+    assert ours.word_logprobs == pytest.approx([b - a for a, b in zip(levels, levels[1:])], abs=1e-4)
+    assert (ours.total, ours.end_logprob) == (close32(plain.total), close32(plain.end_logprob))
+    assert max(abs(a - b) for a, b in zip(ours.word_logprobs, plain.word_logprobs)) > 1e-3
