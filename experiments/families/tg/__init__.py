@@ -16,7 +16,16 @@ from typing import Any
 
 from experiments.evaluate.word_prob import WORD_PROBS, describe, method_options
 from experiments.families import register
-from experiments.families.adapter import Family, Inspection, InspectOption, Method, Scoring, ScoringRequest
+from experiments.families.adapter import (
+    Family,
+    ImportedModel,
+    Importing,
+    Inspection,
+    InspectOption,
+    Method,
+    Scoring,
+    ScoringRequest,
+)
 from experiments.families.tg.methods import BEAM, GOLD, PAPER_NOTE, PROPOSALS
 from lightning_modules.errors import InputError
 
@@ -150,6 +159,14 @@ class TGFamily(Family):
     def inspection(self) -> Inspection:
         return Inspection(("tg", "txl"), _inspect, INSPECT_OPTIONS)
 
+    def importing(self) -> Importing:
+        """Checkpoints of google-deepmind/transformer_grammars (``lightning_modules/families/tg/official.py``)."""
+        from lightning_modules.families.tg.official import OFFICIAL
+
+        family = self.name
+        return Importing(OFFICIAL, lambda checkpoint, vocab, tokenizer: import_official(family, checkpoint, vocab),
+                         needs_vocab=True)
+
     def model_info(self, config: dict[str, Any], prefix: str) -> dict[str, Any]:
         import torch
 
@@ -175,6 +192,39 @@ class TGFamily(Family):
 
     def evaluations(self, config: dict[str, Any] | None = None) -> Mapping[str, Any]:
         return {"terminals": _terminals}
+
+
+def import_official(family: str, checkpoint: Path, vocab: Path | None) -> ImportedModel:
+    """An official checkpoint and word-level dictionary as a run of ``family``: the ``ptb`` preset's config
+    (word terminals, sentence level) with the converted model section and memory, the vocabularies as a trained
+    run records them, and the state_dict of our module (loaded strictly, so every parameter is accounted for).
+
+    The official dictionary is closed (its terminals are the words or the unknown-word classes the data was
+    preprocessed with): every terminal is a known word except ``UNK...`` classes, and an ``UNK`` entry is added
+    to the word vocabulary (not to the model's) when the dictionary has none.
+    """
+    import numpy as np
+    import torch
+
+    from experiments.config import resolve_train_config
+    from lightning_modules.data.vocab import UNK, WordVocab
+    from lightning_modules.families.tg.official import convert
+    from lightning_modules.models.txl_lm import build
+
+    converted = convert(family, Path(checkpoint), None if vocab is None else Path(vocab))
+    config = resolve_train_config(family, "ptb")
+    config["model"] = {**config["model"], **converted.model}
+    config["data"] = {**config["data"], "terminals": "words", "level": "sentence", "tree_transform": "none",
+                      "memory": converted.memory, "min_count": 1}
+    module = build(config["model"])
+    module.load_state_dict({k: torch.from_numpy(np.asarray(v)) for k, v in converted.state_dict.items()})
+    terminals = list(converted.vocab.terminals)
+    words = WordVocab([(t, 1) for t in terminals] + ([] if UNK in terminals else [(UNK, 0)]),
+                      [t for t in terminals if not t.startswith(UNK) and t != "</s>"], 1)
+    payload = {"terminals": "words", "words": words.to_dict(), "actions": converted.vocab.to_json()}
+    source = {**converted.source, "file": str(checkpoint), "vocab_file": str(vocab),
+              "closed_vocabulary": UNK not in terminals}
+    return ImportedModel(config=config, vocab=payload, state_dict=module.state_dict(), source=source)
 
 
 def _inspect(name: str, tree: Any, options: Mapping[str, Any]) -> dict[str, Any]:
