@@ -1,7 +1,8 @@
 """DTG word-synchronous beam: the KV-cached search against the port of the official loop re-encoding every prefix.
 
 ``DTGBeamScorer`` (``experiments/families/dtg/beam.py``: per token step one batched ``TransformerXL.step`` over
-the beam's new tokens, keys and values cached in a pool) against ``OfficialBeamPort`` (``reference_beam.py``: a
+the new tokens of every hypothesis of ``--batch`` sentences searched together, keys and values cached in one
+pool) against ``OfficialBeamPort`` (``reference_beam.py``: a
 step-by-step port of the official ``word_sync_beam_search`` whose slots re-encode their whole prefix with a full
 forward pass whenever they need their next distribution, as a beam without a cache does). Both run the same
 search at the same settings on the same sentences, batch by batch, alternating who goes first
@@ -11,7 +12,8 @@ the ratio.
 Model: a randomly initialised arc-standard DTG of ``--preset`` (default ``cpu-small``; speed does not depend on
 the weights) with the vocabulary of UD EWT train (min count 2). Sentences: the first UD EWT dev sentences of 5
 to ``--max-words`` words. The official code's own loop (per-slot ``TGAgent`` objects deep-copied at every step,
-top-k on the GPU) is not timed here.
+top-k on the GPU) is not timed here. Then the same cached search with ``--batch`` sentences advancing together
+against one sentence at a time (what it did before), interleaved the same way.
 
     PYTHONPATH=. python benchmarks/dtg_beam.py [--beam 10 --word-beam 3 --max-actions 15] [--sentences 6]
 
@@ -24,6 +26,13 @@ the 6 sentences, total -inf in both)::
     beam 50/5, <= 15 token steps:  cached 0.63 sentences/s, re-encoding 0.11:  5.7x
 
 (The previous search against its re-encoding twin: 4.1x at 10/3, 11.1x at 50/5, in the git history.)
+
+Measured 2026-11-28 with sentences searched together (1 thread, the shared 2-core CPU at a load average of 2.5-5
+from other work; the second table of each run compares the same cached search with ``--batch`` sentences
+together against one at a time, interleaved)::
+
+    beam 10/3, --batch 3:  cached 3.20 sentences/s, re-encoding 0.85:  3.8x;  3 together 2.81, alone 1.47:  1.9x
+    beam 50/5, --batch 6:  cached 1.66 sentences/s, re-encoding 0.19:  8.8x;  6 together 1.22, alone 0.75:  1.6x
 """
 
 from __future__ import annotations
@@ -90,9 +99,14 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
           f"UD EWT dev sentences, {words} words; beam {args.beam}/{args.word_beam}, fast-track {args.fast_track}, "
           f"<= {args.max_actions} token steps per word; {torch.get_num_threads()} threads")
     settings = (args.beam, args.word_beam, args.max_actions, args.fast_track)
-    cached = DTGBeamScorer(model, *settings)
+    cached = DTGBeamScorer(model, *settings, batch_size=args.batch)
     reference = OfficialBeamPort(model, *settings)
-    return compare_speed(cached, reference, sentences, args.batch)
+    rates = compare_speed(cached, reference, sentences, args.batch)
+    print(f"\n{args.batch} sentences advancing together against one at a time (the same cached search):")
+    alone = DTGBeamScorer(model, *settings, batch_size=1)
+    together = compare_speed(cached, alone, sentences, args.batch, rounds=2,
+                             labels=(f"{args.batch} together", "one at a time"))
+    return {**rates, "together": together["cached"], "alone": together["reference"]}
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """benchmarks/dtg_beam.py on a tiny random DTG: the cached beam and the port of the official loop give equal
-totals (checked inside the benchmark) and the speed table is printed; the port is arc-standard's."""
+totals, and so do sentences searched together and one at a time (checked inside the benchmark); both speed
+tables are printed; the port is arc-standard's."""
 
 from __future__ import annotations
 
@@ -10,12 +11,13 @@ from experiments.families.dtg.reference_beam import OfficialBeamPort
 
 
 def test_benchmark_runs_with_equal_totals(prepared_data_dir, capsys) -> None:
-    rate = bench.main(["--tiny", "--vocab-split", "dev", "--sentences", "2", "--batch", "1", "--beam", "4",
+    rate = bench.main(["--tiny", "--vocab-split", "dev", "--sentences", "2", "--batch", "2", "--beam", "4",
                        "--word-beam", "2", "--max-actions", "9", "--max-words", "7",
                        "--data-dir", str(prepared_data_dir)])
-    assert set(rate) == {"cached", "reference"} and all(v > 0 for v in rate.values())
+    assert set(rate) == {"cached", "reference", "together", "alone"} and all(v > 0 for v in rate.values())
     out = capsys.readouterr().out
-    assert "speed-up" in out and "2 UD EWT dev sentences" in out
+    assert out.count("speed-up") == 2 and "2 UD EWT dev sentences" in out
+    assert "2 together" in out and "one at a time" in out
 
 
 def test_port_refuses_other_systems(prepared_data_dir) -> None:

@@ -60,8 +60,9 @@ port of the official loop without a cache; the tests hold this search equal to i
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 import torch
@@ -77,6 +78,7 @@ from lightning_modules.numeric import logsumexp
 
 END, EOS = -1, -2  # the targets of the groups after the last word (word targets are vocabulary ids, >= 0)
 Record = tuple[int, list[int], list[int], bool, int]  # a token: id, attend keys, relpos, COMPOSE, added id
+T = TypeVar("T")
 
 
 @dataclass(eq=False, slots=True)
@@ -96,6 +98,12 @@ class _Hypothesis:
 
     def child(self, logprob: float) -> _Hypothesis:
         return _Hypothesis(self.state.copy(), self.ids[:], self.rows[:], logprob)
+
+
+Feed = tuple[_Hypothesis, Record, bool]  # a token to feed to a hypothesis; whether it is the last of its feed
+# a search, or a part of one, as a generator: it yields each token step (its hypotheses' next tokens) for the
+# caller to run, together with other searches' (``DTGBeamScorer._together``), and returns its result
+Steps = Generator[list[Feed], None, T]
 
 
 class DTGBeamScorer:
@@ -129,25 +137,27 @@ class DTGBeamScorer:
         self.network = model.module.network  # type: ignore[attr-defined]
 
     # -- feeding ---------------------------------------------------------------------------------------------
-    def _feed(self, pool: object, hyps: list[_Hypothesis], transitions: list[dtg.Transition | None],
-              word: Sequence[int]) -> None:
+    def _feed(self, hyps: list[_Hypothesis], transitions: list[dtg.Transition | None], word: Sequence[int]
+              ) -> Steps[None]:
         """Apply one transition per hypothesis (None: ``<s>``; GEN generates ``word``'s pieces), feed its
         tokens, and set each ``next`` to the distribution after them."""
-        self._feed_records(pool, hyps, [token_records(self.model, h.ids, h.state, t, word)
-                                        for h, t in zip(hyps, transitions)])
+        yield from self._feed_records(hyps, [token_records(self.model, h.ids, h.state, t, word)
+                                             for h, t in zip(hyps, transitions)])
 
-    @torch.no_grad()
-    def _feed_records(self, pool: object, hyps: list[_Hypothesis], tokens: list[list[Record]]) -> None:
-        """Feed each hypothesis its token records in order; its ``next`` is the distribution after the last."""
+    def _feed_records(self, hyps: list[_Hypothesis], tokens: list[list[Record]]) -> Steps[None]:
+        """Feed each hypothesis its token records in order (one token step each, run by ``_together``); its
+        ``next`` is the distribution after the last."""
         length = self.model.length  # type: ignore[attr-defined]
         for k in range(max((len(r) for r in tokens), default=0)):
             batch = [(h, r[k], k + 1 == len(r)) for h, r in zip(hyps, tokens) if k < len(r)]
             if any(len(h.ids) >= length for h, _, _ in batch):
                 raise InputError(f"the sentence's transition sequence outgrows the model's segment of {length} "
                                  "tokens (DTG is sentence level)")
-            self._step(pool, batch)
+            yield batch
 
-    def _step(self, pool: object, batch: list[tuple[_Hypothesis, Record, bool]]) -> None:
+    def _step(self, pool: object, batch: list[Feed]) -> None:
+        """One network step over the tokens of ``batch`` (any sentences' hypotheses), their keys and values
+        written to ``pool``."""
         device = self.model.device  # type: ignore[attr-defined]
         new_rows = pool.allocate(len(batch))  # type: ignore[attr-defined]
         for (h, record, _), row in zip(batch, new_rows.tolist()):
@@ -169,17 +179,56 @@ class DTGBeamScorer:
 
     # -- the search ------------------------------------------------------------------------------------------
     def score(self, sentences: Sequence[Sequence[str]]) -> list[SentenceScore]:
+        """Each sentence's search; ``batch_size`` sentences of similar length advance together."""
         check_sentences(sentences)
         with torch.no_grad():
             self.rel_keys = self.network.relative_key_tables()
-        return [self._sentence(list(words)) for words in sentences]
+        order = sorted(range(len(sentences)), key=lambda k: -len(sentences[k]))
+        out: list[SentenceScore | None] = [None] * len(sentences)
+        for lo in range(0, len(order), self.batch_size):
+            batch = order[lo : lo + self.batch_size]
+            for k, score in zip(batch, self._together([list(sentences[k]) for k in batch])):
+                out[k] = score
+        return out  # type: ignore[return-value]
 
-    def _sentence(self, words: list[str]) -> SentenceScore:
+    @torch.no_grad()
+    def _together(self, sentences: list[list[str]]) -> list[SentenceScore]:
+        """The sentences' searches in lockstep on one key/value pool: each search (``_sentence``) yields its next
+        token step, and one network step feeds every waiting search's tokens; a search that ends leaves."""
+        pool = self.network.new_pool(1024)
+        searches = [self._sentence(words) for words in sentences]
+        results: list[SentenceScore | None] = [None] * len(searches)
+        waiting: dict[int, list[Feed]] = {}
+
+        def resume(s: int) -> None:
+            try:
+                waiting[s] = next(searches[s])
+            except StopIteration as done:
+                results[s] = done.value
+                waiting.pop(s, None)
+
+        for s in range(len(searches)):
+            resume(s)
+        while waiting:
+            self._step(pool, [entry for batch in waiting.values() for entry in batch])
+            for s in list(waiting):
+                resume(s)
+        return results  # type: ignore[return-value]
+
+    @torch.no_grad()
+    def _run(self, pool: object, steps: Steps[T]) -> T:
+        """Run one search, or a part of one, alone on ``pool``; its result."""
+        try:
+            while True:
+                self._step(pool, next(steps))
+        except StopIteration as done:
+            return done.value
+
+    def _sentence(self, words: list[str]) -> Steps[SentenceScore]:
         model = self.model
         pieces = word_pieces(model, words)
-        pool = self.network.new_pool(1024)
         start = _Hypothesis(dtg.DTGState(model.system, self.pop_root), [], [], 0.0)  # type: ignore[attr-defined]
-        self._feed(pool, [start], [None], ())
+        yield from self._feed([start], [None], ())
         beam, prefix = [start], np.full(len(words), -np.inf)
         corrected = None if self.boundary is None else np.full(len(words) + 1, -np.inf)  # D_-1 .. D_n-1
         if corrected is not None:
@@ -189,16 +238,16 @@ class DTGBeamScorer:
         closing = self.max_actions if self.pop_root == "official" else 2 * self.max_actions - 1
         for i, target in enumerate([*(p[0] for p in pieces), *ending, EOS]):
             steps = self.max_actions if i < len(words) else closing
-            reached = self._group(pool, beam, target, steps)
+            reached = yield from self._group(beam, target, steps)
             if not reached:  # the official loop: no hypothesis survives, every later prefix is -inf
                 break
             if i < len(words):
-                prefix[i], value, beam = self._pieces(pool, reached, pieces[i])
+                prefix[i], value, beam = yield from self._pieces(reached, pieces[i])
                 if corrected is not None:
                     corrected[i + 1] = value
             elif target != EOS:
                 beam = self._word_beam(reached)
-                self._feed(pool, beam, [h.pending for h in beam], ())
+                yield from self._feed(beam, [h.pending for h in beam], ())
         total = logsumexp([h.logprob for h in reached]) if reached else float("-inf")  # reached: after </s>
         best = max((h for h in reached if h.state.complete()), key=lambda h: h.logprob, default=None)
         tree = None if best is None else to_conllu(DepTree(
@@ -213,8 +262,8 @@ class DTGBeamScorer:
                    "unreached_words": sum(not np.isfinite(v) for v in word_logprobs)},
         )
 
-    def _pieces(self, pool: object, reached: list[_Hypothesis], word: Sequence[int]
-                ) -> tuple[float, float, list[_Hypothesis]]:
+    def _pieces(self, reached: list[_Hypothesis], word: Sequence[int]
+                ) -> Steps[tuple[float, float, list[_Hypothesis]]]:
         """The word's prefix value, corrected value (``word_prob``; the prefix value under sum-pieces) and word
         beam from the hypotheses that generated its first piece: the word beam, the GEN fed to it, and each later
         piece forced (the official groups of pieces that begin no word: ``shift_size`` = the beam, so every
@@ -230,13 +279,13 @@ class DTGBeamScorer:
             if k + 1 == len(word):
                 value = corrected = logsumexp([h.logprob for h in beam])
                 if self.boundary is not None:
-                    self._feed_records(pool, beam, [r[k:k + 1] for r in records])
+                    yield from self._feed_records(beam, [r[k:k + 1] for r in records])
                     corrected = self._with_boundary(beam)
                     return value, corrected, self._word_beam(beam)
             kept = set(map(id, self._word_beam(beam)))
             records = [r for h, r in zip(beam, records) if id(h) in kept]
             beam = [h for h in beam if id(h) in kept]
-            self._feed_records(pool, beam, [r[k:k + 1] for r in records])
+            yield from self._feed_records(beam, [r[k:k + 1] for r in records])
         return value, corrected, beam
 
     def _with_boundary(self, hypotheses: list[_Hypothesis]) -> float:
@@ -250,7 +299,7 @@ class DTGBeamScorer:
         threshold = scores[self.word_beam - 1] if len(scores) >= self.word_beam else -np.inf
         return [h for h in reached if h.logprob >= threshold]
 
-    def _group(self, pool: object, beam: list[_Hypothesis], target: int, steps: int) -> list[_Hypothesis]:
+    def _group(self, beam: list[_Hypothesis], target: int, steps: int) -> Steps[list[_Hypothesis]]:
         """The hypotheses that reach ``target`` (a word id, ``END`` or ``EOS``) from ``beam`` within ``steps``
         token steps, re-ranked at every step (module docstring)."""
         for h in beam:
@@ -274,7 +323,7 @@ class DTGBeamScorer:
                     extensions.append((child, t))
                 beam.append(child)
             if extensions:
-                self._feed(pool, [c for c, _ in extensions], [t for _, t in extensions], ())
+                yield from self._feed([c for c, _ in extensions], [t for _, t in extensions], ())
         return [h for h in beam if h.done]
 
     def _candidates(self, beam: list[_Hypothesis], target: int, k: int

@@ -250,10 +250,10 @@ def test_no_transition_ends_the_sequence_while_words_remain(model) -> None:
     scorer.rel_keys = scorer.network.relative_key_tables()
     pool = scorer.network.new_pool(64)
     start = _Hypothesis(dtg.DTGState(model.system), [], [], 0.0)
-    scorer._feed(pool, [start], [None], ())
+    scorer._run(pool, scorer._feed([start], [None], ()))
     the = model.vocab.id(model.words.unkify("the"))
-    (first,) = scorer._group(pool, [start], the, 3)
-    scorer._feed(pool, [first], [first.pending], [the])
+    (first,) = scorer._run(pool, scorer._group([start], the, 3))
+    scorer._run(pool, scorer._feed([first], [first.pending], [the]))
     first.spent, first.done = 0, False
     for target, may_end in ((model.vocab.id(model.words.unkify("dog")), False), (END, True)):
         _, _, made = scorer._candidates([first], target, 0)
