@@ -8,6 +8,10 @@ attention scores. Training reads the corpus as one stream in truncated-BPTT wind
 
 Presets: ``presets/palm.yaml`` holds the PaLM presets (the three variants share "exactly the same
 architecture and hyperparameters", Appendix A) and ``presets/awd-lstm.yaml`` the baseline's.
+
+``synbench import`` (``importing``) reads official ``RNNModel.state_dict()`` files of salesforce/awd-lstm-lm and
+Noahs-ARK/PaLM with their vocabulary (``lightning_modules.families.palm.official``); the imported run has the
+``ptb`` preset's config with the sizes and settings of the official network.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from typing import Any
 
 from experiments.config_ranges import Range
 from experiments.families import register
-from experiments.families.adapter import Family, Method, ParseView, Scoring, ScoringRequest
+from experiments.families.adapter import Family, ImportedModel, Importing, Method, ParseView, Scoring, ScoringRequest
 from lightning_modules.errors import InputError
 
 # the data/train presets of configs/train.yaml that the AWD-LSTM recipe changes: parallel streams per batch
@@ -136,6 +140,32 @@ class PalmFamily(Family):
         from experiments.families.palm.parsing import VIEW
 
         return VIEW
+
+    def importing(self) -> Importing | None:
+        """Official ``RNNModel.state_dict()`` files of salesforce/awd-lstm-lm (awd-lstm) and Noahs-ARK/PaLM (palm-u,
+        palm-s; the official code has no PaLM-RB network), with the official vocabulary
+        (``lightning_modules.families.palm.official``)."""
+        if self.name == "palm-rb":
+            return None
+        official = ("salesforce/awd-lstm-lm" if self.name == "awd-lstm" else "Noahs-ARK/PaLM") + \
+            " RNNModel.state_dict() (torch.save(model.state_dict(), F)) + vocab (idx2word a line, or the corpus folder)"
+        return Importing(official, self._convert, needs_vocab=True)
+
+    def _convert(self, checkpoint: Path, vocab: Path | None, tokenizer: Path | None) -> ImportedModel:
+        """The run config of the family's ``ptb`` preset with the model keys the official checkpoint fixes."""
+        from experiments.config import resolve_train_config
+        from lightning_modules.data.mikolov import EOS
+        from lightning_modules.families.palm import official
+        from lightning_modules.families.palm.model import config_from_dict
+
+        if tokenizer is not None:
+            raise InputError(f"a {self.name} checkpoint reads Mikolov-style words: no tokenizer", str(tokenizer))
+        converted = official.convert(Path(checkpoint), None if vocab is None else Path(vocab), self.name)
+        cfg = resolve_train_config(self.name, "ptb")
+        cfg["model"] = {**cfg["model"], **converted.model}
+        config_from_dict(cfg["model"], family=self.name)  # the sizes make a model (checked again on load)
+        return ImportedModel(cfg, {"tokens": converted.tokens, "eos": EOS}, converted.state_dict,
+                             {"checkpoint": str(checkpoint), "vocab": str(vocab), **converted.source})
 
     def model_info(self, config: dict[str, Any], prefix: str) -> dict[str, Any]:
         import torch

@@ -8,7 +8,14 @@ decoded with the tied embedding matrix plus a bias. Families:
   * ``awd-lstm``: exactly that;
   * ``palm-u``: span attention (``layers.span_attention``, §2.1) on the output of the second-to-last layer, its
     context mixed in before the last layer by Eq. 6, ``ĥ = g ⊙ tanh(W_m [h; a] + b_m) + (1 − g) ⊙ h`` with
-    ``g = σ(W_g [h; a] + b_g)`` (the context locked-dropped with ``dropout_hidden`` first, as the official code);
+    ``g = σ(W_g [h; a] + b_g)`` (the context locked-dropped with ``dropout_hidden`` first, as the official code).
+    The official network (Noahs-ARK/PaLM ``model.py``, ``span_parser.py``, ``rrnn.py``) differs from these
+    equations; each difference is a config key (``PalmConfig``, ``CHOICES``), set to the official network by
+    the presets and by imported official checkpoints: ``mix_input`` (its MLP reads the context alone,
+    ``tanh(W_m a + b_m)``), ``span_dropouts`` (it also drops the RRNN states, ``tanh(W_m a + b_m)`` and the
+    mixed state, and the undropped LSTM output is what passes the gate), ``rrnn_input``, ``span_repr`` and
+    ``span_start`` (``span_attention``). Its gate multiplies h where ours multiplies the MLP: the same
+    function with the gate's weights negated (σ(−z) = 1 − σ(z)), which the converter does;
   * ``palm-s``: palm-u plus λ × the cross-entropy of the attention to the normalised gold span selections
     (Eq. 5), averaged over every token of the batch (rows without a gold span add 0);
   * ``palm-rb``: palm-u with the scores fixed to m, …, 1 (§3): the attention prefers the longest span.
@@ -42,7 +49,10 @@ official codes keep the file of their lowest validation loss and test it; ``vali
 Initialisation (the official PaLM code's ``init_weights``, ``initialisation``): the tied embedding uniform in
 ±√(3 / d_embedding) and the output bias 0; every LSTM matrix orthogonal gate by gate and every LSTM bias 0;
 Eq. 6's MLP and gate Xavier-uniform with zero biases; the span attention as its own module says (rational RNNs
-Xavier with gain 5/3 and zero biases, the score MLP Xavier with ``b1`` = 0).
+Xavier with gain 5/3 and zero biases, the score MLP Xavier with ``b1`` = 0). With ``initialisation:
+awd-lstm`` (the AWD-LSTM presets), the official AWD-LSTM ``init_weights`` instead: the tied embedding uniform
+in ±0.1, the output bias 0, and the LSTMs as PyTorch initialises them (every weight and bias uniform in
+±1/√d_out).
 """
 
 from __future__ import annotations
@@ -65,6 +75,10 @@ from lightning_modules.families.palm.span_attention import SpanAttention, SpanMe
 from lightning_modules.models.config_fields import checked_values
 
 FAMILIES = ("awd-lstm", "palm-u", "palm-s", "palm-rb")
+# the settings of the official networks' differences from the paper: the official PaLM value first
+CHOICES = {"rrnn_input": ("linear", "tanh"), "span_repr": ("gated", "raw"), "span_start": ("zeros", "masked"),
+           "mix_input": ("context", "both"), "span_dropouts": ("official", "context"),
+           "initialisation": ("palm", "awd-lstm")}
 
 
 @dataclass(frozen=True)
@@ -100,6 +114,16 @@ class PalmConfig:
     epochs: int = 4000  # > 0: passes over the stream, all stages, each validated at its end (PaLM's --epochs
     # default); 0: the step schedule of train.max_steps and train.val_every
     bptt: int = 70
+    # where the official code (Noahs-ARK/PaLM, salesforce/awd-lstm-lm) differs from the paper's equations: the
+    # presets set the official network (``lightning_modules.families.palm.official`` converts its checkpoints);
+    # these defaults are the paper's, which runs trained before the keys existed used (their checkpoints load)
+    rrnn_input: str = "tanh"  # "linear": u = (1 − f) ⊙ W_u h (official rrnn.py); "tanh": Eq. 1b
+    span_repr: str = "raw"  # "gated": tanh(σ(W_q h + b_q) ⊙ [c→; c←]) (official); "raw": Alg. 1's [c→; c←]
+    span_start: str = "masked"  # "zeros": m zero inputs before a stream count as tokens (official); "masked"
+    mix_input: str = "both"  # "context": Eq. 6's tanh(W_m a + b_m) (official); "both": tanh(W_m [h; a] + b_m)
+    span_dropouts: str = "context"  # "official": also the RRNN states, tanh(W_m ·) and the mixed state
+    # locked-dropped with dropout_hidden (the undropped LSTM output passing the gate); "context": only a
+    initialisation: str = "palm"  # "palm": Noahs-ARK/PaLM's init_weights; "awd-lstm": salesforce/awd-lstm-lm's
 
     def validate(self, prefix: str = "model.", family: str | None = None) -> PalmConfig:
         """Raise ``InputError`` naming the key at the first impossible value; return self."""
@@ -129,6 +153,9 @@ class PalmConfig:
             raise bad("lr", "must be positive")
         if self.optimizer not in ("sgd", "adam"):
             raise bad("optimizer", "must be 'sgd' or 'adam'")
+        for key, values in CHOICES.items():
+            if getattr(self, key) not in values:
+                raise bad(key, f"must be {' or '.join(repr(v) for v in values)}")
         if family is not None and family not in FAMILIES:
             raise InputError(f"unknown family {family!r} (known: {', '.join(FAMILIES)})", "family")
         return self
@@ -181,14 +208,19 @@ class PalmLM(pl.LightningModule):
         self.output_bias = nn.Parameter(torch.zeros(c.vocab_size))
         self.span_attention: SpanAttention | None = None
         if family != "awd-lstm":
-            self.span_attention = SpanAttention(c.d_hidden, c.d_rrnn, c.d_span_mlp, c.max_span,
-                                                right_branching=family == "palm-rb")
-            self.mix = nn.Linear(c.d_hidden + 2 * c.d_rrnn, c.d_hidden)  # Eq. 6's MLP
+            self.span_attention = SpanAttention(
+                c.d_hidden, c.d_rrnn, c.d_span_mlp, c.max_span, right_branching=family == "palm-rb",
+                rrnn_input=c.rrnn_input, span_repr=c.span_repr, start=c.span_start,
+                repr_dropout=c.dropout_hidden if c.span_dropouts == "official" else 0.0)
+            mix_in = 2 * c.d_rrnn + (c.d_hidden if c.mix_input == "both" else 0)
+            self.mix = nn.Linear(mix_in, c.d_hidden)  # Eq. 6's MLP
             self.mix_gate = nn.Linear(c.d_hidden + 2 * c.d_rrnn, c.d_hidden)  # Eq. 6's g_r
-        init = (3.0 / c.d_embedding) ** 0.5  # the official uniform initialisation of the tied matrix
+        # the official uniform initialisation of the tied matrix (PaLM's, or AWD-LSTM's ±0.1)
+        init = (3.0 / c.d_embedding) ** 0.5 if c.initialisation == "palm" else 0.1
         nn.init.uniform_(self.embedding.weight, -init, init)
         for lstm in self.lstms:
-            init_lstm_(lstm.lstm)
+            if c.initialisation == "palm":  # AWD-LSTM keeps nn.LSTM's own initialisation
+                init_lstm_(lstm.lstm)
         if self.span_attention is not None:
             init_linear_(self.mix)
             init_linear_(self.mix_gate, gain=nn.init.calculate_gain("sigmoid"))
@@ -212,14 +244,21 @@ class PalmLM(pl.LightningModule):
         for k, lstm in enumerate(self.lstms):
             h, lstm_state = lstm(h, None if state is None else state.lstm[k])
             lstm_states.append(lstm_state)
+            raw = h
             if k < c.n_layers - 1:
                 h = locked_dropout(h, c.dropout_hidden, train)
             if k == c.n_layers - 2 and self.span_attention is not None:
                 attended = self.span_attention(h, None if state is None else state.span)
                 log_weights, span_memory = attended.log_weights, attended.memory
-                both = torch.cat([h, locked_dropout(attended.context, c.dropout_hidden, train)], dim=-1)
+                context = locked_dropout(attended.context, c.dropout_hidden, train)
+                both = torch.cat([h, context], dim=-1)
                 gate = torch.sigmoid(self.mix_gate(both))
-                h = gate * torch.tanh(self.mix(both)) + (1.0 - gate) * h
+                mixed = torch.tanh(self.mix(both if c.mix_input == "both" else context))
+                if c.span_dropouts == "official":  # the undropped LSTM output passes the gate, dropped after
+                    mixed = locked_dropout(mixed, c.dropout_hidden, train)
+                    h = locked_dropout(gate * mixed + (1.0 - gate) * raw, c.dropout_hidden, train)
+                else:
+                    h = gate * mixed + (1.0 - gate) * h
         dropped = locked_dropout(h, c.dropout, train)
         logits = F.linear(dropped, self.embedding.weight, self.output_bias)
         return Forward(logits, h, dropped, log_weights, StreamState(lstm_states, span_memory))

@@ -40,19 +40,29 @@ from lightning_modules.families.palm.initialisation import init_linear_
 class RationalRNN(nn.Module):
     """The gates of Eq. 1 (one direction) and the plain recurrence (Eq. 1c).
 
-    Initialised as the official ``RRNNCell``: Xavier-uniform with fan-in ``d_in``, fan-out ``d_state`` and
-    the tanh gain 5/3, zero biases."""
+    ``input`` is how u is made from h: ``"tanh"`` as Eq. 1b, u = (1 − f) ⊙ tanh(W_u h + b_u); ``"linear"`` as
+    the official ``RRNNCell`` (Noahs-ARK/PaLM ``rrnn.py``: its nonlinearity is switched off and the input half
+    of its bias is never read), u = (1 − f) ⊙ W_u h, with a bias on the forget gate only (``forget_bias``).
+    Initialised as the official ``RRNNCell``: Xavier-uniform with fan-in ``d_in``, fan-out ``d_state`` and the
+    tanh gain 5/3, zero biases."""
 
-    def __init__(self, d_in: int, d_state: int):
+    def __init__(self, d_in: int, d_state: int, input: str = "tanh"):
         super().__init__()
-        self.proj = nn.Linear(d_in, 2 * d_state)
+        if input not in ("tanh", "linear"):
+            raise ValueError(f"unknown rational RNN input {input!r}")
+        self.input = input
+        self.proj = nn.Linear(d_in, 2 * d_state, bias=input == "tanh")
+        self.forget_bias = nn.Parameter(torch.zeros(d_state)) if input == "linear" else None
         init_linear_(self.proj, fan_in=d_in, fan_out=d_state, gain=nn.init.calculate_gain("tanh"))
 
     def gates(self, h: Tensor) -> tuple[Tensor, Tensor]:
         """``(log f, u)`` [B, T, d] of Eq. 1a–b."""
         z_f, z_u = self.proj(h).chunk(2, dim=-1)
+        if self.forget_bias is not None:
+            z_f = z_f + self.forget_bias
         log_f = nn.functional.logsigmoid(z_f)
-        u = torch.sigmoid(-z_f) * torch.tanh(z_u)  # 1 − σ(z) = σ(−z), exact for saturated gates
+        # 1 − σ(z) = σ(−z), exact for saturated gates
+        u = torch.sigmoid(-z_f) * (z_u if self.input == "linear" else torch.tanh(z_u))
         return log_f, u
 
 
