@@ -137,7 +137,8 @@ def test_shipped_variants_equal_their_explicit_form():
         same(shipped("txl-terminals")[name], txl[name])
     dtg, trans = shipped("dtg"), shipped("txl-trans")
     for name, (lo, hi) in {"bllip": (-511, 1024), "ptb": (-511, 1024), "cpu-small": (-255, 512)}.items():
-        same(trans[name], {**dtg[name], "relpos": "linear", "min_rel": lo, "max_rel": hi, "arc_input": "arc"})
+        same(trans[name], {**dtg[name], "relpos": "linear", "min_rel": lo, "max_rel": hi, "arc_input": "arc",
+                           "output_head": "joint"})
     pushdown, base = shipped("pushdown"), shipped("base-lm")
     assert list(base) == list(pushdown) == ["bllip", "bllip-official", "wikitrees", "cpu-small", "dyck"]
     for name in base:

@@ -9,7 +9,8 @@ the Collins head rules, an override). A loaded checkpoint scores given dependenc
 (``scorers.DTGModel`` with ``TreeScorer``): ``eval ppl --method gold`` gives the gold-tree bound on a
 dependency corpus; ``--method proposals --parser CKPT`` marginalises over N distinct trees per sentence drawn
 without replacement from a ``dep-parser`` checkpoint (found through the registry: its family's proposing
-part).
+part). ``synbench import dtg|txl-trans CHECKPOINT --tokenizer DIR`` converts a checkpoint of the official code
+(``importing``; ``lightning_modules/families/dtg/official.py``), its network reproduced by the presets' settings.
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ from lightning_modules.errors import InputError
 BEAM = Method("beam", {"beam": 100, "word_beam": 10, "max_actions": 15, "fast_track": 0,
                        # when pop_root may come: the official beam's rule, on any stack (encoding.POP_ROOT_RULES)
                        "pop_root": "official"})
+OFFICIAL = ("zhaoyd1/Dep_Transformer_Grammars checkpoint (train_dep_gen.py / train_dep.py torch.save: the whole "
+            "module, args, vocab) with its SentencePiece tokenizer/spm.model")
 N = 300  # DTG §4.1: 300 proposal trees per sentence sampled without replacement from the biaffine parser
 METHODS = (BEAM, Method("proposals", {"n": N}, trees="dependency"), Method("gold", trees="dependency"))
 
@@ -62,9 +65,15 @@ class DTGFamily(Family):
         return dtg_data.build(self.name, cfg)
 
     def build_module(self, cfg: dict[str, Any], data: Any) -> Any:
-        from lightning_modules.families.dtg.model import build
+        from lightning_modules.families.dtg.model import ARC_STANDARD_TRANSITIONS, build, split_head
 
-        return build({**cfg["model"], "vocab_size": data.vocab_size})
+        module = build({**cfg["model"], "vocab_size": data.vocab_size})
+        transitions = tuple(data.vocab["actions"]["closing"])
+        if split_head(module.config) and transitions != ARC_STANDARD_TRANSITIONS:
+            raise InputError(f"the split output head needs every arc-standard transition in the training data "
+                             f"({', '.join(ARC_STANDARD_TRANSITIONS)}; got {', '.join(transitions)})",
+                             "model.output_head")
+        return module
 
     def final_metrics(self, module: Any, data: Any, best_path: str) -> dict[str, Any]:
         from lightning_modules.models.txl_lm import validation_metrics
@@ -140,6 +149,16 @@ class DTGFamily(Family):
 
         return {"dependency_parse": uas_rerank}
 
+    # -- official checkpoints -----------------------------------------------------------------------------
+    def importing(self) -> Importing:
+        """Checkpoints of zhaoyd1/Dep_Transformer_Grammars (``lightning_modules/families/dtg/official.py``):
+        ``train_dep_gen.py``'s (DTG) for ``dtg``, ``train_dep.py``'s (TXL (trans)) for ``txl-trans``; the
+        tokenizer is the official ``tokenizer/`` folder (or its ``spm.model``)."""
+        family = self.name
+        return Importing(OFFICIAL, lambda checkpoint, vocab, tokenizer: import_official(family, checkpoint, vocab,
+                                                                                         tokenizer),
+                         takes_tokenizer=True)
+
     # -- inspect, model size -------------------------------------------------------------------------------
     def inspection(self) -> Inspection:
         def record(name: str, item: Any, options: Mapping[str, Any]) -> dict[str, Any]:
@@ -167,5 +186,75 @@ class DTGFamily(Family):
         cfg = dtg.config_from_dict(config, prefix=prefix)
         with torch.device("meta"):
             module = dtg.build(cfg)
-        return {"parameters": txl_lm.parameter_count(module), "parts": txl_lm.parameter_breakdown(module),
-                "config": asdict(cfg)}
+        parts = txl_lm.parameter_breakdown(module)
+        head = getattr(module.network, "action_head", None)  # output_head: split (the official action MLP)
+        if head is not None:
+            parts["action_head"] = sum(p.numel() for p in head.parameters())
+        return {"parameters": txl_lm.parameter_count(module), "parts": parts, "config": asdict(cfg)}
+
+
+def sentencepiece_model(tokenizer: Path | None, checkpoint: Path) -> tuple[bytes, Path]:
+    """The official SentencePiece model's bytes (``tokenizer``: the official ``tokenizer/`` folder holding
+    ``spm.model``, or that file) and where they were read."""
+    if tokenizer is None:
+        raise InputError("an official DTG checkpoint needs its SentencePiece model: --tokenizer DIR (the official "
+                         "tokenizer/ folder) or its spm.model", str(checkpoint))
+    path = tokenizer / "spm.model" if tokenizer.is_dir() else tokenizer
+    if not path.is_file():
+        raise InputError("no SentencePiece model (spm.model) there", str(tokenizer))
+    return path.read_bytes(), path
+
+
+def import_official(family: str, checkpoint: Path, vocab: Path | None, tokenizer: Path | None) -> ImportedModel:
+    """An official checkpoint as a run of ``family``: the ``bllip`` preset's config (the paper's, SentencePiece
+    terminals) with the converted model section, the vocabularies as a trained run records them (the official
+    SentencePiece model embedded; its pieces must be the checkpoint's vocabulary), and our module's state_dict
+    (loaded strictly, so every parameter is accounted for)."""
+    import base64
+    from dataclasses import asdict
+
+    import sentencepiece as spm
+
+    from experiments.config import resolve_train_config
+    from lightning_modules.data.encodings.choe_charniak import ActionVocab
+    from lightning_modules.families.dtg import official
+    from lightning_modules.families.dtg.data import UNKNOWN_PIECE
+    from lightning_modules.families.dtg.model import build
+
+    checkpoint = Path(checkpoint)
+    model_bytes, model_path = sentencepiece_model(None if tokenizer is None else Path(tokenizer), checkpoint)
+    listed = None if tokenizer is None else Path(tokenizer) / "spm.vocab"
+    if vocab is None and listed is not None and listed.is_file():  # the official tokenizer/ folder's vocab file
+        vocab = listed
+    converted, terminals, transitions, state = official.convert(checkpoint, None if vocab is None else Path(vocab))
+    if converted.family != family:
+        other = "TXL (trans)" if converted.family == "txl-trans" else "DTG"
+        raise InputError(f"a {other} checkpoint ({converted.family}); import it as {converted.family}",
+                         str(checkpoint))
+    try:
+        sp = spm.SentencePieceProcessor(model_proto=model_bytes)
+        pieces = [sp.id_to_piece(i) for i in range(len(sp))]
+    except Exception as e:  # noqa: BLE001  (sentencepiece raises plain RuntimeErrors)
+        raise InputError(f"not a SentencePiece model ({type(e).__name__})", str(model_path)) from None
+    if pieces != converted.vocab:
+        raise InputError(f"its {len(pieces)} pieces are not the checkpoint's vocabulary ({len(converted.vocab)})",
+                         str(model_path))
+    config = resolve_train_config(family, "bllip")
+    model = {k: v for k, v in asdict(converted.config).items() if k != "vocab_size"}
+    config["model"] = {**config["model"], **model}
+    config["data"] = {**config["data"], "terminals": "sentencepiece", "sp_text": "transitions",
+                      "sp_vocab_size": len(pieces)}
+    actions = ActionVocab(terminals, (), transitions)
+    module = build({**config["model"], "vocab_size": len(actions)})
+    module.load_state_dict(state, strict=True)
+    payload = {"terminals": "sentencepiece", "unknown": UNKNOWN_PIECE,
+               "sentencepiece": base64.b64encode(model_bytes).decode("ascii"), "actions": actions.to_json(),
+               "system": "standard"}
+    source = {"official_class": next(k for k, v in official.MODEL_CLASSES.items() if v == family),
+              "file": str(checkpoint), "tokenizer": str(model_path),
+              "vocab_file": None if vocab is None else str(vocab),
+              "official_args": converted.args,
+              "settings": {k: model[k] for k in ("scale_embeddings", "ffn_activation", "attention_output_bias",
+                                                 "output_head", "shared_relative_bias")},
+              "unseen_rows": "zero embedding, output bias -1e4 (the placeholder, transitions spelled as pieces)"}
+    return ImportedModel(config=config, vocab=payload, state_dict=module.state_dict(), source=source)

@@ -9,29 +9,54 @@ positions, the official optimisation) over a dependency transition sequence (``d
   * ``txl-trans``: the undoubled transition sequence with causal attention and linear relative positions,
     arc tokens as themselves (the official ``--attn_mask txl_arc``).
 
-Deviations of the official DTG port from TG are config values: ``shared_relative_bias`` (one u, v for all
-layers), ``scale_embeddings`` (inputs times sqrt(d)), ``emb_lr_multiplier`` (2.0: the embedding's learning rate
-is doubled), and the presets set dropout to 0. One deviation from the official code, by design: a single
-softmax over words and transitions, as the paper's p(a_t | a_<t); the official splits it into an action
-classifier and a word softmax.
+Deviations of the official DTG port (zhaoyd1/Dep_Transformer_Grammars, ``model_dep_gen_first.py`` and
+``model_bllip_dep.py``) from TG are config values, set as the official code in the paper presets (checked
+against it by ``tests/experiments/families/dtg/test_dtg_official.py``); the dataclass defaults keep the earlier
+behaviour, so checkpoints trained before these keys existed load unchanged:
+
+  * ``shared_relative_bias``: one u, v for all layers (official: shared);
+  * ``scale_embeddings``: inputs times sqrt(d) (official: no; its ``emb_scale`` is never used);
+  * ``ffn_activation``: ``relu`` (official ``PositionwiseFF``) or ``gelu`` (TG's, tanh approximation);
+  * ``attention_output_bias``: a bias on the attention output projection (official ``o_net``: none);
+  * ``output_head``: ``split`` (official DTG, ``--attn_mask sub+action``): an action MLP (d -> d -> ReLU -> 4:
+    pad, left_arc, right_arc, other) beside the word softmax; p(left_arc) = p_action(left_arc), p(right_arc) =
+    p_action(right_arc), p(x) = p_action(other) p_word(x) for any other token (words, pop_root, ``</s>``), the
+    official ``constrained_forward_gen`` and loss (word CE + action CE). The official values do not sum to 1:
+    the action head's pad class and the word softmax's mass on the arc tokens are lost; here that mass goes
+    to the reserved placeholder token (id 3, never a label), so the network still outputs a distribution
+    whose log-probabilities of every real token are the official ones. ``joint``: one softmax over words and
+    transitions, the paper's p(a_t | a_<t) (the official TXL (trans), ``model_bllip_dep.py``). ``split``
+    needs arc-standard's vocabulary layout (transitions last: left_arc, pop_root, right_arc). ``official``
+    (the ``dtg`` presets): ``split`` for arc-standard, the official code's system, ``joint`` for arc-eager and
+    arc-swift, which the official code does not have (so ``model.system=eager`` overrides still work);
+  * ``emb_lr_multiplier``: 2.0, the embedding's learning rate is doubled; the presets set dropout to 0.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
 
 from lightning_modules.errors import InputError
 from lightning_modules.families.dtg.encoding import SYSTEMS
+from lightning_modules.layers.txl_core import FeedForward, TransformerXL
 from lightning_modules.models.config_fields import checked_values
 from lightning_modules.models.lr_schedule import stepwise_scheduler
 from lightning_modules.models.txl_lm import TGConfig, TransformerGrammarLM
 
 FAMILIES = ("dtg", "txl-trans")
 ARC_INPUTS = ("w+arc", "arc", "w")
+FFN_ACTIVATIONS = ("gelu", "relu")
+OUTPUT_HEADS = ("joint", "split", "official")
+ARC_STANDARD_TRANSITIONS = ("left_arc", "pop_root", "right_arc")  # the vocabulary's last ids (data.build)
+PLACEHOLDER = 3  # the reserved id that never is a label (choe_charniak.RESERVED): the split head's lost mass
+ACTION_CLASSES = 4  # the official action MLP's classes: pad, left_arc, right_arc, other
 
 
 @dataclass(frozen=True)
@@ -43,6 +68,9 @@ class DTGConfig(TGConfig):
     shared_relative_bias: bool = True
     scale_embeddings: bool = True
     emb_lr_multiplier: float = 2.0
+    ffn_activation: str = "gelu"
+    attention_output_bias: bool = True
+    output_head: str = "joint"
 
     def validate(self, prefix: str = "model.") -> DTGConfig:
         super().validate(prefix)
@@ -53,6 +81,15 @@ class DTGConfig(TGConfig):
                              f"{prefix}arc_input")
         if self.emb_lr_multiplier <= 0:
             raise InputError(f"must be positive (got {self.emb_lr_multiplier!r})", f"{prefix}emb_lr_multiplier")
+        if self.ffn_activation not in FFN_ACTIVATIONS:
+            raise InputError(f"must be one of {', '.join(FFN_ACTIVATIONS)} (got {self.ffn_activation!r})",
+                             f"{prefix}ffn_activation")
+        if self.output_head not in OUTPUT_HEADS:
+            raise InputError(f"must be one of {', '.join(OUTPUT_HEADS)} (got {self.output_head!r})",
+                             f"{prefix}output_head")
+        if self.output_head == "split" and self.system != "standard":
+            raise InputError(f"the split head (the official action MLP) predicts arc-standard's left_arc and "
+                             f"right_arc; model.system is {self.system!r}", f"{prefix}output_head")
         return self
 
 
@@ -66,11 +103,95 @@ def build(config: Mapping[str, Any] | DTGConfig) -> DependencyTransformerGrammar
     return DependencyTransformerGrammarLM(config if isinstance(config, DTGConfig) else config_from_dict(config))
 
 
+def split_head(config: DTGConfig) -> bool:
+    """Whether ``config``'s network has the split head (``output_head``: split, or official on arc-standard)."""
+    return config.output_head == "split" or (config.output_head == "official" and config.system == "standard")
+
+
+def arc_ids(vocab_size: int) -> tuple[int, int]:
+    """The ids of left_arc and right_arc in an arc-standard vocabulary (transitions last, sorted: left_arc,
+    pop_root, right_arc; ``data.build``)."""
+    return vocab_size - 3, vocab_size - 1
+
+
+class ReluFeedForward(FeedForward):
+    """The official ``PositionwiseFF``: ``Linear(d, f) -> ReLU -> dropout -> Linear(f, d)`` (TG's is GELU)."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.outer(self.dropout(F.relu(self.inner(x))))
+
+
+class HiddenTap(nn.Dropout):
+    """The network's dropout before the output projection, keeping its output (the final hidden states) for
+    the split head: every path to the logits (``forward``, ``step``) goes through it."""
+
+    last: Tensor | None = None
+
+    def forward(self, x: Tensor) -> Tensor:
+        self.last = super().forward(x)
+        return self.last
+
+
+class SplitHeadTransformerXL(TransformerXL):
+    """``TransformerXL`` with the official DTG action MLP: its outputs are log-probabilities of the split head
+    (module docstring), a distribution over the vocabulary (log_softmax leaves them as they are)."""
+
+    action_head: nn.Sequential
+    arcs: tuple[int, int]
+
+    @classmethod
+    def convert(cls, network: TransformerXL, dropout: float) -> SplitHeadTransformerXL:
+        """``network`` with the action MLP added (initialised as the core's linears: truncated normal of
+        variance (2 / n_layers) / fan_in, zero biases)."""
+        network.__class__ = cls
+        assert isinstance(network, SplitHeadTransformerXL)
+        d = network.d_model
+        network.output_dropout = HiddenTap(network.output_dropout.p)
+        network.action_head = nn.Sequential(nn.Linear(d, d), nn.ReLU(), nn.Dropout(dropout),
+                                            nn.Linear(d, ACTION_CLASSES))
+        network.arcs = arc_ids(network.embedding.num_embeddings)
+        with torch.no_grad():
+            for linear in (network.action_head[0], network.action_head[3]):
+                std = math.sqrt(2.0 / network.n_layers / linear.in_features) / 0.87962566103423978
+                nn.init.trunc_normal_(linear.weight, std=std, a=-2 * std, b=2 * std)
+                nn.init.zeros_(linear.bias)
+        return network
+
+    def split(self, logits: Tensor) -> Tensor:
+        """Word logits [..., V] (and the tapped hidden states) -> the split head's log-probabilities [..., V]."""
+        hidden = self.output_dropout.last
+        assert hidden is not None and hidden.shape[:-1] == logits.shape[:-1]
+        action = self.action_head(hidden).float().log_softmax(-1)
+        word = logits.float().log_softmax(-1)
+        left, right = self.arcs
+        out = action[..., 3:4] + word
+        lost = torch.logaddexp(action[..., 0], action[..., 3] + word[..., [left, right, PLACEHOLDER]].logsumexp(-1))
+        out[..., left], out[..., right], out[..., PLACEHOLDER] = action[..., 1], action[..., 2], lost
+        return out.to(logits.dtype)
+
+    def forward(self, *args: Any, **kwargs: Any) -> tuple[Tensor, Tensor | None]:
+        logits, memory = super().forward(*args, **kwargs)
+        return self.split(logits), memory
+
+    def step(self, *args: Any, **kwargs: Any) -> Tensor | None:
+        logits = super().step(*args, **kwargs)
+        return None if logits is None else self.split(logits)
+
+
 class DependencyTransformerGrammarLM(TransformerGrammarLM):
     """DTG / TXL (trans): the TG network with DTG's options; batches carry ``added`` (arc head ids)."""
 
     def __init__(self, config: DTGConfig | Mapping[str, Any]):
         super().__init__(config if isinstance(config, DTGConfig) else config_from_dict(config))
+        c = self.config
+        for layer in self.network.layers:
+            if c.ffn_activation == "relu":
+                layer.ffn.__class__ = ReluFeedForward
+            if not c.attention_output_bias:
+                for attention in layer.attentions:
+                    attention.output.register_parameter("bias", None)
+        if split_head(c):
+            self.network = SplitHeadTransformerXL.convert(self.network, c.core_dropout)
 
     def network_options(self) -> dict[str, Any]:
         c = self.config

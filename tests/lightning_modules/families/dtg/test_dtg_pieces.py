@@ -214,6 +214,7 @@ def test_word_level_configs_are_unchanged_and_table_2_reads_pieces() -> None:
             **DATA_PRESETS["cpu-small"], "terminals": "sentencepiece", "sp_vocab_size": 2000,
             "sp_text": "transitions"}
     dtg, trans = (resolve_train_config(f, "cpu-small-pieces")["model"] for f in ("dtg", "txl-trans"))
-    assert trans == {**dtg, "relpos": "linear", "min_rel": -383, "max_rel": 768, "arc_input": "arc"}
+    assert trans == {**dtg, "relpos": "linear", "min_rel": -383, "max_rel": 768, "arc_input": "arc",
+                     "output_head": "joint"}  # the official TXL (trans) has no action MLP
     # the dependency parser reads words whatever the preset
     assert "terminals" not in resolve_train_config("dep-parser", "bllip")["data"]
