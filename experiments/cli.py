@@ -25,6 +25,7 @@ COMMANDS = [
     "experiments.commands.surprisals",
     "experiments.commands.inspect",
     "experiments.commands.model_info",
+    "experiments.commands.import_run",
     "experiments.commands.submit",
     "experiments.commands.status",
     "experiments.commands.aggregate",

@@ -15,7 +15,7 @@ from typing import Any
 
 from experiments.evaluate.word_prob import WORD_PROBS, describe, method_options
 from experiments.families import register
-from experiments.families.adapter import Family, Inspection, Method, ParseView, Scoring, ScoringRequest
+from experiments.families.adapter import Family, Importing, Inspection, Method, ParseView, Scoring, ScoringRequest
 from experiments.families.pushdown.methods import BEAM, GOLD
 from lightning_modules.errors import InputError
 
@@ -38,7 +38,9 @@ class PushdownFamily(Family):
     def methods(self, config: dict[str, Any] | None = None) -> tuple[Method, ...]:
         if on_dyck(config):
             return ()
-        return (BEAM, GOLD) if self.name == "pushdown" else (Method("exact", method_options(config)),)
+        if self.name == "pushdown":
+            return Method(BEAM.name, {**BEAM.options, **method_options(config)}), GOLD
+        return (Method("exact", method_options(config)),)
 
     # -- training ------------------------------------------------------------------------------------------
     def build_data(self, cfg: dict[str, Any]) -> Any:
@@ -49,6 +51,9 @@ class PushdownFamily(Family):
     def build_module(self, cfg: dict[str, Any], data: Any) -> Any:
         from lightning_modules.families.pushdown.model import build
 
+        if cfg["model"].get("sentence_end", "eos") != "eos":
+            raise InputError("the official sentence end is a scoring convention of imported checkpoints (synbench "
+                             "import); training reads sentences ending with <eos>", "model.sentence_end")
         return build({**cfg["model"], "vocab_size": data.vocab_size}, family=self.name)
 
     def final_metrics(self, module: Any, data: Any, best_path: str) -> dict[str, Any]:
@@ -111,17 +116,23 @@ class PushdownFamily(Family):
         if self.name == "pushdown" and request.method == "gold":
             if request.gold is None:
                 raise InputError("--method gold needs gold trees: evaluate a treebank corpus (eval ppl)", "--method")
-            return Scoring(scorers.GoldScorer(model, request.gold, request.batch_size), {},
-                           "gold trees, log p(x, y_gold)", 4)
+            gold = scorers.GoldScorer(model, request.gold, request.batch_size)
+            official = gold.sentence_end != "eos"
+            return Scoring(gold, {"sentence_end": gold.sentence_end} if official else {},
+                           "gold trees, log p(x, y_gold)" + (", official sentence end" if official else ""), 4)
+        word_prob = request.options.get("word_prob", WORD_PROBS[0])
+        corrected = {} if word_prob == WORD_PROBS[0] else {"word_prob": word_prob}
         if self.name == "pushdown":
             beam = request.options["beam"]
-            return Scoring(scorers.BeamScorer(model, beam), {"beam": beam},
-                           f"beam {beam} over attachment decisions (paper: {BEAM.options['beam']})", 4)
-        word_prob = request.options.get("word_prob", WORD_PROBS[0])
-        if word_prob == WORD_PROBS[0]:
+            # imported checkpoints (model.sentence_end: official): the official eval_beam's sentence end
+            end = (", official sentence end" if model.config.get("model", {}).get("sentence_end", "eos") != "eos"
+                   else "")
+            return Scoring(scorers.BeamScorer(model, beam, word_prob), {"beam": beam, **corrected},
+                           f"beam {beam} over attachment decisions (paper: {BEAM.options['beam']})"
+                           + (f", {describe(word_prob)}" if corrected else "") + end, 4)
+        if not corrected:
             return Scoring(scorers.ExactScorer(model), {}, "exact", 4)
-        return Scoring(scorers.ExactScorer(model, word_prob), {"word_prob": word_prob},
-                       f"exact, {describe(word_prob)}", 4)
+        return Scoring(scorers.ExactScorer(model, word_prob), corrected, f"exact, {describe(word_prob)}", 4)
 
     def parse_view(self, config: dict[str, Any] | None = None) -> ParseView | None:
         if self.name != "pushdown" or on_dyck(config):
@@ -129,6 +140,15 @@ class PushdownFamily(Family):
         from experiments.families.pushdown.parsing import VIEW
 
         return VIEW
+
+    def importing(self) -> Importing:
+        """``synbench import``: ``model.pt`` + ``vocab.pkl`` of the official code (``official``)."""
+        from functools import partial
+
+        from experiments.families.pushdown import official
+
+        return Importing(official.OFFICIAL, partial(official.convert, self.name), needs_vocab=True,
+                         takes_tokenizer=True)
 
     # -- inspect, model-info, dyck -------------------------------------------------------------------------
     def inspection(self) -> Inspection:

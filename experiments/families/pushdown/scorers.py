@@ -20,13 +20,21 @@ log-probability is the difference of the prefix marginals at the ends of success
 pieces'). Training trees always make a word's pieces a right-branching constituent, so the search keeps that
 shape: a non-final piece shifts, the final piece reduces at least down to the word's first piece (both
 decisions still scored by the attachment head). The best tree over pieces is merged into the tree over words
-as Appendix C does (``merge_pieces``), which is always defined under this constraint.
+as Appendix C does (``merge_pieces``), which is always defined under this constraint. Under ``--word-prob
+corrected`` (Pimentel & Meister 2024, ``experiments.evaluate.word_prob``) the marginals are taken where each word
+*begins*, with the mass of B = the pieces that begin a word and ``<eos>``: D_k = logsumexp over the beam of
+``log p(x_<k, y) + log P(B | x_<k, y)``, and word i's value is D at the next word's first piece (or ``<eos>``)
+minus D at its own. (With one beam this is the convention's formula: the pieces' marginal, times the boundary
+mass after the word over the mass before it.) The total stays the beam's bound.
 
 Deviations from the official search, both removing double counting or undefined trees: the last token may
 not shift and leave ``<eos>`` to close the stack (``close_at_last``), so label sequences and binary trees are
 one-to-one; pieces keep the within-word shape above (the official search lets them attach anywhere, where
 Appendix C's merge is undefined and training never puts mass). Both restrict the trees summed, so the total
-stays a lower bound on log p(x).
+stays a lower bound on log p(x). Under ``model.sentence_end: official`` (imported official checkpoints) the
+sentence ends as the official ``eval_beam``: the last token may shift, ``<eos>`` attaches to ``<s>`` (its
+log-probability counted and the reduce applied to the tape), then ``<eos>`` is read and log p(``</s>``) counted
+(``_official_end``; equal to the official search at width 5, ``tests/golden/pushdown``).
 ``base-lm`` checkpoints are string models: ``ExactScorer`` reads the whole sentence in one pass. For the Dyck
 test sets, ``next_token_logprobs`` gives the next-token distribution after a prefix: exact for ``base-lm``,
 the beam's marginal for ``pushdown``.
@@ -63,6 +71,10 @@ from lightning_modules.numeric import logsumexp
 FAMILIES = ("pushdown", "base-lm")
 INCREMENTAL = ("difference of successive beam prefix marginals, log-sum-exp over the beam of p(prefix, y) "
                "p(x_k | prefix, y)")
+OFFICIAL_END = ("; sentence end as the official eval_beam: the last word may shift, <eos> attaches to <s> (counted, "
+                "and applied to the tape), then log p(</s> | <eos>)")
+INCREMENTAL_CORRECTED = ("difference of successive beam prefix marginals with a word beginning next, log-sum-exp "
+                         "over the beam of p(prefix, y) P(B | prefix, y) at every word's first piece and <eos>")
 
 
 @dataclass(frozen=True)
@@ -88,16 +100,30 @@ class PushdownModel:
         self.ids = {t: i for i, t in enumerate(payload["tokens"])}
         self.tokens: list[str] = list(payload["tokens"])
         self.vocab_kind: str = payload.get("terminals")
+        # (word, index in the sentence) -> (pieces, unknown): only GPT-2 pieces (imported official checkpoints)
+        # depend on the index (a word after the first is read with a leading space)
+        self._pieces: Any
+        if self.vocab_kind == "gpt2-bpe":
+            from experiments.families.pushdown.tokens import gpt2_pieces
+
+            split, unk = gpt2_pieces(payload), payload.get("unknown", "UNK")
+
+            def bpe(word: str, index: int = 1) -> tuple[tuple[str, ...], bool]:
+                raw = split(word, index)
+                return tuple(p if p in self.ids else unk for p in raw), any(p not in self.ids for p in raw)
+
+            self.words, self._pieces = None, bpe
+            return
         terminals = None if self.vocab_kind == "dyck" else terminal_vocab(payload, "checkpoint vocabulary")
         self.words = terminals if isinstance(terminals, WordVocab) else None
         if terminals is None:  # Dyck tokens are the vocabulary itself: no unknown-word classes
-            self._pieces: Any = lambda t: ((t,), False)
+            self._pieces = lambda t, index=1: ((t,), False)
         elif isinstance(terminals, WordVocab):
-            self._pieces = lambda w: ((terminals.unkify(w),), w not in terminals.known)
+            self._pieces = lambda w, index=1: ((terminals.unkify(w),), w not in terminals.known)
         else:
             unk = payload.get("unknown", "<unk>")
 
-            def pieces(word: str) -> tuple[tuple[str, ...], bool]:
+            def pieces(word: str, index: int = 1) -> tuple[tuple[str, ...], bool]:
                 raw = terminals.encode_words([word])[0]
                 return tuple(p if p in self.ids else unk for p in raw), any(p not in self.ids for p in raw)
 
@@ -115,13 +141,14 @@ class PushdownModel:
         module.load_state_dict(ckpt["state_dict"])
         return cls(module, meta, device)
 
-    def is_unknown(self, word: str) -> bool:
+    def is_unknown(self, word: str, index: int = 1) -> bool:
         """Whether the word is outside the vocabulary (its unknown class, or an ``<unk>`` piece, stands in)."""
-        return self._pieces(word)[1]
+        return self._pieces(word, index)[1]
 
-    def pieces(self, word: str) -> tuple[str, ...]:
-        """The vocabulary tokens a word is read as (its unknown class or ``<unk>`` pieces where needed)."""
-        return self._pieces(word)[0]
+    def pieces(self, word: str, index: int = 1) -> tuple[str, ...]:
+        """The vocabulary tokens a word at ``index`` is read as (its unknown class or ``<unk>`` pieces where
+        needed; the index matters to GPT-2 pieces only)."""
+        return self._pieces(word, index)[0]
 
     def encode(self, words: Sequence[str]) -> Encoded:
         """``<s>`` + every word's pieces + ``<eos>``, with the word structure the beam needs."""
@@ -129,7 +156,7 @@ class PushdownModel:
             self.prefix_ids(words)  # checks the tokens
         ids, first, word_end, word_of, unknown = [self.ids[SOS]], [0], [True], [], 0
         for i, word in enumerate(words):
-            pieces, unk = self._pieces(word)
+            pieces, unk = self._pieces(word, i)
             unknown += unk
             start = len(ids)
             for j, piece in enumerate(pieces):
@@ -148,6 +175,17 @@ class PushdownModel:
         return [self.ids[SOS], *(self.ids[t] for t in tokens)]
 
 
+def _boundary(model: PushdownModel, word_prob: str) -> torch.Tensor | None:
+    """The ids of B (pieces that begin a word, and ``<eos>``) under ``corrected`` word probabilities; None under
+    ``sum-pieces``. A word-level vocabulary has one token per word: the convention does not apply."""
+    if word_prob == WORD_PROBS[0]:
+        return None
+    if model.vocab_kind != "sentencepiece":
+        raise InputError(f"a vocabulary of {model.vocab_kind} has one token per word: --word-prob {word_prob} "
+                         "needs SentencePiece terminals", "--word-prob")
+    return torch.tensor(boundary_ids(model.tokens, BOUNDARY, (EOS,)), device=model.device)
+
+
 def _check(sentences: Sequence[Sequence[str]]) -> None:
     for k, words in enumerate(sentences):
         if not words:
@@ -163,14 +201,10 @@ class ExactScorer:
     def __init__(self, model: PushdownModel, word_prob: str = WORD_PROBS[0]):
         if model.family != "base-lm":
             raise InputError("a Pushdown-LM is a joint model: score it with the beam (--method beam)", "--method")
-        if word_prob != WORD_PROBS[0] and model.vocab_kind != "sentencepiece":
-            raise InputError(f"a vocabulary of {model.vocab_kind} has one token per word: --word-prob {word_prob} "
-                             "needs SentencePiece terminals", "--word-prob")
         self.model = model
         self.name = "base-lm"
         self.convention = Convention("exact", bound=False, word_prob=word_prob)
-        self.boundary = (None if word_prob == WORD_PROBS[0] else
-                         torch.tensor(boundary_ids(model.tokens, BOUNDARY, (EOS,)), device=model.device))
+        self.boundary = _boundary(model, word_prob)
 
     @torch.no_grad()
     def score(self, sentences: Sequence[Sequence[str]]) -> list[SentenceScore]:
@@ -209,13 +243,18 @@ class ExactScorer:
 class BeamScorer:
     """``pushdown``: word-synchronous beam search over attachment decisions (see the module docstring)."""
 
-    def __init__(self, model: PushdownModel, beam: int = BEAM.options["beam"]):
+    def __init__(self, model: PushdownModel, beam: int = BEAM.options["beam"], word_prob: str = WORD_PROBS[0]):
         if model.family != "pushdown":
             raise InputError("beam search over attachments needs a pushdown checkpoint", "--method")
         check_beam_settings(beam)
         self.model, self.beam = model, beam
         self.name = "pushdown"
-        self.convention = Convention("beam", bound=True, beam=beam, incremental=INCREMENTAL)
+        self.boundary = _boundary(model, word_prob)
+        # model.sentence_end: official (imported checkpoints): the official eval_beam's end, see _sentence
+        self.official = model.config.get("model", {}).get("sentence_end", "eos") == "official"
+        self.convention = Convention("beam", bound=True, beam=beam, word_prob=word_prob,
+                                     incremental=(INCREMENTAL if self.boundary is None else INCREMENTAL_CORRECTED)
+                                     + (OFFICIAL_END if self.official else ""))
 
     def score(self, sentences: Sequence[Sequence[str]]) -> list[SentenceScore]:
         _check(sentences)
@@ -227,22 +266,30 @@ class BeamScorer:
         enc = self.model.encode(words)
         ids, n = enc.ids, len(enc.ids) - 2  # n tokens (pieces) between <s> and <eos>
         states = StackStates(n)
-        decoding = module.start(n + 1)
+        decoding = module.start(n + 1 + self.official)  # official: <eos> is read too
         scores = np.zeros(1)
         prefix = 0.0  # log p(x_<k) estimate at the last word boundary
         word_logprobs = []
+        with_boundary = []  # corrected: log p(x_<k, a word begins at k) at every word's first piece and <eos>
         for k in range(1, n + 2):  # token k; k = n + 1 is <eos>
             count = len(scores)
             lp_words, lp_attach, decoding = module.step(
                 decoding, torch.full((count,), ids[k - 1], device=device),
                 torch.from_numpy(states.depth[:, :k]).to(device), torch.full((count,), ids[k], device=device))
             with_word = scores + lp_words[:, ids[k]].double().cpu().numpy()
+            if self.boundary is not None and (k == n + 1 or enc.first[k] == k):
+                begins = lp_words[:, self.boundary].logsumexp(-1).double().cpu().numpy()
+                with_boundary.append(logsumexp(scores + begins))
+            if k == n + 1 and self.official:
+                with_word = with_word + self._official_end(decoding, states, lp_attach, ids[k])
             if k == n + 1:
                 marginal = logsumexp(with_word)
                 best = int(np.argmax(with_word))
                 attachment = states.attachment[best, : n + 1].tolist()
                 tree = merge_pieces(attachments_to_tree([*attachment, 0], [str(t) for t in ids[1:-1]]),
                                     enc.word_of, list(words))
+                if with_boundary:
+                    word_logprobs = np.diff(with_boundary).tolist()
                 return SentenceScore(tuple(words), tuple(word_logprobs), marginal, marginal - prefix,
                                      best_tree=tree if isinstance(tree, str) else to_bracketed(tree),
                                      unknown_words=enc.unknown,
@@ -252,7 +299,7 @@ class BeamScorer:
                 marginal = logsumexp(with_word)
                 word_logprobs.append(marginal - prefix)
                 prefix = marginal
-            legal = states.legal(close_at_last=True)
+            legal = states.legal(close_at_last=not self.official)
             if not enc.word_end[k]:
                 legal[:, :k] = False  # a non-final piece shifts
             elif enc.first[k] < k:
@@ -260,6 +307,23 @@ class BeamScorer:
             states, scores, origins = self._advance(states, with_word, lp_attach, legal)
             decoding = decoding.select(torch.from_numpy(origins).to(device))
         raise AssertionError("unreachable")
+
+    def _official_end(self, decoding: Any, states: StackStates, lp_attach: torch.Tensor, eos: int) -> np.ndarray:
+        """The official search's end per hypothesis: ``<eos>``'s attachment to ``<s>`` (forced, its log-prob
+        counted), that reduce applied to the tape (every constituent on the stack merged with ``<s>``), then
+        ``<eos>`` read and log p(``</s>``) counted."""
+        from experiments.families.pushdown.official import END
+
+        module, device, end = self.model.module, self.model.device, self.model.ids[END]
+        k = states.position + 1  # <eos>
+        # the j-th constituent from the top (<s>'s the last) takes part in R - j + 1 merges; <eos> in all R
+        from_top = np.cumsum(states.open[:, k - 1 :: -1], axis=1)[:, ::-1]
+        merges = from_top[:, :1]
+        tape = np.concatenate([states.depth[:, :k] + merges - from_top + 1, states.depth[:, k:k + 1] + merges], 1)
+        count = len(states)
+        lp_words, _, _ = module.step(decoding, torch.full((count,), eos, device=device),
+                                     torch.from_numpy(tape).to(device), torch.full((count,), end, device=device))
+        return (lp_attach[:, 0] + lp_words[:, end]).double().cpu().numpy()
 
     def next_token_logprobs(self, prefixes: Sequence[Sequence[str]]) -> np.ndarray:
         """log p(w | prefix) [N, V] for token prefixes (Dyck): the beam's marginal next-token distribution.
@@ -325,34 +389,54 @@ class GoldScorer:
         self.vocab = TokenVocab(model.tokens[len(SPECIALS):])
         self.splits_structure = True  # its scores carry extra["structure_logprob"], the attachments' share
         self.name = "pushdown"
+        # model.sentence_end: official (imported checkpoints) also counts </s> after <eos> and <eos>'s attachment
+        self.sentence_end: str = model.config.get("model", {}).get("sentence_end", "eos")
+        official = (", sentence end as the official eval_gold: log p(</s> | <eos>) and <eos>'s attachment to <s> "
+                    "counted with <eos>") if self.sentence_end == "official" else ""
         self.convention = Convention("gold", bound=True, incremental="gold attachments; a token's attachment "
-                                     "counted with the next token (as the beam counts it)")
+                                     "counted with the next token (as the beam counts it)" + official)
 
     def score(self, sentences: Sequence[Sequence[str]]) -> list[SentenceScore]:
         from lightning_modules.families.pushdown.batch import collate
-        from lightning_modules.families.pushdown.data import encode_sentence
 
         _check(sentences)
         trees = self.source(sentences)
         out = []
         for start in range(0, len(sentences), self.batch_size):
             block = list(range(start, min(start + self.batch_size, len(sentences))))
-            encoded = [encode_sentence(self._tree(trees[k], sentences[k], k), self.vocab, self.model.pieces)
-                       for k in block]
-            batch = collate(encoded).to(self.model.device)
-            with torch.no_grad():
-                lp_words, lp_attach = self.model.module.gold_logprobs(batch)
-            lp_words, lp_attach = lp_words.double().cpu().numpy(), lp_attach.double().cpu().numpy()
-            for row, k in enumerate(block):
+            encoded = [self._encode(self._tree(trees[k], sentences[k], k)) for k in block]
+            if self.sentence_end == "official":
+                from experiments.families.pushdown.official import END, official_logprobs
+
+                values = official_logprobs(self.model.module, encoded, self.model.ids[END])
+            else:
+                batch = collate(encoded).to(self.model.device)
+                with torch.no_grad():
+                    lp_words, lp_attach = self.model.module.gold_logprobs(batch)
+                lp_words, lp_attach = lp_words.double().cpu().numpy(), lp_attach.double().cpu().numpy()
+                values = [(lp_words[row, : len(e.ids) - 1], lp_attach[row, : len(e.ids) - 2])
+                          for row, e in enumerate(encoded)]
+            for (lp_words_k, lp_attach_k), k in zip(values, block):
                 words, enc = sentences[k], self.model.encode(sentences[k])
                 n = len(enc.ids) - 1  # predictions: the n - 1 tokens and <eos>
                 # token t's attachment is decided after it, so it joins token t + 1's value (the beam's count)
-                per_token = lp_words[row, :n] + np.concatenate([[0.0], lp_attach[row, : n - 1]])
+                per_token = lp_words_k[:n] + np.concatenate([[0.0], lp_attach_k[: n - 1]])
+                # official: </s> after <eos> and <eos>'s attachment, counted with <eos>
+                per_token[-1] += lp_words_k[n:].sum() + lp_attach_k[n - 1:].sum()
                 per_word = np.bincount(enc.word_of, weights=per_token[:-1], minlength=len(words))
                 out.append(SentenceScore(tuple(words), tuple(float(x) for x in per_word), float(per_token.sum()),
                                          float(per_token[-1]), unknown_words=enc.unknown,
-                                         extra={"structure_logprob": float(lp_attach[row, : n - 1].sum())}))
+                                         extra={"structure_logprob": float(lp_attach_k.sum())}))
         return out
+
+    def _encode(self, tree: Tree) -> Any:
+        """The tree's ``PushdownSentence``, every word split into its pieces as the model reads it."""
+        from lightning_modules.families.pushdown.batch import PushdownSentence
+        from lightning_modules.families.pushdown.encoding import encode
+
+        example = encode(tree, split=self.model.pieces)
+        return PushdownSentence(self.vocab.sentence_ids(example.leaves), example.attachment, example.spans,
+                                len(tree.leaves()))
 
     def _tree(self, given: Sequence[Any], words: Sequence[str], k: int) -> Tree:
         """The sentence's gold tree as training reads it (cleaned, POS tags dropped, the run's transform)."""

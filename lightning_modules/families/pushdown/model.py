@@ -27,6 +27,11 @@ Deviations from the official code (MurtyShikhar/Pushdown-Layers), each by design
   * Depths beyond the embedding tables are clamped (the official lookup crashes at depth ≥ 50).
   * The official attachment head inherits unused parameters (a query projection, a merge projection and a
     position bias: 2·d² + d parameters); they are not created here, so parameter counts are lower by that.
+  * The official sequence reads ``<eos>`` too and predicts ``</s>`` after it; its loss and ``eval_gold`` count
+    log p(``</s>``) and ``<eos>``'s attachment to ``<s>``. Here a sentence ends with predicting ``<eos>``, whose
+    attachment is not scored (``sentence_end: eos``); imported official checkpoints (``synbench import``) get
+    ``sentence_end: official``, under which gold-tree scores count both terms as the official code does, and
+    the beam ends as the official ``eval_beam`` (training refuses it: the training data has no ``</s>``).
   * The attachment head's padded rows are not all −inf (the official masks them entirely, giving NaN rows
     that its loss multiplies by 0); they are ignored by the loss either way.
 Initialisation as the official: embedding Xavier-uniform, output bias 0, FFN ``W₁`` Xavier (ReLU gain) and
@@ -60,6 +65,10 @@ from lightning_modules.models.seed_stack import StackedForm
 
 FAMILIES = ("pushdown", "base-lm")
 ATTENTION_PATHS = ("blocks", "dense", "flex", "auto")
+# where a sentence ends: ``eos`` (synbench's training and scoring: predicting <eos> ends it, whose attachment is
+# not scored) or ``official`` (the official code's: <eos> is read too, log p(</s> | ..., <eos>) and <eos>'s
+# attachment to <s> are counted; the vocabulary has ``</s>``: imported official checkpoints, ``synbench import``)
+SENTENCE_ENDS = ("eos", "official")
 
 
 def batch_field(batch: Any, name: str) -> Tensor:
@@ -98,6 +107,7 @@ class PushdownConfig:
     adam_beta2: float = 0.999
     adam_eps: float = 1e-8
     grad_clip_norm: float = 3.0
+    sentence_end: str = "eos"  # SENTENCE_ENDS: official = imported checkpoints' scoring convention
 
     @property
     def n_pushdown(self) -> int:
@@ -130,6 +140,8 @@ class PushdownConfig:
         for key in ("adam_beta1", "adam_beta2"):
             if not 0.0 <= getattr(self, key) < 1.0:
                 raise bad(key, "must be in [0, 1)")
+        if self.sentence_end not in SENTENCE_ENDS:
+            raise bad("sentence_end", f"must be one of {', '.join(SENTENCE_ENDS)}")
         if self.attention not in ATTENTION_PATHS:
             raise bad("attention", f"must be one of {', '.join(ATTENTION_PATHS)}")
         if self.attention == "flex" and self.dropout > 0:
