@@ -12,7 +12,8 @@
         seeds_per_process: 8     #   optional: this model's seeds_per_process (default: the spec's)
       - source: hf:models/gpt2   # or a pretrained LM instead of a family: evaluated, never trained (one run;
         name: gpt2               #   label default hf-DIRNAME; evaluations default to the first data entry's
-                                 #   corpus, else the first trained model's)
+                                 #   corpus, else the first trained model's); or RUN_DIR, a finished run
+                                 #   folder (e.g. from `synbench import`): its checkpoints/best.ckpt
         hf_convention: lm-eval   #   optional: minicons (default) or lm-eval (``scorers/hf.py``), in its config
         word_prob: corrected     #   optional: sum-pieces (default) or corrected (``evaluate/word_prob.py``)
     data: [ptb-sample]           # optional: corpus names (= data.corpus), or {name, overrides} entries
@@ -65,6 +66,7 @@ PARAM_KEYS = {"float": ("type", "low", "high", "log", "step"), "int": ("type", "
               "categorical": ("type", "choices")}
 MODEL_KEYS = ("family", "preset", "name", "overrides", "seeds", "seeds_per_process")
 SOURCE_KEYS = ("source", "name", "hf_convention", "word_prob")
+CHECKPOINT = "checkpoints/best.ckpt"  # what a run-folder source is scored from
 DATA_KEYS = ("name", "overrides")
 MAX_SEEDS = 100_000
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
@@ -82,7 +84,7 @@ class ModelEntry:
     overrides: dict[str, Any]  # a source: its scoring settings (``hf_convention``), put in its run config
     where: str
     seeds: tuple[int, ...] | None = None  # fixed seeds of this model (e.g. one proposal parser), else the spec's
-    source: str | None = None  # ``hf:DIR``: a pretrained model, evaluated as it is (family ``hf``)
+    source: str | None = None  # ``hf:DIR`` or a run folder's checkpoint: a model evaluated as it is
     seeds_per_process: int | None = None  # seeds trained in one process (a seed group), else the spec's
 
 
@@ -306,25 +308,37 @@ def _name(value: Any, loc: _Locator, keys: tuple) -> str:
 
 
 def _source_model(entry: dict, models: list[ModelEntry], loc: _Locator, keys: tuple) -> ModelEntry:
-    """A ``{source: hf:DIR or hf:ORG/NAME@REV, name}`` entry: one run (seed 0) of the family whose models are
-    named by the source's prefix (``hf``); the path is kept as written, relative paths resolve against the
+    """A ``{source: hf:DIR, hf:ORG/NAME@REV or RUN_DIR, name}`` entry: one run (seed 0), evaluated as it is, of
+    the family whose models are named by the source's prefix (``hf``), or of the family of a finished run
+    folder's checkpoint (``RUN_DIR/checkpoints/best.ckpt``: another experiment's run, or one ``synbench import``
+    wrote), whose source is that checkpoint; the path is kept as written, relative paths resolve against the
     directory synbench runs in."""
     from experiments.evaluate.scorers import HF_CONVENTIONS as CONVENTIONS
     from experiments.evaluate.scorers import HF_PREFIX
     from experiments.evaluate.scorers.hub import hub_model
     from experiments.evaluate.word_prob import WORD_PROBS
-    from experiments.families import source_family
+    from experiments.families import checkpoint_family, source_family
 
     _check_keys(entry, SOURCE_KEYS, loc, keys)
     source = entry["source"]
     family = source_family(source) if isinstance(source, str) else None
     prefix = family.source_prefix if family else ""
-    if family is None or len(source) == len(prefix):
-        raise loc.error(f"expected {HF_PREFIX}DIR (a local transformers causal LM) or {HF_PREFIX}ORG/NAME@REV (one in "
-                        f"the local Hugging Face cache), got {source!r}",
-                        *keys, "source")
-    hub = hub_model(source)  # hf:ORG/NAME@REV: labelled NAME-REV, not by the last path component
-    default = f"{family.name}-" + (hub.label() if hub else Path(source[len(prefix):]).name)
+    run_checkpoint = Path(source) / CHECKPOINT if isinstance(source, str) and family is None else None
+    if run_checkpoint is not None and run_checkpoint.is_file():
+        try:
+            family = checkpoint_family(run_checkpoint)[0]
+        except InputError as e:
+            raise loc.error(f"{run_checkpoint}: {e.message}", *keys, "source") from None
+        source = str(run_checkpoint)
+        if "hf_convention" in entry:
+            raise loc.error(f"applies to {HF_PREFIX} sources only", *keys, "hf_convention")
+    elif family is None or len(source) == len(prefix):
+        raise loc.error(f"expected {HF_PREFIX}DIR (a local transformers causal LM), {HF_PREFIX}ORG/NAME@REV (one in "
+                        f"the local Hugging Face cache) or RUN_DIR (a run folder with {CHECKPOINT}, e.g. from "
+                        f"synbench import), got {source!r}", *keys, "source")
+    hub = hub_model(source) if prefix else None  # hf:ORG/NAME@REV: labelled NAME-REV, not by the last component
+    folder = Path(entry["source"]) if run_checkpoint is not None else Path(source[len(prefix):])
+    default = f"{family.name}-" + (hub.label() if hub else folder.name)
     label = _name(entry.get("name", default), loc, (*keys, "name"))
     if any(m.name == label for m in models):
         raise loc.error(f"two models are named {label!r}; give each a distinct 'name'", *keys)
