@@ -34,6 +34,7 @@ from typing import Any
 from experiments.evaluate.cache import ItemCache, Record, default_out_dir
 from experiments.evaluate.infinite import is_json_value, to_json
 from experiments.evaluate.results import write_results
+from experiments.evaluate.scorer import OFFICIAL
 from experiments.evaluate.scorer_choice import ChosenScorer, add_arguments, choose
 from experiments.evaluate.subcommands import add_limit_argument, print_result
 from lightning_modules.data.dependency import DepTree
@@ -124,6 +125,9 @@ def evaluate(chosen: ChosenScorer, model_path: str | Path, sentences: Sentences,
             structure = [s.extra.get("structure_logprob") for s in item]
             if all(v is not None for v in structure):  # one given tree per sentence: its structure's share
                 record["structure_logprob"] = to_json(math.fsum(structure), -math.inf)
+            official = [s.extra.get(OFFICIAL) for s in item]
+            if all(v is not None for v in official):  # the family's official convention, beside the common one
+                record[OFFICIAL] = to_json(math.fsum(official), -math.inf)
             if chosen.level == "document":
                 record["sentences"] = len(item)
             records.append(record)
@@ -174,6 +178,9 @@ def perplexity(items: Sequence[Record]) -> dict[str, Any]:
         total = math.fsum(structure)
         out["structure_nll_per_word"] = -total / words
         out["word_ppl_given_tree"] = math.exp(-(logprob - total) / words)
+    official = [r.get(OFFICIAL) for r in items]
+    if all(isinstance(v, float) for v in official):  # a scorer that also gives its official code's log p(x)
+        out["word_ppl_official"] = math.exp(-math.fsum(official) / words)
     return out
 
 

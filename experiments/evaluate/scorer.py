@@ -18,6 +18,9 @@ from experiments.evaluate.word_prob import WORD_PROBS
 from lightning_modules.errors import InputError
 
 METHODS = ("exact", "proposals", "beam", "gold")
+# a score's extra: log p(x) as its family's official code counts it, where that differs from the common
+# convention (``total``); ``eval ppl`` then writes ``word_ppl_official`` beside ``word_ppl``
+OFFICIAL = "official_logprob"
 
 
 @dataclass(frozen=True)

@@ -306,6 +306,8 @@ def _ppl(m: Mapping[str, Any]) -> dict[str, float]:
     if "word_ppl_given_tree" in m:  # scored on one given tree per sentence (gold): log p(x, y) in two parts
         out["ppl_words_given_tree"] = m["word_ppl_given_tree"]
         out["structure_nll_per_word"] = m["structure_nll_per_word"]
+    if "word_ppl_official" in m:  # also as the family's official code counts it (imported checkpoints)
+        out["ppl_official"] = m["word_ppl_official"]
     return out
 
 

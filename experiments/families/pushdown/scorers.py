@@ -56,7 +56,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from experiments.evaluate.scorer import Convention, SentenceScore
+from experiments.evaluate.scorer import OFFICIAL, Convention, SentenceScore
 from experiments.evaluate.scorers.beams import check_beam_settings
 from experiments.evaluate.word_prob import WORD_PROBS, boundary_ids, corrected_word_logprobs
 from experiments.families.pushdown.methods import BEAM  # the method's default, the only one
@@ -389,10 +389,11 @@ class GoldScorer:
         self.vocab = TokenVocab(model.tokens[len(SPECIALS):])
         self.splits_structure = True  # its scores carry extra["structure_logprob"], the attachments' share
         self.name = "pushdown"
-        # model.sentence_end: official (imported checkpoints) also counts </s> after <eos> and <eos>'s attachment
+        # model.sentence_end: official (imported checkpoints): the official eval_gold's total, which also counts
+        # </s> after <eos> and <eos>'s attachment, beside the common one (extra[OFFICIAL]: ppl_official)
         self.sentence_end: str = model.config.get("model", {}).get("sentence_end", "eos")
-        official = (", sentence end as the official eval_gold: log p(</s> | <eos>) and <eos>'s attachment to <s> "
-                    "counted with <eos>") if self.sentence_end == "official" else ""
+        official = (", beside it the official eval_gold's total (ppl_official: log p(</s> | <eos>) and <eos>'s "
+                    "attachment to <s> counted too)") if self.sentence_end == "official" else ""
         self.convention = Convention("gold", bound=True, incremental="gold attachments; a token's attachment "
                                      "counted with the next token (as the beam counts it)" + official)
 
@@ -421,12 +422,12 @@ class GoldScorer:
                 n = len(enc.ids) - 1  # predictions: the n - 1 tokens and <eos>
                 # token t's attachment is decided after it, so it joins token t + 1's value (the beam's count)
                 per_token = lp_words_k[:n] + np.concatenate([[0.0], lp_attach_k[: n - 1]])
-                # official: </s> after <eos> and <eos>'s attachment, counted with <eos>
-                per_token[-1] += lp_words_k[n:].sum() + lp_attach_k[n - 1:].sum()
                 per_word = np.bincount(enc.word_of, weights=per_token[:-1], minlength=len(words))
+                extra = {"structure_logprob": float(lp_attach_k[: n - 1].sum())}
+                if self.sentence_end == "official":  # </s> after <eos> and <eos>'s attachment, beside
+                    extra[OFFICIAL] = float(per_token.sum() + lp_words_k[n:].sum() + lp_attach_k[n - 1:].sum())
                 out.append(SentenceScore(tuple(words), tuple(float(x) for x in per_word), float(per_token.sum()),
-                                         float(per_token[-1]), unknown_words=enc.unknown,
-                                         extra={"structure_logprob": float(lp_attach_k.sum())}))
+                                         float(per_token[-1]), unknown_words=enc.unknown, extra=extra))
         return out
 
     def _encode(self, tree: Tree) -> Any:
