@@ -3,9 +3,9 @@
 A Pushdown-LM is a joint model p(x, y): at input position t it predicts the next word x_{t+1} and then, given
 that word, its attachment r_{t+1} (reduce with the constituent ending at position c, or shift), which
 updates the stack tape every later position reads. ``BeamScorer`` keeps the ``beam`` best attachment
-histories per sentence (§3.4, beam 300 in the paper), all hypotheses of a sentence batched in one
-incremental step per token (``PushdownLM.step``: only the newest position is computed, every earlier
-position's keys and values are cached and reordered with the beam):
+histories per sentence (§3.4, beam 300 in the paper), all hypotheses of ``batch_size`` sentences batched in
+one incremental step per token (``PushdownLM.step``: only the newest position is computed, every earlier
+position's keys and values are cached and reordered with the beam; each sentence prunes its own hypotheses):
 
 - candidates at word k: every hypothesis x every legal attachment of x_k (``StackStates.legal``), scored
   ``log p(prefix, y) + log p(x_k | ...) + log p(r_k | ..., x_k)``; the ``beam`` best survive;
@@ -50,7 +50,7 @@ accounting (a token's attachment is counted with the next token), so they telesc
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -240,73 +240,124 @@ class ExactScorer:
         return np.stack(out)
 
 
+@dataclass
+class _Search:
+    """One sentence's beam search in progress: its hypotheses (attachment states, scores), the prefix marginal at
+    the last word end, the values so far, and its result once ``<eos>`` is scored."""
+
+    words: Sequence[str]
+    enc: Encoded
+    states: StackStates = field(init=False)
+    scores: np.ndarray = field(default_factory=lambda: np.zeros(1))
+    prefix: float = 0.0  # log p(x_<k) estimate at the last word boundary
+    word_logprobs: list[float] = field(default_factory=list)
+    with_boundary: list[float] = field(default_factory=list)  # corrected: at every word's first piece and <eos>
+    result: SentenceScore | None = None
+
+    def __post_init__(self) -> None:
+        self.states = StackStates(self.n)
+
+    @property
+    def n(self) -> int:
+        """Tokens (pieces) between ``<s>`` and ``<eos>``."""
+        return len(self.enc.ids) - 2
+
+
 class BeamScorer:
     """``pushdown``: word-synchronous beam search over attachment decisions (see the module docstring)."""
 
-    def __init__(self, model: PushdownModel, beam: int = BEAM.options["beam"], word_prob: str = WORD_PROBS[0]):
+    def __init__(self, model: PushdownModel, beam: int = BEAM.options["beam"], word_prob: str = WORD_PROBS[0],
+                 batch_size: int = 8):
         if model.family != "pushdown":
             raise InputError("beam search over attachments needs a pushdown checkpoint", "--method")
-        check_beam_settings(beam)
-        self.model, self.beam = model, beam
+        check_beam_settings(beam, batch_size=batch_size)
+        self.model, self.beam, self.batch_size = model, beam, batch_size
         self.name = "pushdown"
         self.boundary = _boundary(model, word_prob)
-        # model.sentence_end: official (imported checkpoints): the official eval_beam's end, see _sentence
+        # model.sentence_end: official (imported checkpoints): the official eval_beam's end, see _step
         self.official = model.config.get("model", {}).get("sentence_end", "eos") == "official"
         self.convention = Convention("beam", bound=True, beam=beam, word_prob=word_prob,
                                      incremental=(INCREMENTAL if self.boundary is None else INCREMENTAL_CORRECTED)
                                      + (OFFICIAL_END if self.official else ""))
 
     def score(self, sentences: Sequence[Sequence[str]]) -> list[SentenceScore]:
+        """Each sentence's search; ``batch_size`` sentences of similar length advance together (their
+        hypotheses in one ``step`` per token; the numbers do not depend on it)."""
         _check(sentences)
-        return [self._sentence(words) for words in sentences]
+        order = sorted(range(len(sentences)), key=lambda k: -len(sentences[k]))
+        out: list[SentenceScore | None] = [None] * len(sentences)
+        for lo in range(0, len(order), self.batch_size):
+            batch = order[lo : lo + self.batch_size]
+            for k, score in zip(batch, self._search([sentences[k] for k in batch])):
+                out[k] = score
+        return out  # type: ignore[return-value]
 
     @torch.no_grad()
-    def _sentence(self, words: Sequence[str]) -> SentenceScore:
+    def _search(self, sentences: Sequence[Sequence[str]]) -> list[SentenceScore]:
+        """The sentences' searches in lockstep: at token k one ``step`` over every hypothesis of every sentence
+        still going (all read position k - 1), then each sentence's own candidates and pruning (``_step``)."""
         module, device = self.model.module, self.model.device
-        enc = self.model.encode(words)
-        ids, n = enc.ids, len(enc.ids) - 2  # n tokens (pieces) between <s> and <eos>
-        states = StackStates(n)
-        decoding = module.start(n + 1 + self.official)  # official: <eos> is read too
-        scores = np.zeros(1)
-        prefix = 0.0  # log p(x_<k) estimate at the last word boundary
-        word_logprobs = []
-        with_boundary = []  # corrected: log p(x_<k, a word begins at k) at every word's first piece and <eos>
-        for k in range(1, n + 2):  # token k; k = n + 1 is <eos>
-            count = len(scores)
+        searches = [_Search(words, self.model.encode(words)) for words in sentences]
+        decoding = module.start(max(s.n for s in searches) + 1 + self.official)  # official: <eos> is read too
+        going = searches
+        for k in range(1, max(s.n for s in searches) + 2):  # token k; k = n + 1 is a sentence's <eos>
+            counts = [len(s.scores) for s in going]
             lp_words, lp_attach, decoding = module.step(
-                decoding, torch.full((count,), ids[k - 1], device=device),
-                torch.from_numpy(states.depth[:, :k]).to(device), torch.full((count,), ids[k], device=device))
-            with_word = scores + lp_words[:, ids[k]].double().cpu().numpy()
-            if self.boundary is not None and (k == n + 1 or enc.first[k] == k):
-                begins = lp_words[:, self.boundary].logsumexp(-1).double().cpu().numpy()
-                with_boundary.append(logsumexp(scores + begins))
-            if k == n + 1 and self.official:
-                with_word = with_word + self._official_end(decoding, states, lp_attach, ids[k])
-            if k == n + 1:
-                marginal = logsumexp(with_word)
-                best = int(np.argmax(with_word))
-                attachment = states.attachment[best, : n + 1].tolist()
-                tree = merge_pieces(attachments_to_tree([*attachment, 0], [str(t) for t in ids[1:-1]]),
-                                    enc.word_of, list(words))
-                if with_boundary:
-                    word_logprobs = np.diff(with_boundary).tolist()
-                return SentenceScore(tuple(words), tuple(word_logprobs), marginal, marginal - prefix,
+                decoding, torch.tensor([s.enc.ids[k - 1] for s, c in zip(going, counts) for _ in range(c)],
+                                       device=device),
+                torch.from_numpy(np.concatenate([s.states.depth[:, :k] for s in going])).to(device),
+                torch.tensor([s.enc.ids[k] for s, c in zip(going, counts) for _ in range(c)], device=device))
+            origins, still, offset = [], [], 0
+            for s, count in zip(going, counts):
+                rows = slice(offset, offset + count)
+                own = self._step(s, k, lp_words[rows], lp_attach[rows], decoding, rows)
+                if own is not None:
+                    origins.append(own + offset)
+                    still.append(s)
+                offset += count
+            if not still:
+                break
+            going = still
+            decoding = decoding.select(torch.from_numpy(np.concatenate(origins)).to(device))
+        return [s.result for s in searches]  # type: ignore[misc]
+
+    def _step(self, s: _Search, k: int, lp_words: torch.Tensor, lp_attach: torch.Tensor, decoding: Any,
+              rows: slice) -> np.ndarray | None:
+        """Token k of sentence ``s`` from its hypotheses' distributions: its marginals, then every hypothesis x
+        every allowed attachment, pruned to the beam; returns the hypothesis each survivor extends, or None at
+        ``<eos>`` (``s.result`` set). Its hypotheses are ``rows`` of ``decoding`` (read by the official end)."""
+        ids, n, enc = s.enc.ids, s.n, s.enc
+        with_word = s.scores + lp_words[:, ids[k]].double().cpu().numpy()
+        if self.boundary is not None and (k == n + 1 or enc.first[k] == k):
+            begins = lp_words[:, self.boundary].logsumexp(-1).double().cpu().numpy()
+            s.with_boundary.append(logsumexp(s.scores + begins))
+        if k == n + 1:
+            if self.official:
+                own = decoding.select(torch.arange(rows.start, rows.stop, device=self.model.device))
+                with_word = with_word + self._official_end(own, s.states, lp_attach, ids[k])
+            marginal = logsumexp(with_word)
+            best = int(np.argmax(with_word))
+            attachment = s.states.attachment[best, : n + 1].tolist()
+            tree = merge_pieces(attachments_to_tree([*attachment, 0], [str(t) for t in ids[1:-1]]),
+                                enc.word_of, list(s.words))
+            word_logprobs = np.diff(s.with_boundary).tolist() if s.with_boundary else s.word_logprobs
+            s.result = SentenceScore(tuple(s.words), tuple(word_logprobs), marginal, marginal - s.prefix,
                                      best_tree=tree if isinstance(tree, str) else to_bracketed(tree),
                                      unknown_words=enc.unknown,
-                                     extra={"attachment": attachment, "beam_final": count,
+                                     extra={"attachment": attachment, "beam_final": len(s.scores),
                                             "best_logprob": float(with_word[best])})
-            if enc.word_end[k]:
-                marginal = logsumexp(with_word)
-                word_logprobs.append(marginal - prefix)
-                prefix = marginal
-            legal = states.legal(close_at_last=not self.official)
-            if not enc.word_end[k]:
-                legal[:, :k] = False  # a non-final piece shifts
-            elif enc.first[k] < k:
-                legal[:, enc.first[k] + 1:] = False  # the final piece closes its word
-            states, scores, origins = self._advance(states, with_word, lp_attach, legal)
-            decoding = decoding.select(torch.from_numpy(origins).to(device))
-        raise AssertionError("unreachable")
+            return None
+        if enc.word_end[k]:
+            marginal = logsumexp(with_word)
+            s.word_logprobs.append(marginal - s.prefix)
+            s.prefix = marginal
+        legal = s.states.legal(close_at_last=not self.official)
+        if not enc.word_end[k]:
+            legal[:, :k] = False  # a non-final piece shifts
+        elif enc.first[k] < k:
+            legal[:, enc.first[k] + 1:] = False  # the final piece closes its word
+        s.states, s.scores, origins = self._advance(s.states, with_word, lp_attach, legal)
+        return origins
 
     def _official_end(self, decoding: Any, states: StackStates, lp_attach: torch.Tensor, eos: int) -> np.ndarray:
         """The official search's end per hypothesis: ``<eos>``'s attachment to ``<s>`` (forced, its log-prob

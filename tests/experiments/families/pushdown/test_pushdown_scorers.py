@@ -178,3 +178,18 @@ def test_pieces_base_lm_sums_pieces_into_words_and_counts_unknown_pieces():
     assert len(score.word_logprobs) == 3 and score.unknown_words == 1  # "z" is not a piece of the vocabulary
     assert sum(score.word_logprobs) + score.end_logprob == close32(score.total)
     assert model.is_unknown("zebra") and not model.is_unknown("dog")
+
+
+@pytest.mark.parametrize("pieces", [False, True])
+def test_sentences_searched_together_equal_each_searched_alone(pieces):
+    model = _piece_model("pushdown")[0] if pieces else _model("pushdown")
+    sentences = [["the", "dog", "barks"], ["the", "dog", "is", "happy"], ["dog"], ["a", "cat", "sleeps"],
+                 ["happy", "dog", "is", "the", "dog"]]
+    options = {"word_prob": "corrected"} if pieces else {}
+    together = BeamScorer(model, beam=6, batch_size=4, **options).score(sentences)
+    alone = BeamScorer(model, beam=6, batch_size=1, **options).score(sentences)
+    for a, b in zip(together, alone, strict=True):
+        assert a.words == b.words and a.total == close32(b.total) and a.end_logprob == close32(b.end_logprob)
+        assert a.word_logprobs == close32(b.word_logprobs, scale=abs(b.total))
+        assert (a.best_tree, a.extra["attachment"], a.extra["beam_final"]) == (
+            b.best_tree, b.extra["attachment"], b.extra["beam_final"])
