@@ -1,5 +1,6 @@
 """``synbench import FAMILY CHECKPOINT``, end to end for every family with an importer, from the official golden
-files under ``tests/golden/`` (the per-token parity of each is in its family's ``test_*_official.py``): the
+files under ``tests/golden/`` (the per-token parity of each is in its family's ``test_*_official.py``; the
+Pushdown family's, through this command, in ``test_pushdown_official.py``): the
 run folder loads with the family's one loader and ``synbench eval ppl`` scores it; the command never names a
 family (the registry's ``importing`` parts), and a family without an importer is one error line."""
 
@@ -23,7 +24,10 @@ CASES = {
     "txl-terminals": ("tg/txl-terminals.npz", "tg/terminals.txt", None, PTB),
     "dtg": ("dtg/dtg.pt", None, "dtg/spm.model", ["--corpus", "ud-ewt", "--split", "dev", "--limit", "2",
                                                    "--method", "gold"]),
+    "txl-trans": ("dtg/txl-trans.pt", None, "dtg/spm.model", ["--corpus", "ud-ewt", "--split", "dev", "--limit",
+                                                             "2", "--method", "gold"]),
     "palm-u": ("palm/palm-u/state_dict.pt", "palm/vocab.txt", None, PTB),
+    "palm-s": ("palm/palm-s/state_dict.pt", "palm/vocab.txt", None, PTB),
     "awd-lstm": ("palm/awd-lstm/state_dict.pt", "palm/vocab.txt", None, PTB),
 }
 
