@@ -36,7 +36,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.parity_common import fail, parser, ptb_sample_trees
+from benchmarks.parity_common import fail, parser, ptb_sample_trees, stub_modules
 from benchmarks.parity_pushdown_encoding import WholeWordTokenizer
 from lightning_modules.data.tree import clean, to_bracketed
 
@@ -96,11 +96,7 @@ class Official:
             except ImportError:
                 fail("--tokenizer needs transformers: pip install transformers")
             tokenizer = _local_gpt2(GPT2Tokenizer, tokenizer_dir)
-        stubs = {"transformers": {"GPT2Tokenizer": tokenizer}, "datasets": {"Dataset": object}, "sequence": {}}
-        for name, attributes in stubs.items():
-            module = types.ModuleType(name)
-            module.__dict__.update(attributes)
-            sys.modules[name] = module
+        stub_modules({"transformers": {"GPT2Tokenizer": tokenizer}, "datasets": {"Dataset": object}, "sequence": {}})
         sys.path[:0] = [str(official), str(official / "data_utils")]
         try:
             self.nltk_tree = importlib.import_module("nltk").Tree

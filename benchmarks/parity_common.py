@@ -10,7 +10,8 @@ import contextlib
 import io
 import json
 import sys
-from collections.abc import Sequence
+import types
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NoReturn
@@ -27,6 +28,15 @@ def parser(description: str, official_help: str) -> argparse.ArgumentParser:
                         "~/.cache/synbench/data; a copy of the shared data folder works too)")
     p.add_argument("--show", type=int, default=3, metavar="N", help="differences shown in detail (default 3)")
     return p
+
+
+def stub_modules(stubs: Mapping[str, Mapping[str, object]]) -> None:
+    """Install modules named by ``stubs`` with the given attributes, so that an official module imports without
+    the packages it does not need here (a GPU stack, HF ``datasets``)."""
+    for name, attributes in stubs.items():
+        module = types.ModuleType(name)
+        module.__dict__.update(attributes)
+        sys.modules[name] = module
 
 
 def fail(message: str) -> NoReturn:

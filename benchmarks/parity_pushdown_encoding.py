@@ -26,11 +26,18 @@ import json
 import re
 import sys
 import tempfile
-import types
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from benchmarks.parity_common import Report, fail, first_difference, parser, ptb_sample_trees, synbench_stdout
+from benchmarks.parity_common import (
+    Report,
+    fail,
+    first_difference,
+    parser,
+    ptb_sample_trees,
+    stub_modules,
+    synbench_stdout,
+)
 from lightning_modules.data.tree import clean, parse_tree, to_bracketed
 from lightning_modules.families.pushdown.encoding import encode
 
@@ -75,12 +82,8 @@ class Official:
         helpers = official / "data_utils" / "text_helpers.py"
         if not helpers.is_file():
             fail(f"not a Pushdown-Layers checkout: {helpers} missing")
-        stubs = {"transformers": {"GPT2Tokenizer": WholeWordTokenizer}, "datasets": {"Dataset": object},
-                 "sequence": {}}
-        for name, attributes in stubs.items():
-            module = types.ModuleType(name)
-            module.__dict__.update(attributes)
-            sys.modules[name] = module
+        stub_modules({"transformers": {"GPT2Tokenizer": WholeWordTokenizer}, "datasets": {"Dataset": object},
+                      "sequence": {}})
         sys.path[:0] = [str(official), str(official / "data_utils")]
         try:
             self.nltk_tree = importlib.import_module("nltk").Tree
