@@ -17,11 +17,14 @@ enough at one seed: expect groups at or below solo speed). The GPU rows (``ptb``
     python benchmarks/seed_group.py                       # CPU, cpu-small, S in 1 4 16, batch 4, 1 timed step
     python benchmarks/seed_group.py --device cuda --preset ptb --sizes 1 4 16 64 --steps 20 --batch-size 32
 
-``--padding`` builds no model: for the same seeds' batches of the measured steps (warm-up included) it prints
-how much a group pads, per seed: the group's chunks are padded to the largest seed's (``SeedStack.stack_chunks``),
-so the longest of S × batch sentences sets every seed's chunk count and lengths. Printed are the tokens and the
-attention area (Σ over chunks of L × (L + memory)) per seed, grouped against solo, which is what the group's
-memory per seed follows.
+``--padding`` trains nothing: for the same seeds' batches of the measured steps (warm-up included) it prints the
+useful-token fraction (real tokens / computed token slots) and the attention area computed per useful one (query
+× key pairs, memory columns included, against Σ n² over sentences) of solo runs, of the padded group (each chunk
+padded to the largest seed's, ``SeedStack.stack_chunks``: the longest of S × batch sentences sets everyone's
+chunk count and length) and of the packed group the trainer runs (``SeedStack.batch``), and the line
+``useful-token fraction S=N: F`` per size. Computable without a GPU:
+
+    python benchmarks/seed_group.py --padding --preset ptb --sizes 1 8 16 32 64 --batch-size 16
 """
 
 from __future__ import annotations
@@ -73,7 +76,7 @@ def measure(mode: str, size: int, args: argparse.Namespace) -> dict[str, float]:
 
         def steps(n: int) -> None:
             for _ in range(n):
-                loss, _, _ = stack.losses(stack.stack_chunks([on_device(next(s)) for s in streams]))
+                loss, _, _ = stack.losses(stack.batch([on_device(next(s)) for s in streams]))
                 loss.sum().backward()
                 stack.clip_per_seed(clip)
                 optimizer.step()
@@ -110,31 +113,53 @@ def measure(mode: str, size: int, args: argparse.Namespace) -> dict[str, float]:
 
 
 def padding(args: argparse.Namespace) -> None:
-    """Tokens and attention area per seed, group (padded to the largest seed's chunks) against solo."""
+    """Useful-token fraction and attention area of a group's batches: padded (every seed's chunks padded to the
+    largest seed's, ``SeedStack.stack_chunks``, the group before packing) and packed (``SeedStack.batch``:
+    ``lightning_modules.models.packing``), against solo runs, for the same seeds' batches."""
+    import pytorch_lightning as pl
+
     from experiments.batching import StepBatches
     from experiments.config import resolve_train_config
     from experiments.families import get_family
+    from lightning_modules.models.seed_stack import SeedStack
 
     cfg = resolve_train_config(args.family, args.preset, args.override)
-    data = get_family(args.family).build_data(cfg)
+    family = get_family(args.family)
+    data = family.build_data(cfg)
+    pl.seed_everything(0, verbose=False)
+    stack = SeedStack([family.build_module(cfg, data)])  # only its batch forms are used
     memory = int(cfg["model"].get("memory_length") or 0)
     print(f"# {args.family} {args.preset}: batch {args.batch_size} per seed, {args.steps + 1} steps (warm-up "
-          f"included), memory {memory}; per seed, the largest step")
-    print(f"{'S':>4} {'solo tokens':>12} {'group tokens':>13} {'ratio':>6} {'solo area':>11} {'group area':>11} "
-          f"{'ratio':>6}")
+          f"included), memory {memory}. Useful tokens / computed token slots, and computed attention area "
+          f"(query x key pairs) / the useful area (sum over sentences of n x n), summed over the steps")
+    print(f"{'S':>4} {'solo tokens':>12} {'padded tokens':>14} {'packed tokens':>14} {'solo area':>10} "
+          f"{'padded area':>12} {'packed area':>12}")
+    fractions = {}
     for size in args.sizes:
         streams = [iter(StepBatches(data.train, args.batch_size, seed, data.collate)) for seed in range(size)]
-        worst = {"solo tokens": 0.0, "group tokens": 0.0, "solo area": 0.0, "group area": 0.0}
+        useful = solo = padded = packed = 0.0
+        useful_area = solo_area = padded_area = packed_area = 0.0
         for _ in range(args.steps + 1):
-            lengths = [[chunk.inputs.shape[1] for chunk in next(stream)] for stream in streams]
-            padded = [max(seed[c] for seed in lengths if c < len(seed)) for c in range(max(map(len, lengths)))]
-            solo = [(sum(seed), sum(n * (n + memory) for n in seed)) for seed in lengths]
-            step = {"solo tokens": sum(t for t, _ in solo) / size, "solo area": sum(a for _, a in solo) / size,
-                    "group tokens": sum(padded), "group area": sum(n * (n + memory) for n in padded)}
-            worst = {key: max(worst[key], step[key]) for key in worst}
-        print(f"{size:>4} {worst['solo tokens']:>12.0f} {worst['group tokens']:>13.0f} "
-              f"{worst['group tokens'] / worst['solo tokens']:>5.2f}x {worst['solo area']:>11.0f} "
-              f"{worst['group area']:>11.0f} {worst['group area'] / worst['solo area']:>5.2f}x", flush=True)
+            batches = [next(stream) for stream in streams]
+            for batch in batches:
+                lengths = sum(chunk.attn_mask.any(-1).sum(-1) for chunk in batch)
+                useful += float(lengths.sum())
+                useful_area += float((lengths.double() ** 2).sum())
+                solo += sum(chunk.inputs.numel() for chunk in batch)
+                solo_area += sum(chunk.attn_mask.numel() for chunk in batch)
+            for chunk in stack.stack_chunks(batches):
+                padded += chunk["inputs"].numel()
+                padded_area += chunk["attn_mask"].numel()
+            for part in stack.batch(batches):
+                for chunk in part.chunks:
+                    packed += chunk["inputs"].numel()
+                    packed_area += chunk["attn_mask"].numel()
+        fractions[size] = useful / packed
+        print(f"{size:>4} {useful / solo:>12.2f} {useful / padded:>14.2f} {useful / packed:>14.2f} "
+              f"{solo_area / useful_area:>9.1f}x {padded_area / useful_area:>11.1f}x "
+              f"{packed_area / useful_area:>11.1f}x", flush=True)
+    for size, fraction in fractions.items():
+        print(f"useful-token fraction S={size}: {fraction:.2f}")
 
 
 def main() -> None:
@@ -150,7 +175,8 @@ def main() -> None:
     ap.add_argument("--compile", choices=COMPILE_MODES, default="none",
                     help="runtime.compile of both paths: each solo network, the group's vmapped loss")
     ap.add_argument("--override", nargs="*", default=[], metavar="KEY=VALUE")
-    ap.add_argument("--padding", action="store_true", help="no training: how much a group pads, per seed")
+    ap.add_argument("--padding", action="store_true",
+                    help="no training: useful-token fraction and attention area, solo vs padded vs packed group")
     ap.add_argument("--one", nargs=2, metavar=("MODE", "S"), help=argparse.SUPPRESS)  # a child measurement
     args = ap.parse_args()
     if args.padding:

@@ -228,7 +228,7 @@ class _GroupRun:
                 losses = torch.zeros(len(self.members))
                 for a in range(acc):
                     torch.manual_seed(step_seed(self.group_seed, self.step * acc + a))
-                    batch = self.stack.stack_chunks([self._to_device(next(s)) for s in streams])
+                    batch = self.stack.batch([self._to_device(next(s)) for s in streams])
                     loss, _, _ = self.stack.losses(batch)
                     alive = torch.tensor([m.alive for m in self.members], device=loss.device)
                     (torch.where(alive, loss, torch.zeros_like(loss)).sum() / acc).backward()
@@ -298,8 +298,7 @@ class _GroupRun:
         total = torch.zeros(len(self.members), dtype=torch.float64)
         count = torch.zeros(len(self.members), dtype=torch.float64)
         for batch in batches:
-            chunks = self.stack.stack_chunks([self._to_device(batch)])
-            _, t, c = self.stack.losses([{k: v[0] for k, v in chunk.items()} for chunk in chunks], batched=False)
+            _, t, c = self.stack.losses(self.stack.single(self._to_device(batch)), batched=False)
             total += t.double().cpu()
             count += c.double().cpu()
         self.stack.train(True)

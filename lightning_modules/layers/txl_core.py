@@ -161,19 +161,23 @@ class TransformerXL(nn.Module):
             return None
         return self.embedding.weight.new_zeros(self.n_layers, batch_size, self.memory_length, self.d_model)
 
-    def forward(self, inputs: Tensor, attn_mask: Tensor, relpos: Tensor | None, mem_src: Tensor,
-                reset: Tensor, memory: Tensor | None, compose: Tensor | None = None, flex: bool = False,
+    def forward(self, inputs: Tensor, attn_mask: Tensor, relpos: Tensor | None, mem_src: Tensor | None,
+                reset: Tensor | None, memory: Tensor | None, compose: Tensor | None = None, flex: bool = False,
                 compiled_flex: bool = False, added: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
         """One chunk -> (logits [B, L, V], next memory [n_layers, B, M, D] or None); ``added`` [B, L]: ids whose
-        embeddings are added to the inputs' (0: none)."""
+        embeddings are added to the inputs' (0: none). ``mem_src`` None: a chunk whose sequences start and end in
+        it (a seed group's packed rows, ``lightning_modules.models.packing``): no memory in or out, and
+        ``attn_mask``/``relpos`` have no memory columns ([B, L, L])."""
         batch, length = inputs.shape
-        keys = self.memory_length + length
+        if mem_src is None:
+            memory = None
+        keys = length if mem_src is None else self.memory_length + length
         if attn_mask.shape != (batch, length, keys):
             raise ValueError(f"attn_mask has shape {tuple(attn_mask.shape)}, "
                              f"expected {(batch, length, keys)}")
         if self.relative and relpos is None:
             raise ValueError("this model uses relative positions: relpos is required")
-        if self.memory_length and memory is None:
+        if self.memory_length and memory is None and mem_src is not None:
             memory = self.initial_memory(batch)
         if memory is not None:
             memory = memory.masked_fill(reset[None, :, None, None], 0.0)

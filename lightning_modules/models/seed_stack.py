@@ -12,11 +12,13 @@
 Gradient clipping is per seed (``clip_per_seed``: each seed's global norm, as ``clip_grad_norm_`` on its solo
 run). Buffers are shared, not stacked (the families' buffers are fixed tables, equal across seeds; checked).
 
-Batches: every seed draws its own batch; under vmap the S batches need one shape, so each chunk's tensors are
-padded to the largest seed's (``stack_chunks``), with the values the collate function pads with (padding
-attends to nothing and predicts nothing, so a seed's loss is unchanged). A batch that is not a list of chunks
-(Pushdown's) is one chunk. What a module's batches hold, how they pad and what its training loss and
-validation NLL are is its ``StackedForm`` (``stacked_form``): a module without one cannot be stacked.
+Batches: every seed draws its own batch; under vmap the S batches need one shape. The Transformer-XL core packs
+them (``lightning_modules.models.packing``: single-chunk sentences several to a row, block-diagonal masks, no
+memory columns; only longer sentences padded across seeds); other modules pad each chunk's tensors to the largest
+seed's (``stack_chunks``), with the values the collate function pads with (padding attends to nothing and
+predicts nothing, so a seed's loss is unchanged). A batch that is not a list of chunks (Pushdown's) is one
+chunk. What a module's batches hold, how they pad or pack and what its training loss and validation NLL are is
+its ``StackedForm`` (``stacked_form``): a module without one cannot be stacked.
 
 FlexAttention has no ``vmap`` rule: a module configured for it (``attention: flex``, or ``auto``, which is flex on
 CUDA) runs stacked on its dense path, the same score function through SDPA (equal outputs and gradients, tested
@@ -41,18 +43,32 @@ from torch import Tensor, nn
 Terms = Callable[[nn.Module, Sequence[Mapping[str, Tensor]]], tuple[Tensor, Tensor, Tensor]]
 
 
+# (S seeds' batches, ``SeedStack.stack_chunks``) -> one group batch whose tensors have a leading seed axis
+Pack = Callable[[Sequence[Any], Callable[[Sequence[Any]], list[dict[str, Tensor]]]], Any]
+
+
 @dataclass(frozen=True)
 class StackedForm:
-    """How a module trains stacked: its chunk fields with the values its collate pads them with, and ``terms``."""
+    """How a module trains stacked: its chunk fields with the values its collate pads them with, ``terms``, and
+    optionally ``pack``, how S seeds' batches become one group batch (default: ``stack_chunks``, padding). A
+    ``pack`` returns ``packing.Part``s, whose ``terms`` add up: the loss is the NLL sum / the count."""
 
     padding: Mapping[str, int | bool]
     terms: Terms
+    pack: Pack | None = None
 
 
 def _txl_terms(module: nn.Module, chunks: Sequence[Mapping[str, Tensor]]) -> tuple[Tensor, Tensor, Tensor]:
-    """TG / TXL: mean NLL per predicted token; validation the token-level NLL (``TransformerGrammarLM``)."""
+    """TG / TXL: mean NLL per predicted token; validation the token-level NLL (``TransformerGrammarLM``). Per part
+    of a packed batch (``packing.pack``): ``SeedStack.losses`` adds the parts' sums and counts."""
     total, count = module.nll(chunks)
     return total / count.clamp(min=1), total, count
+
+
+def _txl_pack(batches: Sequence[Any], stack: Callable[[Sequence[Any]], list[dict[str, Tensor]]]) -> Any:
+    from lightning_modules.models.packing import pack
+
+    return pack([as_chunks(b) for b in batches], TXL_CHUNK_PADDING, _field, stack)
 
 
 # The chunk fields of the Transformer-XL core models (``txl_lm``); other modules declare their own stacked form
@@ -68,7 +84,7 @@ def stacked_form(module: nn.Module) -> StackedForm | None:
     from lightning_modules.models.txl_lm import TransformerGrammarLM
 
     if isinstance(module, TransformerGrammarLM):
-        return StackedForm(TXL_CHUNK_PADDING, _txl_terms)
+        return StackedForm(TXL_CHUNK_PADDING, _txl_terms, _txl_pack)
     form = getattr(module, "seed_stack_form", None)
     return form if isinstance(form, StackedForm) else None
 
@@ -91,7 +107,7 @@ class _Loss(nn.Module):
         self.module = module
         self.terms = terms
 
-    def forward(self, batch: Sequence[Mapping[str, Tensor]]) -> tuple[Tensor, Tensor, Tensor]:
+    def forward(self, batch: Any) -> tuple[Tensor, Tensor, Tensor]:
         return self.terms(self.module, batch)
 
 
@@ -106,6 +122,7 @@ class SeedStack:
         if form is None:
             raise ValueError(f"{type(first).__name__} cannot be stacked over seeds")
         self.padding = form.padding
+        self._pack = form.pack
         self.size = len(modules)
         for name, buffer in first.named_buffers():
             for other in modules[1:]:
@@ -157,20 +174,38 @@ class SeedStack:
         return module
 
     # ---- forward -----------------------------------------------------------------------------------------
-    def losses(self, batch: Sequence[Mapping[str, Tensor]], batched: bool = True
-               ) -> tuple[Tensor, Tensor, Tensor]:
+    def losses(self, batch: Any, batched: bool = True) -> tuple[Tensor, Tensor, Tensor]:
         """Every seed's training loss [S], validation NLL sum [S] and token count [S] (``StackedForm.terms``):
-        ``batch`` chunks of stacked [S, ...] tensors (``stack_chunks``; ``batched=False``: one batch, the same
-        for every seed, e.g. validation)."""
+        ``batch`` the group's batch of stacked [S, ...] tensors (``batch``; ``batched=False``: one batch, the
+        same for every seed, ``single``, e.g. validation). A packed batch (a list of ``packing.Part``) runs
+        each part on its seeds' parameters; a seed's loss is then its NLL sum over the parts / its count."""
         from torch.func import functional_call, vmap
 
-        def one(params: dict[str, Tensor], chunks: Sequence[Mapping[str, Tensor]]
-                ) -> tuple[Tensor, Tensor, Tensor]:
+        from lightning_modules.models.packing import Part
+
+        def one(params: dict[str, Tensor], chunks: Any) -> tuple[Tensor, Tensor, Tensor]:
             named = {f"module.{k}": v for k, v in params.items()}
             return functional_call(self._loss, named, (chunks,))
 
+        def run(params: dict[str, Tensor], batch: Any) -> tuple[Tensor, Tensor, Tensor]:
+            if not (isinstance(batch, list) and batch and isinstance(batch[0], Part)):
+                return vmap(one, in_dims=(0, 0 if batched else None), randomness="different")(params, batch)
+            first = next(iter(params.values()))
+            total = first.new_zeros(self.size)
+            count = torch.zeros(self.size, dtype=torch.long, device=first.device)
+            for part in batch:
+                if batched and part.seeds is not None:
+                    seeds = torch.tensor(part.seeds, device=first.device)
+                    sub = {k: v[seeds] for k, v in params.items()}
+                    _, t, c = vmap(one, randomness="different")(sub, part.chunks)
+                    total, count = total.index_add(0, seeds, t), count.index_add(0, seeds, c)
+                else:
+                    _, t, c = vmap(one, in_dims=(0, 0 if batched else None), randomness="different")(
+                        params, part.chunks)
+                    total, count = total + t, count + c
+            return total / count.clamp(min=1), total, count
+
         self.template.train(self.stacked.training)
-        run = vmap(one, in_dims=(0, 0 if batched else None), randomness="different")
         params = self.parameters()
         if next(iter(params.values())).is_cuda and not torch.is_grad_enabled():
             return run(params, batch)
@@ -207,6 +242,23 @@ class SeedStack:
         for g in grads:
             g.mul_(coef.view(-1, *([1] * (g.dim() - 1))))
         return norms
+
+    def batch(self, batches: Sequence[Any]) -> Any:
+        """S batches (one per seed) -> the group's batch for ``losses``: the module's ``pack`` (the
+        Transformer-XL core's: ``packing.pack``), else ``stack_chunks``."""
+        return self._pack(batches, self.stack_chunks) if self._pack else self.stack_chunks(batches)
+
+    def single(self, batch: Any) -> Any:
+        """One batch for every seed (validation): ``batch`` in the group's form without the seed axis, for
+        ``losses(..., batched=False)``."""
+        from torch.utils._pytree import tree_map
+
+        from lightning_modules.models.packing import Part
+
+        group = self.batch([batch])
+        if group and isinstance(group[0], Part):
+            return [Part(None, tree_map(lambda t: t[0], part.chunks)) for part in group]
+        return tree_map(lambda t: t[0], group)
 
     def stack_chunks(self, batches: Sequence[Any]) -> list[dict[str, Tensor]]:
         """S batches (one per seed: a list of chunks, or one chunk) -> one list of chunks of [S, ...] tensors,

@@ -81,7 +81,7 @@ def test_dependency_parser_seeds_stacked_score_and_learn_as_solo():
              [DepTree(tuple(words), (2, 3, 0, 6, 6, 3), ("_",) * 6), DepTree(("cat", "sat"), (2, 0), ("_",) * 2)]]
     batches = [dep_data.collate([dep_data.encode(t, mapping) for t in rows]) for rows in trees]
     stack = SeedStack(models)
-    loss, total, count = stack.losses(stack.stack_chunks(batches))
+    loss, total, count = stack.losses(stack.batch(batches))
     loss.sum().backward()
     for i, (model, batch) in enumerate(zip(models, batches, strict=True)):
         nll, n, _ = model.loss_terms(batch)

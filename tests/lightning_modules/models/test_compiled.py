@@ -78,7 +78,7 @@ def test_a_compiled_seed_group_gives_the_eager_losses_and_gradients(treebank):
     counters.clear()
     for mode in ("none", "default"):
         stack = SeedStack(modules).compile(mode, backend="aot_eager")
-        loss, _, _ = stack.losses(stack.stack_chunks([next(s) for s in streams]))
+        loss, _, _ = stack.losses(stack.batch([next(s) for s in streams]))
         loss.sum().backward()
         results.append((loss.detach(), {k: p.grad for k, p in stack.parameters().items()}))
         streams = [iter(StepBatches(data.train, 4, seed, data.collate)) for seed in (0, 1)]

@@ -1,0 +1,133 @@
+"""Packed seed-group batches (``lightning_modules.models.packing``): rows filled first-fit, and every seed of a
+packed group trains as its solo run — per-step losses over 60 steps and the gradients of the first and last
+steps (dropout 0, fp32; parameters themselves drift apart at rounding level through Adam's normalisation),
+with sentences longer than the segment (the memory path) and seeds whose batches differ in length."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import pytest
+import torch
+
+from lightning_modules.models.packing import first_fit, row_length
+from tests.tolerances import FLOAT32
+
+TINY = ["model.d_model=32", "model.n_layers=2", "model.n_heads=2", "model.d_ff=64", "model.warmup_steps=4",
+        "model.total_steps=60", "model.peak_lr=3e-3"]
+STEPS = 60
+DEPENDENCY = ("dtg", "txl-trans")
+# segments some sentences exceed (words alone are shorter; DTG drops longer sentences, so it keeps most)
+SEGMENT = {"txl-terminals": 32, "dtg": 128, "txl-trans": 128}
+BATCH = 4
+
+
+def test_rows_are_filled_first_fit_by_decreasing_length():
+    assert first_fit([5, 9, 3, 7, 4], 12) == [[1, 2], [3, 0], [4]]  # 9+3, 7+5, 4
+    assert first_fit([], 8) == []
+    assert row_length(17, 256) == 32 and row_length(3, 256) == 16 and row_length(40, 48) == 48
+
+
+@pytest.fixture(scope="module")
+def corpora(tmp_path_factory, shared_data) -> dict[bool, Path]:
+    """60 PTB-sample trees and 60 UD EWT dependency trees (key: dependency; the first 50 and 10 long ones):
+    sentences of 1 to 40 words and more, several longer than the segments below."""
+    from lightning_modules.data.tree import read_bracketed, to_bracketed
+
+    folder = tmp_path_factory.mktemp("packing")
+    files = sorted((shared_data / "ptb_nltk_sample" / "combined").glob("wsj_00*.mrg"))[:8]
+    trees = [t for f in files for _, t in read_bracketed(f)]
+    (folder / "trees.mrg").write_text("".join(to_bracketed(t) + "\n" for t in trees[:60]))
+    with gzip.open(shared_data / "ud" / "UD_English-EWT" / "en_ewt-ud-dev.conllu.gz", "rt") as f:
+        ewt = f.read().split("\n\n")
+    ewt = [s for s in ewt if s.strip()]
+    (folder / "trees.conllu").write_text("\n\n".join(ewt[:50] + sorted(ewt[50:1000], key=len)[-10:]) + "\n\n")
+    return {False: folder / "trees.mrg", True: folder / "trees.conllu"}
+
+
+def config(family: str, corpus: Path) -> dict:
+    from experiments.config import resolve_train_config
+    from experiments.seed_grouping import dropout_settings
+
+    overrides = [*TINY, f"data.corpus={corpus}", "data.train_split=file", "data.valid_split=file"]
+    length = SEGMENT.get(family, 96)
+    overrides += [f"model.segment_length={length}", f"model.memory_length={length}"]
+    cfg = resolve_train_config(family, "cpu-small", overrides)
+    return resolve_train_config(family, "cpu-small", overrides + [f"model.{k}=0" for k in dropout_settings(cfg)])
+
+
+def fresh(family: str, cfg: dict, data, seeds: list[int]) -> list[torch.nn.Module]:
+    import pytorch_lightning as pl
+
+    from experiments.families import get_family
+
+    modules = []
+    for seed in seeds:
+        pl.seed_everything(seed, verbose=False)
+        modules.append(get_family(family).build_module(cfg, data).train())
+    return modules
+
+
+def optimiser(module: torch.nn.Module):
+    configured = module.configure_optimizers()
+    return configured["optimizer"], configured["lr_scheduler"]["scheduler"]
+
+
+@pytest.mark.parametrize("family", ["tg", "txl-trees", "txl-terminals", "dtg", "txl-trans"])
+def test_each_seed_of_a_packed_group_trains_as_its_solo_run(family, corpora):
+    from experiments.batching import StepBatches
+    from experiments.families import get_family
+    from lightning_modules.models.seed_stack import SeedStack
+
+    torch.set_num_threads(1)
+    cfg = config(family, corpora[family in DEPENDENCY])
+    data = get_family(family).build_data(cfg)
+    seeds = [0, 1, 2]
+    batches = [[b for _, b in zip(range(STEPS), StepBatches(data.train, BATCH, s, data.collate))] for s in seeds]
+    clip = float(cfg["model"].get("grad_clip_norm", 3.0))
+
+    solo_losses = []
+    for module, own in zip(fresh(family, cfg, data, seeds), batches, strict=True):
+        optimizer, scheduler = optimiser(module)
+        losses = []
+        for batch in own:
+            total, count = module.nll(batch)
+            loss = total / count
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(module.parameters(), clip)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            scheduler.step()
+            losses.append(float(loss.detach()))
+        solo_losses.append(losses)
+
+    stack = SeedStack(fresh(family, cfg, data, seeds))
+    optimizer, scheduler = optimiser(stack.stacked)
+    group_losses, parts, subsets = [], [], []
+    for step in range(STEPS):
+        batch = stack.batch([own[step] for own in batches])
+        parts.append(sum(len(part.chunks) > 1 for part in batch) + 1)  # 2: a part with the memory path
+        subsets += [part.seeds is not None for part in batch]
+        loss, _, _ = stack.losses(batch)
+        loss.sum().backward()
+        if step in (0, STEPS - 1):  # gradients equal a solo module's holding the seed's parameters
+            for i, own in enumerate(batches):
+                solo = stack.solo_module(i).train()
+                total, count = solo.nll(own[step])
+                (total / count).backward()
+                for name, param in solo.named_parameters():
+                    torch.testing.assert_close(stack.parameters()[name].grad[i], param.grad, **FLOAT32)
+        stack.clip_per_seed(clip)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        scheduler.step()
+        group_losses.append(loss.detach().tolist())
+
+    # steps with and without a sentence longer than the segment (DTG drops such sentences, as the official code)
+    assert 1 in parts and (2 in parts or family in DEPENDENCY)
+    assert any(subsets) and not all(subsets)  # parts over some of the seeds, and over all
+    lengths = [[sum(c.inputs.shape[1] for c in own[step]) for own in batches] for step in range(STEPS)]
+    assert any(len(set(row)) > 1 for row in lengths)  # the seeds' batches differ in length
+    for i, losses in enumerate(solo_losses):
+        assert [g[i] for g in group_losses] == pytest.approx(losses, rel=1e-5)
