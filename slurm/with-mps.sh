@@ -4,7 +4,8 @@
 # The array script (slurm/array.sbatch.tmpl, launcher.slurm.mps / `synbench submit --mps`) `exec`s this in
 # front of experiments/launchers/pack.py, so the K runs packed on a GPU (--runs-per-gpu K) share it through
 # one MPS server (their kernels run concurrently instead of time-slicing the GPU). The daemon is the job's:
-# its pipe and log folders are ${TMPDIR:-/tmp}/synbench-mps-JOB-TASK/{pipe,log} (CUDA_MPS_PIPE_DIRECTORY,
+# its pipe and log folders are ${TMPDIR:-/tmp}/synbench-mps-ARRAYJOB-TASK/{pipe,log} (as the task's log
+# slurm-ARRAYJOB_TASK.out; CUDA_MPS_PIPE_DIRECTORY,
 # CUDA_MPS_LOG_DIRECTORY, exported to COMMAND), so two jobs or array tasks on one node never share a daemon.
 # It is stopped (`echo quit | nvidia-cuda-mps-control`) and the folder removed on every exit path: COMMAND
 # ending well or not, and SIGUSR1 / SIGTERM, which are passed on to COMMAND (the packer saves its runs and
@@ -19,7 +20,7 @@ if [ $# -eq 0 ]; then
   echo "synbench: error: with-mps.sh: no command; usage: bash slurm/with-mps.sh COMMAND [ARG...]" >&2
   exit 2
 fi
-MPS_DIR="${TMPDIR:-/tmp}/synbench-mps-${SLURM_JOB_ID:-local$$}-${SLURM_ARRAY_TASK_ID:-0}"
+MPS_DIR="${TMPDIR:-/tmp}/synbench-mps-${SLURM_ARRAY_JOB_ID:-${SLURM_JOB_ID:-local$$}}-${SLURM_ARRAY_TASK_ID:-0}"
 export CUDA_MPS_PIPE_DIRECTORY="$MPS_DIR/pipe" CUDA_MPS_LOG_DIRECTORY="$MPS_DIR/log"
 pid=""
 pending=""
