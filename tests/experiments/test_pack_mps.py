@@ -147,7 +147,7 @@ def test_wrapper_passes_sigusr1_on_and_cleans_up(tmp_path, node_tmp):
     assert "SIGUSR1: 2 run(s) saved; not requeued" in out and "MPS control daemon started" in out
     [start, stop] = calls(node_tmp)
     assert (start[0], stop[0], start[2:]) == ("start", "quit", stop[2:])
-    assert Path(start[2]).parent.name == f"synbench-mps-local{wrapper.pid}-0" and Path(start[2]).parent.parent == node_tmp
+    assert Path(start[2]).parent == node_tmp / f"synbench-mps-local{wrapper.pid}-0"
     assert mps_folders(node_tmp) == []
 
 
