@@ -90,8 +90,10 @@ else
   step 8 pushdown_attention 40 "$PY" benchmarks/pushdown_attention.py --device cpu --lengths 64 --repeats 1
   step 9 paper_cost_eval 60 "$PY" benchmarks/paper_cost.py --eval --device cpu --preset cpu-small --sample 1 \
     --proposals 4 --beam 3 2 2
-  # MPS is refused on the CPU (benchmarks/packed_runs.py says so in one line): packed vs solo only
-  step 10 packed_runs 120 "$PY" benchmarks/packed_runs.py --device cpu --tiny --runs-per-gpu 1 2 --steps 2 --rounds 1
+  # MPS is refused on the CPU (benchmarks/packed_runs.py says so in one line): packed vs solo only; a tiny run
+  # took 69-77 s here (2 cores, load 6-11), so a generous limit
+  step 10 packed_runs 240 "$PY" benchmarks/packed_runs.py --device cpu --tiny --preset cpu-small --runs-per-gpu 1 2 \
+    --steps 2 --rounds 1
 fi
 echo "outputs: $out"
 ! grep -v " ok \| skipped " "$out/summary.txt" > /dev/null
