@@ -105,6 +105,10 @@ def test_mps_setting_is_checked(tmp_path, tiny_spec):
     assert slurm.SlurmOptions.from_mapping({"mps": True}).mps and not slurm.SlurmOptions().mps
     with pytest.raises(InputError, match="launcher.slurm.mps: expected true or false"):
         slurm.SlurmOptions.from_mapping({"mps": "yes"})
+    from experiments.launchers.submitit_launcher import submit_submitit
+
+    with pytest.raises(InputError, match="launcher.slurm.mps: the MPS daemon is started by the sbatch script"):
+        submit_submitit([], "x", tmp_path, slurm.SlurmOptions(mps=True))
     done = subprocess.run([sys.executable, "-m", "experiments.cli", "submit", str(tiny_spec()), "--mps",
                            "--runs-dir", str(tmp_path / "runs")], cwd=REPO, capture_output=True, text=True)
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "--mps" in done.stderr
