@@ -59,18 +59,23 @@ step() {  # step N NAME SECONDS ARGV... : one measurement, its output in N-NAME.
 
 if [ "$mode" = cuda ]; then
   # bf16 dense peak of an H100/H200 SXM (989 TFLOP/s): MFU's denominator
-  step 2 training_step 80 "$PY" benchmarks/training_step.py --device cuda --preset ptb --precision bf16 --steps 20 \
+  step 2 training_step 70 "$PY" benchmarks/training_step.py --device cuda --preset ptb --precision bf16 --steps 20 \
     --peak-tflops 989
-  step 3 seed_group 90 "$PY" benchmarks/seed_group.py --device cuda --preset ptb --sizes 1 4 8 --steps 5 \
+  step 3 seed_group 75 "$PY" benchmarks/seed_group.py --device cuda --preset ptb --sizes 1 4 8 --steps 5 \
     --batch-size 16 --repeats 1
-  step 4 marginalize 50 "$PY" benchmarks/marginalize.py --device cuda --preset ptb --sentences 4 --proposals 100 \
+  step 4 marginalize 40 "$PY" benchmarks/marginalize.py --device cuda --preset ptb --sentences 4 --proposals 100 \
     --proposal-kind k-best --skip-one --skip-beam --repeats 1
-  step 5 tg_beam 50 "$PY" benchmarks/tg_beam.py --device cuda --preset ptb --sentences 2 --beam 20 --word-beam 5 \
+  step 5 tg_beam 40 "$PY" benchmarks/tg_beam.py --device cuda --preset ptb --sentences 2 --beam 20 --word-beam 5 \
     --max-actions 8 --curve
-  step 6 pushdown_beam 50 "$PY" benchmarks/pushdown_beam.py --device cuda --lengths 20 --beams 32 300 --sentences 2
-  step 7 attention 40 "$PY" benchmarks/attention.py --device cuda --lengths 256 1024
-  step 8 pushdown_attention 40 "$PY" benchmarks/pushdown_attention.py --device cuda --lengths 256 1024 --flex
-  step 9 paper_cost_eval 80 "$PY" benchmarks/paper_cost.py --eval --device cuda --preset ptb --sample 3
+  step 6 pushdown_beam 40 "$PY" benchmarks/pushdown_beam.py --device cuda --lengths 20 --beams 32 300 --sentences 2
+  step 7 attention 30 "$PY" benchmarks/attention.py --device cuda --lengths 256 1024
+  step 8 pushdown_attention 30 "$PY" benchmarks/pushdown_attention.py --device cuda --lengths 256 1024 --flex
+  step 9 paper_cost_eval 65 "$PY" benchmarks/paper_cost.py --eval --device cuda --preset ptb --sample 3
+  # K runs packed on the GPU (--runs-per-gpu), with and without MPS when the driver's MPS tools are here, vs solo
+  # runs; 20 steps per run, so start-up weighs as in short runs (limits rebalanced for this step: sum 480 s)
+  mps=$(command -v nvidia-cuda-mps-control > /dev/null && echo --mps)
+  step 10 packed_runs 90 "$PY" benchmarks/packed_runs.py --device cuda --preset ptb --runs-per-gpu 1 2 4 8 $mps \
+    --steps 20 --rounds 1
 else
   step 2 training_step 90 "$PY" benchmarks/training_step.py --device cpu --tiny --steps 3 --warmup 1
   step 3 seed_group 120 "$PY" benchmarks/seed_group.py --device cpu --sizes 1 2 --steps 1 --batch-size 2 --repeats 1
@@ -85,6 +90,10 @@ else
   step 8 pushdown_attention 40 "$PY" benchmarks/pushdown_attention.py --device cpu --lengths 64 --repeats 1
   step 9 paper_cost_eval 60 "$PY" benchmarks/paper_cost.py --eval --device cpu --preset cpu-small --sample 1 \
     --proposals 4 --beam 3 2 2
+  # MPS is refused on the CPU (benchmarks/packed_runs.py says so in one line): packed vs solo only; a tiny run
+  # took 69-77 s here (2 cores, load 6-11), so a generous limit
+  step 10 packed_runs 240 "$PY" benchmarks/packed_runs.py --device cpu --tiny --preset cpu-small --runs-per-gpu 1 2 \
+    --steps 2 --rounds 1
 fi
 echo "outputs: $out"
 ! grep -v " ok \| skipped " "$out/summary.txt" > /dev/null

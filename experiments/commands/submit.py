@@ -46,6 +46,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "(launcher.slurm.runs_per_gpu; default 1)",
     )
     p.add_argument(
+        "--mps", action="store_true",
+        help="slurm: run each array task's packed runs under the task's own NVIDIA MPS control daemon, started "
+        "and stopped by the sbatch script (launcher.slurm.mps; default off)",
+    )
+    p.add_argument(
         "--seeds-per-process", type=positive_int, metavar="S",
         help="train S seeds of a model per process, their parameters stacked (a seed group; the spec's "
         "seeds_per_process, default 1); a SLURM array task then carries S seeds",
@@ -70,6 +75,10 @@ def run(args: argparse.Namespace) -> int:
             raise InputError("--runs-per-gpu packs SLURM array tasks (--executor slurm); locally, "
                              "launcher.local.max_parallel runs side by side", "--runs-per-gpu")
         spec.launcher.setdefault("slurm", {})["runs_per_gpu"] = args.runs_per_gpu
+    if args.mps:
+        if args.executor != "slurm":
+            raise InputError("--mps starts an MPS daemon in each SLURM array task (--executor slurm)", "--mps")
+        spec.launcher.setdefault("slurm", {})["mps"] = True
     plan = plan_submission(spec, runs_root(args.runs_dir), args.seeds, args.only_missing, args.seeds_per_process)
     for note in plan.notes:
         print(f"synbench: note: {note}", file=sys.stderr)

@@ -7,7 +7,10 @@ finishes (``DONE``) and fails on its own exactly as when it has a task to itself
 becomes the run's command (``manifest.exec_task``), as before.
 
 The runs share the task's resources: the task's CPUs split evenly (``SLURM_CPUS_PER_TASK``, ``OMP_NUM_THREADS``
-of each run), and run j sees GPU ``j mod G`` of the task's G visible GPUs (``CUDA_VISIBLE_DEVICES``).
+of each run), and run j sees GPU ``j mod G`` of the task's G visible GPUs (``CUDA_VISIBLE_DEVICES``). Under an
+MPS daemon (``CUDA_MPS_PIPE_DIRECTORY`` set: ``launcher.slurm.mps``, ``slurm/with-mps.sh``) a client's
+``CUDA_VISIBLE_DEVICES`` counts the devices the daemon sees, so run j gets the index ``j mod G`` instead of the
+device's name.
 
 Preemption and time limits, requeue-safe: on ``SIGTERM`` (preemption, ``scancel``, ``scontrol requeue``) every
 run gets ``SIGTERM``, saves ``last.ckpt`` and stops. On ``SIGUSR1`` (the time-limit warning) the runs get
@@ -44,14 +47,16 @@ def packed_tasks(manifest: Path, task: int, per_task: int) -> list[Task]:
 
 
 def child_environment(slot: int, n_runs: int, environ: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment of run ``slot`` of ``n_runs``: its share of the task's CPUs and one of its GPUs."""
+    """The environment of run ``slot`` of ``n_runs``: its share of the task's CPUs and one of its GPUs (by its
+    index among the visible ones under MPS, whose clients count the daemon's devices)."""
     env = dict(os.environ if environ is None else environ)
     cpus = int(env.get("SLURM_CPUS_PER_TASK") or os.cpu_count() or 1)
     share = str(max(cpus // n_runs, 1))
     env.update(SLURM_CPUS_PER_TASK=share, OMP_NUM_THREADS=share, MKL_NUM_THREADS=share)
     gpus = [g for g in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if g.strip()]
     if gpus:
-        env["CUDA_VISIBLE_DEVICES"] = gpus[slot % len(gpus)]
+        under_mps = bool(env.get("CUDA_MPS_PIPE_DIRECTORY"))
+        env["CUDA_VISIBLE_DEVICES"] = str(slot % len(gpus)) if under_mps else gpus[slot % len(gpus)]
     return env
 
 

@@ -12,7 +12,11 @@ GPUs: ``gpus: N`` (with ``gpu_type``) requests ``--gres=gpu[:TYPE]:N`` per task,
 ``mem_per_gpu`` the CPUs and memory per GPU (SLURM's ``--cpus-per-gpu`` / ``--mem-per-gpu``, which replace
 ``--cpus-per-task`` / ``--mem``). ``runs_per_gpu: K`` packs K runs per GPU into each array task (K x the GPUs
 of a task): the task runs ``experiments.launchers.pack`` over K consecutive manifest lines, each its own
-process and run folder, sharing the task's GPUs and CPUs (small models leave most of a GPU idle).
+process and run folder, sharing the task's GPUs and CPUs (small models leave most of a GPU idle). ``mps: true``
+runs the packer under the task's own NVIDIA MPS control daemon (``slurm/with-mps.sh``: per-task pipe and log
+folders under the node's ``$TMPDIR``, stopped and removed on every exit path), so the K runs share each GPU
+through one MPS server instead of time-slicing it. Off by default: MPS changes no result, only speed, and a
+node without ``nvidia-cuda-mps-control`` fails such a task at once.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from lightning_modules.data.atomic import atomic_write_text
 from lightning_modules.errors import InputError
 
 TEMPLATE = Path(__file__).resolve().parents[2] / "slurm" / "array.sbatch.tmpl"
+WITH_MPS = TEMPLATE.parent / "with-mps.sh"
 EXECUTOR = "slurm"
 
 # Job states after which a task never runs again (everything else is queued, running or about to requeue).
@@ -65,6 +70,7 @@ class SlurmOptions:
     cpus_per_gpu: int | None = None
     mem_per_gpu: str | None = None
     runs_per_gpu: int = 1
+    mps: bool = False
     account: str | None = None
     qos: str | None = None
     max_parallel: int = 32
@@ -91,6 +97,8 @@ class SlurmOptions:
         for key in ("gpu_type", "cpus_per_gpu", "mem_per_gpu"):
             if options.get(key) is not None and options.get("gpus") is None:
                 raise InputError(f"launcher.slurm.{key}: needs launcher.slurm.gpus (the GPUs per task)", where)
+        if not isinstance(options.get("mps", False), bool):
+            raise InputError(f"launcher.slurm.mps: expected true or false, got {options['mps']!r}", where)
         if "time" in options and not isinstance(options["time"], str):
             raise InputError(
                 f'launcher.slurm.time: expected a string like "01:00:00" (quote it: YAML reads '
@@ -167,9 +175,11 @@ def render_array_script(
     workdir: Path,
     python: str = sys.executable,
     template: Path = TEMPLATE,
+    with_mps: Path = WITH_MPS,
 ) -> str:
     """The sbatch script of an array over the ``n_runs`` lines of ``manifest``: task i runs lines
-    ``i·P .. i·P + P - 1`` (P = ``options.runs_per_task``; one line per task by default)."""
+    ``i·P .. i·P + P - 1`` (P = ``options.runs_per_task``; one line per task by default); with ``options.mps``
+    the packer runs under ``with_mps`` (the task's own MPS daemon)."""
     if n_runs < 1:
         raise InputError("nothing to submit (no runs)")
     per_task = options.runs_per_task
@@ -187,6 +197,7 @@ def render_array_script(
         "OUTPUT": _safe(output, "log folder"),
         "WORKDIR": _safe(str(Path(workdir).resolve()), "working directory"),
         "PYTHON": _safe(python, "python interpreter"),
+        "MPS": f"bash {_safe(str(Path(with_mps).resolve()), 'MPS wrapper path')} " if options.mps else "",
         "MANIFEST": _safe(str(Path(manifest).resolve()), "manifest path"),
     }
     directives = _directives(options)

@@ -71,6 +71,9 @@ def submit_submitit(
     if options.runs_per_task > 1:
         raise InputError("launcher.slurm.runs_per_gpu: runs are packed into array tasks by --executor slurm "
                          "only", "--executor")
+    if options.mps:
+        raise InputError("launcher.slurm.mps: the MPS daemon is started by the sbatch script of --executor slurm "
+                         "only", "--executor")
     submitit = _import_submitit()
     folder = Path(exp_dir) / "submitit"
     executor = submitit.AutoExecutor(folder=str(folder / "%j"), cluster=cluster)

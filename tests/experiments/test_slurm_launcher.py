@@ -20,7 +20,8 @@ REPO = Path(__file__).resolve().parents[2]
 HOSTILE = "a b'c\"d $(touch {sentinel}) `touch {sentinel}` ;&| %x"
 
 # A training stand-in that follows the run-folder protocol: heartbeat while working, DONE written last.
-# argv: RUN_DIR MODE [EXTRA...]; MODE "quick" finishes at once, "gate" waits for RUN_DIR/../GO, "requeue"
+# argv: RUN_DIR MODE [EXTRA...] (DONE records the task, restarts, threads, extra, pid and the MPS folders it
+# was given and found); MODE "quick" finishes at once, "gate" waits for RUN_DIR/../GO, "requeue"
 # works until it is requeued once, "fail" exits 1.
 PROTOCOL_TASK = r"""
 import json, os, sys, time
@@ -39,8 +40,11 @@ while (mode == "gate" and not (run_dir.parent / "GO").exists()) or (mode == "req
     time.sleep(0.2)
     if step > 600:
         sys.exit("gave up waiting")
+mps_pipe = os.environ.get("CUDA_MPS_PIPE_DIRECTORY")
 write_done(run_dir, {"task": int(os.environ.get("SLURM_ARRAY_TASK_ID", -1)), "restarts": restarts,
-                     "omp": os.environ.get("OMP_NUM_THREADS"), "extra": sys.argv[3:], "pid": os.getpid()})
+                     "omp": os.environ.get("OMP_NUM_THREADS"), "extra": sys.argv[3:], "pid": os.getpid(),
+                     "mps_pipe": mps_pipe, "mps_log": os.environ.get("CUDA_MPS_LOG_DIRECTORY"),
+                     "mps_pipe_files": sorted(os.listdir(mps_pipe)) if mps_pipe else None})
 """
 
 
