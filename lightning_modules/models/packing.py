@@ -12,8 +12,8 @@ useful work:
   rows attend to no memory (the chunk has no ``mem_src``: decided here, on the host, not by a branch on tensor
   values), so their attention has P key columns, not M + P. P is the smallest power of two (at least 16, at
   most the batch's chunk length) holding the longest such sequence of any seed. The rows every seed fills form
-  one part over all seeds; the further rows of the seeds that fill more form a second part over those seeds
-  only (padded to the most any of them fills);
+  one part over all seeds; each further row count that fewer seeds reach forms a part over those seeds only, so
+  no seed computes an empty row;
 * **sequences longer than a chunk** keep a row each across their chunks, with their memory, as the solo run
   computes them: a part over the seeds that have one (``stack_chunks``, padded among them only); a step where no
   seed has one has no such part.
@@ -88,9 +88,9 @@ class Part:
 def pack(batches: Sequence[Sequence[Any]], padding: Mapping[str, int | bool], field: Field,
          stack: Callable[[Sequence[Any]], list[dict[str, Tensor]]]) -> list[Part]:
     """S seeds' batches (lists of Transformer-XL chunks) -> the parts of one group step (see the module
-    docstring): packed rows of [R, P] without memory — as many rows as every seed fills for all seeds, the
-    further rows of the seeds that need more as a second part — and the rows of sequences longer than a chunk,
-    ``stack``ed across the seeds that have them."""
+    docstring): packed rows of [R, P] without memory — as many rows as every seed fills for all seeds, then the
+    further rows over the seeds that fill them — and the rows of sequences longer than a chunk, ``stack``ed
+    across the seeds that have them."""
     splits = [_split(chunks, field) for chunks in batches]
     longest = max((n for _, lengths, _ in splits for n in lengths), default=0)
     parts: list[Part] = []
@@ -98,7 +98,6 @@ def pack(batches: Sequence[Sequence[Any]], padding: Mapping[str, int | bool], fi
         limit = max(field(chunks[0], "inputs").shape[1] for chunks in batches)
         size = row_length(longest, limit)
         layouts = [first_fit(lengths, size) for _, lengths, _ in splits]
-        common = min(len(layout) for layout in layouts)
         names = [n for n in padding if n not in ("mem_src", "reset") and field(batches[0][0], n) is not None]
 
         def packed(seeds: list[int], rows: slice, count: int) -> dict[str, Tensor]:
@@ -106,12 +105,12 @@ def pack(batches: Sequence[Sequence[Any]], padding: Mapping[str, int | bool], fi
                                 padding, field) for s in seeds]
             return {n: torch.stack([p[n] for p in one]) for n in names}
 
-        if common:
-            parts.append(Part(None, [packed(list(range(len(batches))), slice(0, common), common)]))
-        more = [s for s, layout in enumerate(layouts) if len(layout) > common]
-        if more:
-            count = max(len(layouts[s]) for s in more) - common
-            parts.append(Part(more, [packed(more, slice(common, None), count)]))
+        level, seeds = 0, list(range(len(batches)))
+        while seeds:  # rows level.. that the same seeds fill: one part over those seeds, no empty rows
+            end = min(len(layouts[s]) for s in seeds)
+            parts.append(Part(seeds if len(seeds) < len(batches) else None,
+                              [packed(seeds, slice(level, end), end - level)]))
+            level, seeds = end, [s for s in seeds if len(layouts[s]) > end]
     longer = [s for s, (_, _, long) in enumerate(splits) if long]
     if longer:
         most = max(len(splits[s][2]) for s in longer)

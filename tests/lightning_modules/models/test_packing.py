@@ -15,7 +15,7 @@ from lightning_modules.models.packing import first_fit, row_length
 from tests.tolerances import FLOAT32
 
 TINY = ["model.d_model=32", "model.n_layers=2", "model.n_heads=2", "model.d_ff=64", "model.warmup_steps=4",
-        "model.total_steps=60", "model.peak_lr=3e-3"]
+        "model.total_steps=60"]
 STEPS = 60
 DEPENDENCY = ("dtg", "txl-trans")
 # segments some sentences exceed (words alone are shorter; DTG drops longer sentences, so it keeps most)
