@@ -229,6 +229,7 @@ class Decoder:
             feeds.append(tokens[where])
             fed.append(second)
             last[where] = len(index) + torch.arange(len(second), device=index.device)
+        entries = [_packed(*entry) for entry in entries]
         width = max(keys.shape[1] for keys, _, _ in entries)
         key_rows = torch.cat([_rows_at(h, rows, keys, width) for rows, (keys, _, _) in zip(fed, entries)])
         relpos = torch.cat([torch.nn.functional.pad(rel, (0, width - rel.shape[1])) for _, rel, _ in entries])
@@ -251,6 +252,18 @@ class Decoder:
             return
         remap = self.pool.compact(rows)
         h.rows = torch.where(h.rows >= 0, remap[h.rows.clamp(min=0)], -1)
+
+
+def _packed(keys: Tensor, rel: Tensor, compose: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """Each row's keys (and relative positions) moved to the front in order, the padding after them, and the
+    columns no row uses dropped: on a CPU by counting them (reading a count costs nothing there), on an
+    accelerator only past the host-side bound (no read back)."""
+    order = torch.sort((keys < 0).to(torch.uint8), dim=1, stable=True).indices
+    keys, rel = keys.gather(1, order), rel.gather(1, order)
+    if keys.device.type == "cpu":
+        width = max(1, int((keys >= 0).sum(1).max()))
+        keys, rel = keys[:, :width], rel[:, :width]
+    return keys, rel, compose
 
 
 def _scatter_true(shape: torch.Size, index: Tensor, flags: Tensor) -> Tensor:

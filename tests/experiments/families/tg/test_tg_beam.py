@@ -26,9 +26,9 @@ from experiments.families.tg.reference_beam import ReencodingBeamScorer
 from experiments.families.tg.scorers import TGModel
 from lightning_modules.data import treebank_sequences
 from lightning_modules.data.corpora import Document
+from lightning_modules.data.encodings.choe_charniak import TokenType
 from lightning_modules.data.tree import Tree, clean, drop_pos_tags, read_bracketed
 from lightning_modules.families.tg import data as tg_data
-from lightning_modules.data.encodings.choe_charniak import TokenType
 from lightning_modules.models.txl_lm import build
 from lightning_modules.numeric import logsumexp
 from tests.tolerances import FLOAT32, close32
