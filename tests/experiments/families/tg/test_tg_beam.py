@@ -1,12 +1,14 @@
-"""The KV-cached decoder and word-synchronous beam of TG and TXL (trees).
+"""The decoder over tensor rows and the word-synchronous beam of TG and TXL (trees).
 
-1. ``Decoder.feed`` (``TransformerXL.step`` over a ``KeyValuePool``, attention from ``DecodingState``) gives
-   the full forward pass's next-token distribution (1e-5) at every position of random trees and documents,
-   sentence and document level, smart and plain memory, short chunks (memory in use), clipped relpos, two
-   attention functions — with many sequences decoded in one batch, a branch sharing its prefix's rows, and
-   the pool compacted midway, and with two tokens of each sequence fed in one step.
-2. ``BeamScorer`` (cached) returns the numbers of ``ReencodingBeamScorer`` (today's re-encoding beam) at the
-   same settings on PTB-sample sentences, for TG and TXL (trees), words and SentencePiece terminals.
+1. ``Decoder.feed`` (``TransformerXL.step`` over a ``KeyValuePool``, attention from ``AttentionRule`` over
+   ``Hypotheses`` rows) gives the full forward pass's next-token distribution (1e-5) at every position of
+   random trees and documents, sentence and document level, smart and plain memory, short chunks (memory in
+   use), clipped relpos, two attention functions — with many sequences decoded in one batch, a branch
+   sharing its prefix's rows, and the pool compacted midway, and with a closing's two tokens in one step.
+2. ``BeamScorer`` (tensor rows) returns the numbers of ``ReencodingBeamScorer`` (the re-encoding beam) at the
+   same settings on PTB-sample sentences, for TG and TXL (trees), words and SentencePiece terminals, and on
+   sentences longer than the segment (memory, both modes); its numbers do not depend on how sentences are
+   batched (also under ``word_prob="corrected"``).
 3. ``UnionScorer`` pools the beam's final trees with proposals, each distinct tree once.
 """
 
@@ -156,7 +158,12 @@ def test_beam_equals_the_reencoding_beam_on_ptb_sentences(ptb_trees, family, ter
     beam, word_beam, max_actions = settings_
     reference = ReencodingBeamScorer(model, beam, word_beam, max_actions).score(sentences)
     cached = BeamScorer(model, beam, word_beam, max_actions, batch_size=3).score(sentences)
-    for ref, got in zip(reference, cached, strict=True):
+    assert_same_scores(reference, cached)
+
+
+def assert_same_scores(reference: list, scores: list) -> None:
+    """Equal words, values (float32), best trees and tree counts, sentence by sentence."""
+    for ref, got in zip(reference, scores, strict=True):
         assert got.words == ref.words
         assert got.total == close32(ref.total)
         assert got.word_logprobs == close32(ref.word_logprobs, scale=abs(ref.total))
@@ -164,6 +171,26 @@ def test_beam_equals_the_reencoding_beam_on_ptb_sentences(ptb_trees, family, ter
         assert got.best_tree == ref.best_tree and got.extra["trees"] == ref.extra["trees"]
         assert got.extra["best_logprob"] == close32(ref.extra["best_logprob"])
         assert got.unknown_words == ref.unknown_words
+
+
+@pytest.mark.parametrize(("family", "memory"), [("tg", "smart"), ("tg", "plain"), ("txl-trees", "smart")])
+def test_beam_equals_the_reencoding_beam_past_the_segment(ptb_trees, family, memory):
+    """Sentences of up to 14 words (~60 tokens) with 6-token segments: most keys come from the memory;
+    sentences of different lengths share a batch (the shorter ones end while the others go on)."""
+    model = make_model(family, ptb_trees, memory=memory, segment_length=6)
+    sentences = [t.leaves() for t in ptb_trees if 3 <= len(t.leaves()) <= 14][:4]
+    assert max(map(len, sentences)) > 10
+    reference = ReencodingBeamScorer(model, 5, 2, 3).score(sentences)
+    assert_same_scores(reference, BeamScorer(model, 5, 2, 3, batch_size=4).score(sentences))
+
+
+@pytest.mark.parametrize(("terminals", "word_prob"), [("words", "sum-pieces"), ("sentencepiece", "corrected")])
+def test_beam_does_not_depend_on_the_batch(ptb_trees, terminals, word_prob):
+    model = make_model("tg", ptb_trees, segment_length=16, terminals=terminals)
+    sentences = [t.leaves() for t in ptb_trees if 3 <= len(t.leaves()) <= 10][:5]
+    alone = BeamScorer(model, 6, 3, 3, batch_size=1, word_prob=word_prob).score(sentences)
+    together = BeamScorer(model, 6, 3, 3, batch_size=5, word_prob=word_prob).score(sentences)
+    assert_same_scores(alone, together)
 
 
 # -- fast-track (Stern et al. 2017) ---------------------------------------------------------------------------
