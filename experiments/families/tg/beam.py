@@ -22,11 +22,14 @@ An action step is: the completions' word log-probs gathered from their frontier 
 pieces fed, one batched step per piece), the constraint mask of the nonterminal columns built as tensor ops,
 each sentence's best extensions by one stable sort of its padded score row, the children's rows selected
 and fed in one ``TransformerXL.step`` (a TG closing nonterminal as its COMPOSE and STACK tokens in the same
-step: how many close is the one value a step reads back). Between words the host reads the real widths
-(``tighten``) and the pool drops rows no hypothesis can attend (``Decoder.compact``); at a sentence's end its
-rows become trees. A completion feeds its last piece only if it survives the word beam (or must close the
-sentence, or ``corrected`` reads its boundary mass).
+step: how many close is the one value a step reads back on an accelerator; with ``fast_track`` also the
+kept counts; on a CPU, where a read costs nothing, each feed also reads its widest attend list to trim the
+keys). Between words the host reads the real widths (``tighten``) and the pool drops rows no hypothesis can
+attend (``Decoder.compact``); at a sentence's end its rows become trees. A completion feeds its last
+piece only if it survives the word beam (or must close the sentence, or ``corrected`` reads its boundary
+mass).
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -258,7 +261,7 @@ class BeamScorer:
         out.append(everyone, ids[:, 0], torch.full_like(everyone, i))
         for k in range(1, longest):
             rows = torch.from_numpy(ranges(sizes, [len(p) > k for p in word])).to(device)
-            logprobs = decoder.feed(out, rows, ids[rows, k - 1], self.terminal(rows))
+            logprobs = decoder.feed(out, rows, ids[rows, k - 1], self._terminal(rows))
             out.logprob[rows] += logprobs.gather(1, ids[rows, k : k + 1])[:, 0].double()
             out.append(rows, ids[rows, k], torch.full_like(rows, i))
         last = torch.tensor([len(p) - 1 for p in word], device=device)[
@@ -331,14 +334,15 @@ class BeamScorer:
         out.pending = action
         return out
 
-    def terminal(self, rows: Tensor) -> Tensor:
+    def _terminal(self, rows: Tensor) -> Tensor:
+        """The type of a terminal piece, for each of ``rows``."""
         return torch.full_like(rows, int(TokenType.T))
 
     def _feed_pending(self, decoder: Decoder, h: Hypotheses) -> Hypotheses:
         """Every row fed its pending token (``<s>`` or its word's last piece): the rows with ``next``."""
         h = h.grown(1)
         rows = torch.arange(len(h), device=h.sentence.device)
-        h.next = decoder.feed(h, rows, h.pending, self.terminal(rows))  # at position 0: SOS
+        h.next = decoder.feed(h, rows, h.pending, self._terminal(rows))  # at position 0: SOS
         h.pending = torch.full_like(h.pending, -1)
         return h
 
