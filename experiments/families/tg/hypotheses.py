@@ -130,6 +130,8 @@ class Decoder:
         self.network = model.module.network
         self.pool = self.network.new_pool(capacity)
         self.causal = model.family != "tg"
+        # each feed's keys trimmed to its widest attend list read back (free on a CPU), else to the host's bound
+        self.read_widths = torch.device(model.device).type == "cpu"
         self.rule = AttentionRule(self.causal, RELPOS[model.config["model"]["relpos"]], model.length, model.memory)
         types = torch.from_numpy(model.vocab.token_types(torch.arange(len(model.vocab)).numpy()))
         self.types = types.long().to(model.device)
@@ -157,7 +159,8 @@ class Decoder:
             feeds.append(tokens[where])
             fed.append(second)
             last[where] = len(index) + torch.arange(len(second), device=index.device)
-        entries = [_packed(*entry) for entry in entries]
+        limit = h.bounds[0] if self.causal else h.bounds[1] + 1  # no attend list is longer
+        entries = [_packed(*entry, None if self.read_widths else limit) for entry in entries]
         width = max(keys.shape[1] for keys, _, _ in entries)
         key_rows = torch.cat([_rows_at(h, rows, keys, width) for rows, (keys, _, _) in zip(fed, entries)])
         relpos = torch.cat([torch.nn.functional.pad(rel, (0, width - rel.shape[1])) for _, rel, _ in entries])
@@ -175,16 +178,14 @@ class Decoder:
         h.rows = torch.where(h.rows >= 0, remap[h.rows.clamp(min=0)], -1)
 
 
-def _packed(keys: Tensor, rel: Tensor, compose: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+def _packed(keys: Tensor, rel: Tensor, compose: Tensor, limit: int | None) -> tuple[Tensor, Tensor, Tensor]:
     """Each row's keys (and relative positions) moved to the front in order, the padding after them, and the
-    columns no row uses dropped: on a CPU by counting them (reading a count costs nothing there), on an
-    accelerator only past the host-side bound (no read back)."""
+    columns no row uses dropped: those past ``limit`` (the host-side bound of an attend list), or with
+    ``limit`` None those past the widest row's (a read back)."""
     order = torch.sort((keys < 0).to(torch.uint8), dim=1, stable=True).indices
     keys, rel = keys.gather(1, order), rel.gather(1, order)
-    if keys.device.type == "cpu":
-        width = max(1, int((keys >= 0).sum(1).max()))
-        keys, rel = keys[:, :width], rel[:, :width]
-    return keys, rel, compose
+    width = max(1, int((keys >= 0).sum(1).max())) if limit is None else limit
+    return keys[:, :width], rel[:, :width], compose
 
 
 def _write_rows(h: Hypotheses, index: Tensor, rows: Tensor) -> None:

@@ -77,12 +77,15 @@ def full_forward(model: TGModel, example) -> torch.Tensor:
     return torch.cat(logits, 1)[0, : len(example)].float().log_softmax(-1)
 
 
-def check_decoder(model: TGModel, examples: list, compact_at: int = 9, together: bool = False) -> None:
+def check_decoder(model: TGModel, examples: list, compact_at: int = 9, together: bool = False,
+                  read_widths: bool = True) -> None:
     """Decode all examples as rows of one ``Hypotheses``, one batched step per token (plus a branch of the
     first, sharing its rows), against the full pass; with ``together`` a TG closing's two tokens (COMPOSE,
-    then STACK) are fed in one step, as the beam feeds them."""
+    then STACK) are fed in one step, as the beam feeds them; ``read_widths`` False: keys as wide as the
+    host's bounds (as on an accelerator)."""
     expected = [full_forward(model, e) for e in examples]
     decoder = Decoder(model, capacity=4, slack=-(10**9))  # grows while decoding; compacts when asked
+    decoder.read_widths = read_widths
     h = Hypotheses.start(len(examples), 0, "cpu")
     sources, done = list(range(len(examples))), [0] * len(examples)  # each row's example, tokens fed
     branch_at, step = len(examples[0]) // 2, 0
@@ -112,12 +115,13 @@ def check_decoder(model: TGModel, examples: list, compact_at: int = 9, together:
 @settings(max_examples=12, deadline=None)
 @given(trees=st.lists(TREES, min_size=2, max_size=4), family=st.sampled_from(["tg", "txl-trees"]),
        memory=st.sampled_from(["smart", "plain"]), length=st.sampled_from([3, 4, 7]),
-       together=st.booleans())
-def test_decoder_equals_the_full_forward_on_random_trees(trees, family, memory, length, together):
-    """Also with a closing's two tokens in one step (the STACK token attends its COMPOSE copy)."""
+       together=st.booleans(), read_widths=st.booleans())
+def test_decoder_equals_the_full_forward_on_random_trees(trees, family, memory, length, together, read_widths):
+    """Also with a closing's two tokens in one step (the STACK token attends its COMPOSE copy), and with keys
+    as wide as the host's bounds."""
     model = make_model(family, VOCAB_TREES + trees, memory=memory, segment_length=length, max_rel=3,
                        double=True)
-    check_decoder(model, [model.encode_tree(t) for t in trees], together=together)
+    check_decoder(model, [model.encode_tree(t) for t in trees], together=together, read_widths=read_widths)
 
 
 @settings(max_examples=6, deadline=None)
