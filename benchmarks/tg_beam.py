@@ -1,7 +1,9 @@
 """TG word-synchronous beam: the KV-cached search against re-encoding every prefix, and the bound vs the beam.
 
 - **Speed.** ``BeamScorer`` (``experiments/families/tg/beam.py``: one batched ``TransformerXL.step`` per
-  action step over the hypotheses of ``--batch`` sentences, keys and values cached) against the reference
+  action step over the hypotheses of ``--batch`` sentences, keys and values cached, the hypotheses rows of
+  tensors with their selection on the device — since 2026-11-28; before, Python objects per hypothesis, the
+  "cached" rows of the older tables below) against the reference
   ``ReencodingBeamScorer`` (``reference_beam.py``: the same search as the TG beam ran before the cache, and as
   a beam without a cache must: every action step re-encodes every frontier hypothesis's whole prefix). Both
   run in the same process, interleaved sentence batch by sentence batch, at the same settings; their totals
@@ -84,6 +86,31 @@ By sentence length (2026-11-24, random ``cpu-small`` TG, 10/3, 3 sentences, batc
 same shared CPU, one run after the other): 21-40 words (``--min-words 21 --max-words 40``, 78 words) 0.706 vs
 4.895 s per sentence, 6.9x; 5-20 words (48 words) 0.501 vs 3.294, 6.6x. Longer sentences do not buy the
 ratio at these lengths: per sentence both sides took 1.4x and 1.5x as long for 1.6x the words.
+
+2026-11-28 (issue 39 item 2, TG part): the hypotheses became rows of tensors (``hypotheses.Hypotheses``,
+``decoding.AttentionRule``: attend lists, stack, memory, constraint masks, scores and pool rows indexed by
+hypothesis; each sentence's top-k by one stable sort on the device). Same hypotheses, trees and numbers as the
+re-encoding beam (tests). Measured with this script, random ``cpu-small`` TG, PTB-sample validation sentences
+(5-20 words; 100/10: 5-12), <= 8 actions per word, one torch thread, this machine's 2 CPU cores shared with
+other agents' jobs (load 7.8-9.3 throughout), interleaved:
+
+    beam / word beam   sentences (batch)   rounds   words   tensor rows s/sent   re-encoding s/sent   speed-up
+    10 / 3             6 (6)               2        97      1.448                11.709                8.1x
+    50 / 5             4 (4)               2        62      6.247                63.854               10.2x
+    100 / 10           2 (2)               1        17      5.666                33.568                5.9x
+
+Against the beam it replaces (its code run from commit 60e60d7 in the same process, interleaved ABBA, same
+load; ``--rounds 2``, a script of this session's): 10/3, 6 sentences: 1.852 vs 2.196 s per sentence, 1.2x
+(an earlier run, load 9: 1.061 vs 1.079, 1.0x); 50/5, 4 sentences: 5.944 vs 6.942, 1.2x. So on a CPU the
+change gains little: as the profile above predicted, the search was already bound by the network's
+arithmetic (now, cProfile at 10/3, 6 sentences, load ~9: ``TransformerXL.step`` ~66% of the search, the
+attention rule's tensor operations ~8%, selection ~8%, completions ~5%); the 20x target is not reached on
+CPU. Removing the per-hypothesis Python is for the accelerator, where the old
+search's time was launches and host round trips: a word step now reads back only the number of closing
+children of each action step (TG feeds a closing nonterminal as two tokens) and, while a frontier is smaller
+than ``beam`` / (opening labels), the count of its allowed actions (and with ``fast_track``, its kept
+counts); between words the widths and the pool's live rows. Not yet measured on a GPU (no GPU in this
+session): ``gpu_session.sh`` step 5 runs this script there.
 
 On one H100 (2026-11-24, ``--device cuda --preset ptb``: a random 16-layer TG, 2 sentences, 10/3, <= 15
 actions per word; the beam as before this session's closing-in-one-step change): cached 0.224 vs re-encoding

@@ -1,174 +1,96 @@
 """The word-synchronous beam search of TG and TXL (trees) on a key/value cache (Stern et al. 2017).
 
 The search (which hypotheses it keeps, and every number it returns) is the one ``ReencodingBeamScorer``
-defines in ``scorers.py``; this is how it runs fast. For word i, starting from the word beam, at each action
-step every frontier hypothesis may generate word i (all its pieces, forced) — it then joins the *completed*
-set — or take one nonterminal action that keeps the prefix a tree prefix (``cc_constraints``: open any label,
-close the top constituent once it dominates a terminal, never the root while words remain); the best
-``beam`` nonterminal extensions over the whole frontier form the next frontier (ties: frontier order, then
-vocabulary order). At most ``max_actions`` nonterminal actions separate two words. Word i's prefix value is
-the logsumexp over the completed set, which is then pruned to the best ``word_beam`` (ties: completion
+defines in ``reference_beam.py``; this is how it runs fast. For word i, starting from the word beam, at each
+action step every frontier hypothesis may generate word i (all its pieces, forced) — it then joins the
+*completed* set — or take one nonterminal action that keeps the prefix a tree prefix (``cc_constraints``: open
+any label, close the top constituent once it dominates a terminal, never the root while words remain); the
+best ``beam`` nonterminal extensions over the whole frontier form the next frontier (ties: frontier order,
+then vocabulary order). At most ``max_actions`` nonterminal actions separate two words. Word i's prefix value
+is the logsumexp over the completed set, which is then pruned to the best ``word_beam`` (ties: completion
 order). After the last word every completed hypothesis closes its open constituents (forced) and ``total`` is
 the logsumexp over those complete trees — a lower bound on log p(x). Under ``word_prob="corrected"`` (pieces;
 ``tree_marginal``'s definition) word i's value is the difference of successive logsumexps over the completed
 sets of ``log p(prefix) + log P(B | prefix)``, B every token that does not continue a word; every completion's
 last piece is then fed to read P(B | ·), not only the word beam's.
 
-**The cache.** ``Decoder`` feeds one token per hypothesis through ``TransformerXL.step``: each token's keys
-and values are computed once into a ``KeyValuePool`` row, and its query reads only the rows of its attend
-list (``DecodingState``: TG's STACK/COMPOSE lists or TXL's causal window, restricted to chunk and memory as
-the chunked forward pass restricts them). A hypothesis is its ``DecodingState`` and the pool rows of its
-positions; branching copies those small lists, never keys or values. A word's probability is read from the
-distribution its frontier hypothesis already has; a completed hypothesis feeds its word only if it survives
-the word beam (or must close the sentence), and a nonterminal extension only if it enters the frontier. A TG
-closing nonterminal is fed as its two tokens (COMPOSE, then STACK) in the same step, the output layer applied
-to the second only. Every feed is one batched ``step`` over the hypotheses of all sentences in the batch.
+**On the device.** The hypotheses of all sentences of a batch are rows of tensors (``hypotheses.Hypotheses``:
+actions, constraint state, TG stack, memory, pool rows), grouped by sentence; the number of rows of each
+sentence is the only thing the host keeps, and it follows from the settings (a frontier has ``beam``
+children once its rows times the opening labels reach ``beam``; before that the allowed actions are counted).
+An action step is: the completions' word log-probs gathered from their frontier rows' distributions (later
+pieces fed, one batched step per piece), the constraint mask of the nonterminal columns built as tensor ops,
+each sentence's best extensions by one stable sort of its padded score row, the children's rows selected
+and fed in one ``TransformerXL.step`` (a TG closing nonterminal as its COMPOSE and STACK tokens in the same
+step: how many close is the one value a step reads back on an accelerator; with ``fast_track`` also the
+kept counts; on a CPU, where a read costs nothing, each feed also reads its widest attend list to trim the
+keys). Between words the host reads the real widths (``tighten``) and the pool drops rows no hypothesis can
+attend (``Decoder.compact``); at a sentence's end its rows become trees. A completion feeds its last
+piece only if it survives the word beam (or must close the sentence, or ``corrected`` reads its boundary
+mass).
 """
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass
+from collections.abc import Sequence
 
 import numpy as np
 import torch
+from torch import Tensor
 
 from experiments.evaluate.scorer import Convention, SentenceScore, check_sentences
 from experiments.evaluate.scorers import beams
 from experiments.evaluate.word_prob import WORD_PROBS, check
+from experiments.families.tg.hypotheses import Decoder, Hypotheses
 from experiments.families.tg.methods import BEAM  # the method's defaults, the only ones
 from experiments.families.tg.scorers import TGModel, action_tree
 from lightning_modules.data.encodings.choe_charniak import BOS, TokenType
 from lightning_modules.data.tree import Tree, to_bracketed
 from lightning_modules.errors import InputError
-from lightning_modules.families.tg.cc_constraints import ActionMasks, CCState
-from lightning_modules.families.tg.data import RELPOS
-from lightning_modules.families.tg.decoding import DecodingState
-from lightning_modules.numeric import logsumexp
+from lightning_modules.families.tg.cc_constraints import ActionMasks
 
-
-@contextmanager
-def _no_cyclic_gc() -> Iterator[None]:
-    """Python's cyclic collector paused: a search creates many small acyclic objects (freed by reference
-    counting), and every collection would rescan all live hypotheses (~20% of a beam-50 search)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
-class Decoder:
-    """A TG-family network decoding token by token for many hypotheses at once, over one key/value pool."""
-
-    def __init__(self, model: TGModel, capacity: int = 4096, slack: int = 1024):
-        self.model = model
-        self.slack = slack  # ``compact`` waits until the pool holds this many rows beyond twice the live ones
-        self.network = model.module.network
-        self.pool = self.network.new_pool(capacity)
-        self.causal = model.family != "tg"
-        self.relpos = RELPOS[model.config["model"]["relpos"]]
-        with torch.no_grad():
-            self.rel_keys = self.network.relative_key_tables()
-
-    def start(self) -> DecodingState:
-        return DecodingState(self.causal, self.relpos, self.model.length, self.model.memory)
-
-    @torch.no_grad()
-    def feed(self, states: Sequence[DecodingState], rows: Sequence[list[int]], tokens: Sequence[int],
-             types: Sequence[int], predict: Sequence[bool] | None = None) -> torch.Tensor | None:
-        """Advance each hypothesis (its state and row list, both updated) over one token of the given id and
-        ``TokenType``; returns the log-probabilities [n, V] of the token that follows each entry where
-        ``predict`` (default: every entry), None where none is.
-
-        A hypothesis may come several times in a row (its next tokens in order, e.g. a TG closing
-        nonterminal's COMPOSE and STACK tokens): a later token attends the earlier ones, whose keys and values
-        every layer writes to the pool before any of its queries reads it — one step, same numbers."""
-        attention = [state.step(t) for state, t in zip(states, types)]
-        count = len(states)
-        new_rows = self.pool.allocate(count)
-        first = self.pool.size - count
-        for k, row_list in enumerate(rows):
-            row_list.append(first + k)
-        width = max(len(keys) for keys, _, _ in attention)
-        key_rows = np.full((count, width), -1, dtype=np.int64)
-        relpos = np.zeros((count, width), dtype=np.int64)
-        for b, (row_list, (keys, rel, _)) in enumerate(zip(rows, attention)):
-            key_rows[b, : len(keys)] = [row_list[k] for k in keys]
-            relpos[b, : len(rel)] = rel
-        outputs: torch.Tensor | bool = True
-        if predict is not None and not all(predict):
-            wanted = [b for b, p in enumerate(predict) if p]
-            outputs = torch.tensor(wanted, dtype=torch.long, device=self.model.device) if wanted else False
-        device = self.model.device
-        logits = self.network.step(
-            torch.tensor(tokens, dtype=torch.long, device=device), self.pool, new_rows,
-            torch.from_numpy(key_rows).to(device), torch.from_numpy(relpos).to(device),
-            torch.tensor([c for _, _, c in attention], device=device), self.rel_keys, outputs)
-        return None if logits is None else logits.float().log_softmax(-1)
-
-    def compact(self, hypotheses: Sequence[_Hypothesis]) -> None:
-        """Drop the pool rows none of ``hypotheses`` can attend any more, once they are most of the pool."""
-        live = sorted({h.rows[p] for h in hypotheses for p in h.state.live()})
-        if self.pool.size < 2 * len(live) + self.slack:
-            return
-        remap = self.pool.compact(torch.tensor(live, dtype=torch.long, device=self.pool.device)).tolist()
-        for h in hypotheses:
-            h.rows = [remap[r] if r >= 0 else -1 for r in h.rows]
-
-
-@dataclass(eq=False, slots=True)
-class _Hypothesis:
-    """An action prefix: its Choe–Charniak tokens, log-prob, constraint and decoding state, pool rows.
-
-    ``next`` is the distribution of the token after the fed ones (``source``: the feed's [B, V] matrix and
-    its row there, so a frontier's rows are read as one slice); ``pending`` a terminal piece counted in
-    ``logprob`` but not fed yet (-1: none). ``shared``: state and rows are the parent's (copied before a feed).
-    """
-
-    tokens: tuple[str, ...]
-    types: tuple[int, ...]
-    word_index: tuple[int, ...]
-    logprob: float
-    cc: CCState
-    state: DecodingState
-    rows: list[int]
-    next: torch.Tensor | None = None
-    pending: int = -1
-    shared: bool = True
-    source: tuple[torch.Tensor, int] | None = None
-
-    def own(self) -> None:
-        if self.shared:
-            self.state, self.rows, self.shared = self.state.copy(), self.rows[:], False
-
-
+# one finished hypothesis: (tokens, types, word indices, log-prob)
+Final = tuple[tuple[str, ...], tuple[int, ...], tuple[int, ...], float]
 # a sentence's search: its prefix values, its corrected values (None: sum-pieces), its final hypotheses
-Search = tuple[np.ndarray, np.ndarray | None, list[_Hypothesis]]
+Search = tuple[np.ndarray, np.ndarray | None, list[Final]]
 
 
-def _next_rows(hypotheses: Sequence[_Hypothesis]) -> torch.Tensor:
-    """The ``next`` distributions of ``hypotheses`` as one [n, V] tensor: a view when they are consecutive
-    rows of one feed (a frontier always is), else a copy."""
-    first = hypotheses[0].source
-    if first is not None and all(h.source is not None and h.source[0] is first[0]
-                                 and h.source[1] == first[1] + k for k, h in enumerate(hypotheses)):
-        return first[0][first[1] : first[1] + len(hypotheses)]
-    return torch.stack([h.next for h in hypotheses])
+def segments(counts: Sequence[int], device: torch.device | str) -> tuple[Tensor, Tensor]:
+    """Rows of consecutive groups of ``counts`` rows as a padded [G, max] index (padding 0) and its mask."""
+    width = max(max(counts, default=0), 1)
+    columns = np.arange(width)
+    valid = columns[None, :] < np.asarray(counts)[:, None]
+    index = (np.cumsum(counts) - np.asarray(counts))[:, None] + columns[None, :]
+    return (torch.from_numpy(np.where(valid, index, 0)).to(device),
+            torch.from_numpy(valid).to(device))
 
 
-def _next_values(hypotheses: Sequence[_Hypothesis], tokens: Sequence[int]) -> list[float]:
-    """``h.next[token]`` for each hypothesis and token, read in one indexing when they share a feed."""
-    first = hypotheses[0].source
-    if first is not None and all(h.source is not None and h.source[0] is first[0] for h in hypotheses):
-        rows = torch.tensor([h.source[1] for h in hypotheses])
-        return first[0][rows, torch.tensor(tokens, device=rows.device)].tolist()
-    rows = torch.stack([h.next for h in hypotheses])
-    return rows.gather(1, torch.tensor(tokens, device=rows.device)[:, None])[:, 0].tolist()
+def group_logsumexp(values: Tensor, counts: Sequence[int]) -> Tensor:
+    """logsumexp of each group of consecutive ``values`` (``counts`` per group; -inf for an empty one)."""
+    index, valid = segments(counts, values.device)
+    return values[index].masked_fill(~valid, float("-inf")).logsumexp(-1)
+
+
+def group_best(scores: Tensor, counts: Sequence[int], keep: Sequence[int] | None, k: int) -> tuple[Tensor, list[int]]:
+    """The rows of each group's best ``k`` finite ``scores`` (groups of ``counts`` consecutive rows), best
+    first, groups in order (ties: row order), and how many each group gives. ``keep``: those numbers when the
+    host knows them (None: the finite scores are counted, a read from the device)."""
+    index, valid = segments(counts, scores.device)
+    padded = scores[index].masked_fill(~valid, float("-inf"))
+    if keep is None:
+        keep = [min(k, n) for n in torch.isfinite(padded).sum(-1).tolist()]
+    order = torch.sort(padded, dim=-1, descending=True, stable=True).indices
+    chosen = index.gather(1, order)
+    width = chosen.shape[1]
+    flat = np.concatenate([g * width + np.arange(n) for g, n in enumerate(keep)] + [np.zeros(0, dtype=np.int64)])
+    return chosen.flatten()[torch.from_numpy(flat).to(scores.device)], list(keep)
+
+
+def ranges(counts: Sequence[int], wanted: Sequence[bool]) -> np.ndarray:
+    """Row indices of the groups (``counts`` consecutive rows each) where ``wanted``."""
+    starts = np.cumsum(counts) - np.asarray(counts, dtype=np.int64)
+    return np.concatenate([np.arange(s, s + n) for s, n, w in zip(starts, counts, wanted) if w]
+                          + [np.zeros(0, dtype=np.int64)]).astype(np.int64)
 
 
 class BeamScorer:
@@ -176,7 +98,7 @@ class BeamScorer:
 
     ``fast_track`` (default None: every completion is kept, the search above) switches to Stern et al.'s
     rule, in which completions compete with nonterminal extensions for the action beam and the best
-    ``fast_track`` completions of each step are kept regardless (see ``_select``). The defaults are the
+    ``fast_track`` completions of each step are kept regardless (see ``select``). The defaults are the
     family's beam method's (``methods.BEAM``).
 
     ``batch_size`` sentences are searched together (their hypotheses share every batched step); the numbers
@@ -197,7 +119,8 @@ class BeamScorer:
         if word_prob != WORD_PROBS[0] and boundary is None:
             raise InputError(f"a vocabulary of {model.vocab_kind} has one token per word: --word-prob {word_prob} "
                              "needs SentencePiece terminals", "--word-prob")
-        self.boundary = None if boundary is None else torch.tensor(boundary, device=model.device)
+        device = model.device
+        self.boundary = None if boundary is None else torch.tensor(boundary, device=device)
         self.convention = Convention(method="beam", bound=True, beam=beam, word_beam=word_beam,
                                      max_actions=max_actions, fast_track=fast_track, incremental="beam",
                                      end_of_sentence=True, word_prob=word_prob)
@@ -205,11 +128,19 @@ class BeamScorer:
         masks = ActionMasks(vocab)
         self.masks = masks
         types = vocab.token_types(np.arange(len(vocab)))
-        self.nonterminal_ids = np.flatnonzero(masks.opening | (types == TokenType.CNT))  # ascending
-        self.nonterminal_index = torch.from_numpy(self.nonterminal_ids)
-        self.opening_columns = masks.opening[self.nonterminal_ids]
-        self.column = {int(a): c for c, a in enumerate(self.nonterminal_ids)}
         self.types = types
+        nonterminals = np.flatnonzero(masks.opening | (types == TokenType.CNT))  # ascending
+        self.nonterminal_ids = torch.from_numpy(nonterminals).to(device)
+        self.opening_columns = torch.from_numpy(masks.opening[nonterminals]).to(device)
+        self.openings = int(masks.opening.sum())
+        column = np.full(len(vocab), -1)
+        column[nonterminals] = np.arange(len(nonterminals))
+        self.column = torch.from_numpy(column).to(device)  # vocabulary id -> nonterminal column
+        self.column_closing = ~self.opening_columns
+        closing = np.zeros(len(vocab), dtype=np.int64)
+        for a in masks.opening_ids:
+            closing[a] = masks.closing_id(vocab.tokens[a][1:])
+        self.closing = torch.from_numpy(closing).to(device)  # opening id -> its closing id
 
     def score(self, sentences: Sequence[Sequence[str]]) -> list[SentenceScore]:
         return [self._result(words, *search) for words, search in zip(sentences, self._searches(sentences))]
@@ -217,7 +148,7 @@ class BeamScorer:
     def final_trees(self, sentences: Sequence[Sequence[str]]) -> list[list[Tree]]:
         """Each sentence's complete trees at the end of the search (distinct, as the model reads trees: a
         ``TreeSource`` of model views, e.g. for the union with proposals, ``tree_marginal.UnionScorer``)."""
-        return [[action_tree(h.tokens, h.types, h.word_index, words) for h in final]
+        return [[action_tree(tokens, types, index, words) for tokens, types, index, _ in final]
                 for words, (_, _, final) in zip(sentences, self._searches(sentences))]
 
     def _searches(self, sentences: Sequence[Sequence[str]]) -> list[Search]:
@@ -225,109 +156,124 @@ class BeamScorer:
         check_sentences(sentences)
         order = sorted(range(len(sentences)), key=lambda k: -len(sentences[k]))  # similar lengths together
         out: list[Search | None] = [None] * len(sentences)
-        with _no_cyclic_gc():
-            for lo in range(0, len(order), self.batch_size):
-                batch = order[lo : lo + self.batch_size]
-                for k, result in zip(batch, self._search([sentences[k] for k in batch])):
-                    out[k] = result
+        for lo in range(0, len(order), self.batch_size):
+            batch = order[lo : lo + self.batch_size]
+            for k, result in zip(batch, self._search([sentences[k] for k in batch])):
+                out[k] = result
         return out  # type: ignore[return-value]
 
     # -- the search ------------------------------------------------------------------------------------------
     def _search(self, sentences: Sequence[Sequence[str]]) -> list[Search]:
-        model, vocab = self.model, self.model.vocab
+        model, vocab, device = self.model, self.model.vocab, self.model.device
         decoder = Decoder(model)
-        pieces = [[model.terminals(w) for w in words] for words in sentences]
-        piece_ids = [[vocab.ids(p, model.unknown_token).tolist() for p in ps] for ps in pieces]
-        starts = [_Hypothesis((BOS,), (int(TokenType.SOS),), (-1,), 0.0, CCState(), decoder.start(), [])
-                  for _ in sentences]
-        self._feed(decoder, starts, [vocab.id(BOS)] * len(starts), [int(TokenType.SOS)] * len(starts))
-        word_beams = [[h] for h in starts]
-        prefixes = [np.empty(len(words)) for words in sentences]
-        # corrected: the start's boundary mass, then each word's (module doc)
-        corrected = [None if self.boundary is None else np.empty(len(words) + 1) for words in sentences]
-        for s, h in enumerate(starts):
-            if self.boundary is not None:
-                corrected[s][0] = self._with_boundary([h])
-        results: list[Search | None] = [None] * len(sentences)
-        for i in range(max(len(words) for words in sentences)):
-            active = [s for s, words in enumerate(sentences) if i < len(words)]
-            completed = self._word(decoder, {s: word_beams[s] for s in active},
-                                   {s: (pieces[s][i], piece_ids[s][i]) for s in active}, i)
-            ending, going_on = [], []
-            if self.boundary is not None:
-                self._feed_pending(decoder, [h for s in active for h in completed[s]])
-            for s in active:
-                prefixes[s][i] = logsumexp([h.logprob for h in completed[s]])
-                if self.boundary is not None:
-                    corrected[s][i + 1] = self._with_boundary(completed[s])
-                if i + 1 == len(sentences[s]):
-                    ending.append(s)
-                else:
-                    word_beams[s] = sorted(completed[s], key=lambda h: -h.logprob)[: self.word_beam]
-                    going_on.append(s)
-            self._feed_pending(decoder, [h for s in going_on for h in word_beams[s]])
-            finals = self._close(decoder, [completed[s] for s in ending])
-            for s, final in zip(ending, finals):
-                results[s] = (prefixes[s], corrected[s], final)
-            decoder.compact([h for s in going_on for h in word_beams[s]])
+        count = len(sentences)
+        pieces = [[vocab.ids(model.terminals(w), model.unknown_token).tolist() for w in words]
+                  for words in sentences]
+        beam = self._feed_pending(decoder, Hypotheses.start(count, vocab.id(BOS), device))
+        sizes, active = [1] * count, list(range(count))  # the word beam's rows per active sentence
+        longest = max(len(words) for words in sentences)
+        prefixes = torch.zeros((count, longest), dtype=torch.float64, device=device)
+        corrected = None
+        if self.boundary is not None:  # the start's boundary mass, then each word's (module doc)
+            corrected = torch.zeros((count, longest + 1), dtype=torch.float64, device=device)
+            corrected[:, 0] = self._with_boundary(beam, sizes)
+        results: list[Search | None] = [None] * count
+        for i in range(longest):
+            word = [pieces[s][i] for s in active]
+            completed, done = self._word(decoder, beam, sizes, word, i)
+            rows = torch.tensor(active, device=device)
+            prefixes[rows, i] = group_logsumexp(completed.logprob, done)
+            if corrected is not None:
+                completed = self._feed_pending(decoder, completed)
+                corrected[rows, i + 1] = self._with_boundary(completed, done)
+            ending = [i + 1 == len(sentences[s]) for s in active]
+            going = [s for s, e in zip(active, ending) if not e]
+            index, sizes = group_best(completed.logprob, done,
+                                      [0 if e else min(self.word_beam, n) for n, e in zip(done, ending)],
+                                      self.word_beam)
+            sizes = [n for n, e in zip(sizes, ending) if not e]
+            if any(ending):
+                closing = [n for n, e in zip(done, ending) if e]
+                final = completed.select(torch.from_numpy(ranges(done, ending)).to(device),
+                                         keep_next=corrected is not None)
+                ended = [s for s, e in zip(active, ending) if e]
+                finals = self._close(decoder, final, closing, [sentences[s] for s in ended])
+                host_prefix = prefixes[torch.tensor(ended, device=device)].cpu().numpy()
+                host_corrected = None if corrected is None else corrected[torch.tensor(ended)].cpu().numpy()
+                for k, s in enumerate(ended):
+                    results[s] = (host_prefix[k, : len(sentences[s])],
+                                  None if host_corrected is None else host_corrected[k, : len(sentences[s]) + 1],
+                                  finals[k])
+            if going:
+                beam = completed.select(index, keep_next=corrected is not None)
+                if corrected is None:
+                    beam = self._feed_pending(decoder, beam)
+                beam.tighten()
+                decoder.compact(beam)
+            active = going
         return results  # type: ignore[return-value]
 
-    def _with_boundary(self, hypotheses: list[_Hypothesis]) -> float:
-        """logsumexp over ``hypotheses`` (fed up to their last token) of log p(prefix) + log P(B | prefix)."""
-        masses = _next_rows(hypotheses)[:, self.boundary].logsumexp(-1).double().cpu().numpy()
-        return logsumexp(np.array([h.logprob for h in hypotheses]) + masses)
+    def _with_boundary(self, h: Hypotheses, counts: Sequence[int]) -> Tensor:
+        """Per group: logsumexp of log p(prefix) + log P(B | prefix) (rows fed up to their last token)."""
+        return group_logsumexp(h.logprob + h.next[:, self.boundary].logsumexp(-1).double(), counts)
 
-    def _word(self, decoder: Decoder, frontiers: dict[int, list[_Hypothesis]],
-              words: dict[int, tuple[tuple[str, ...], list[int]]], i: int) -> dict[int, list[_Hypothesis]]:
-        """Every hypothesis that generates word i from each sentence's frontier within ``max_actions``."""
-        completed: dict[int, list[_Hypothesis]] = {s: [] for s in frontiers}
+    def _word(self, decoder: Decoder, frontier: Hypotheses, sizes: list[int], word: list[list[int]], i: int
+              ) -> tuple[Hypotheses, list[int]]:
+        """Every hypothesis that generates word i (``word``: each group's piece ids) from each group's frontier
+        within ``max_actions``: the completions grouped by sentence (completion order), and their counts."""
+        device = self.model.device
+        steps: list[tuple[Hypotheses, list[int]]] = []
         for step in range(self.max_actions + 1):
-            if not any(frontiers.values()):
+            if not sum(sizes):
                 break
-            candidates: dict[int, list[_Hypothesis | None]] = {}  # per frontier hypothesis: it + word i
-            fresh: list[tuple[_Hypothesis, list[int]]] = []
-            for s, frontier in frontiers.items():
-                pieces, ids = words[s]
-                candidates[s] = []
-                for h in frontier:
-                    word = None
-                    if h.cc.open:  # inside the root: the word may come now
-                        word = _Hypothesis(h.tokens + pieces, h.types + (int(TokenType.T),) * len(pieces),
-                                           h.word_index + (i,) * len(pieces), h.logprob, h.cc.advance(
-                                               TokenType.T, pieces[0]), h.state, h.rows, h.next,
-                                           source=h.source)
-                        fresh.append((word, ids))
-                    candidates[s].append(word)
-            self._read_word(decoder, fresh)
             last = step == self.max_actions
-            selected = {s: self._select(frontier, candidates[s], last) for s, frontier in frontiers.items()}
-            for s, (_, kept) in selected.items():
-                completed[s] += kept
+            words = None
+            if i or step:  # inside the root (only the start, before word 0, is not): the word may come now
+                words = self._complete(decoder, frontier, sizes, word, i)
+            children, kept, sizes = self.select(frontier, sizes, words, last)
+            if kept is not None:
+                steps.append(kept)
             if last:
                 break
-            frontiers = {s: children for s, (children, _) in selected.items()}
-            self._feed_actions(decoder, [h for children in frontiers.values() for h in children])
-        return completed
+            frontier = self._feed_actions(decoder, children)
+        if not steps:
+            return frontier.select(frontier.sentence[:0]), [0] * len(sizes)
+        tables = Hypotheses.cat([table for table, _ in steps])
+        counts = np.array([c for _, c in steps])  # [steps, groups]
+        offsets = np.concatenate([[0], np.cumsum(counts.sum(1))[:-1]])
+        starts = offsets[:, None] + np.cumsum(counts, 1) - counts
+        order = np.concatenate([np.arange(starts[t, g], starts[t, g] + counts[t, g])
+                                for g in range(counts.shape[1]) for t in range(counts.shape[0])]
+                               + [np.zeros(0, dtype=np.int64)])
+        return tables.select(torch.from_numpy(order.astype(np.int64)).to(device)), counts.sum(0).tolist()
 
-    def _read_word(self, decoder: Decoder, fresh: list[tuple[_Hypothesis, list[int]]]) -> None:
-        """Add the word's log-prob (its pieces' ids given) to each new completion; the pieces before the
-        last are fed now, the last one pends until the hypothesis needs it."""
-        if fresh:
-            first = _next_values([h for h, _ in fresh], [ids[0] for _, ids in fresh])
-            for (h, _), value in zip(fresh, first):
-                h.logprob += value
-        for k in range(1, max((len(ids) for _, ids in fresh), default=0)):
-            more = [(h, ids) for h, ids in fresh if len(ids) > k]
-            self._feed(decoder, [h for h, _ in more], [ids[k - 1] for _, ids in more],
-                       [int(TokenType.T)] * len(more))
-            for h, ids in more:
-                h.logprob += float(h.next[ids[k]])
-        for h, ids in fresh:
-            h.pending, h.next, h.source = ids[-1], None, None
+    def _complete(self, decoder: Decoder, frontier: Hypotheses, sizes: list[int], word: list[list[int]],
+                  i: int) -> Hypotheses:
+        """Each frontier row followed by its group's word: its pieces' log-prob added, all but the last fed
+        (the last pends), the ``cc`` state advanced."""
+        device = self.model.device
+        longest = max(len(p) for p in word)
+        ids = torch.tensor([p + [p[-1]] * (longest - len(p)) for p in word], device=device)
+        ids = ids[torch.from_numpy(np.repeat(np.arange(len(sizes)), sizes)).to(device)]  # [H, longest]
+        out = frontier.select(torch.arange(len(frontier), device=device)).grown(longest)
+        out.logprob += frontier.next.gather(1, ids[:, :1])[:, 0].double()
+        everyone = torch.arange(len(out), device=device)
+        out.append(everyone, ids[:, 0], torch.full_like(everyone, i))
+        for k in range(1, longest):
+            rows = torch.from_numpy(ranges(sizes, [len(p) > k for p in word])).to(device)
+            logprobs = decoder.feed(out, rows, ids[rows, k - 1], self._terminal(rows))
+            out.logprob[rows] += logprobs.gather(1, ids[rows, k : k + 1])[:, 0].double()
+            out.append(rows, ids[rows, k], torch.full_like(rows, i))
+        last = torch.tensor([len(p) - 1 for p in word], device=device)[
+            torch.from_numpy(np.repeat(np.arange(len(sizes)), sizes)).to(device)]
+        out.pending = ids.gather(1, last[:, None])[:, 0]
+        out.cc_empty.zero_()
+        return out
 
-    def _select(self, frontier: list[_Hypothesis], words: list[_Hypothesis | None], last: bool
-                ) -> tuple[list[_Hypothesis], list[_Hypothesis]]:
-        """One action step of one sentence: (the next frontier, not fed yet; the completions kept).
+    def select(self, frontier: Hypotheses, sizes: list[int], words: Hypotheses | None, last: bool
+               ) -> tuple[Hypotheses, tuple[Hypotheses, list[int]] | None, list[int]]:
+        """One action step of each group (sentence): (the next frontier, not fed; the completions kept and
+        their counts, None without completions; the next frontier's counts).
 
         ``fast_track=None``: every completion is kept and the best ``beam`` nonterminal extensions form the
         frontier. Otherwise (Stern et al. 2017) completions and nonterminal extensions compete for the
@@ -335,125 +281,125 @@ class BeamScorer:
         completions are kept whatever their rank. Ties: frontier order, a hypothesis's completion before its
         extensions, extensions in vocabulary order. At the last step only completions remain.
         """
-        if not frontier:
-            return [], []
-        rows = _next_rows(frontier)
-        scores = rows[:, self.nonterminal_index.to(rows.device)].double().cpu()
-        scores += torch.tensor([h.logprob for h in frontier], dtype=torch.float64)[:, None]
-        allowed = np.zeros(scores.shape, dtype=bool)
-        if not last:
-            allowed[:] = self.opening_columns
-            for b, h in enumerate(frontier):
-                if h.cc.can_close and len(h.cc.open) > 1:  # never the root while words remain
-                    allowed[b, self.column[self.masks.closing_id(h.cc.open[-1])]] = True
-        scores = scores.masked_fill(~torch.from_numpy(allowed), float("-inf"))
+        device = self.model.device
+        columns = len(self.nonterminal_ids)
+        scores = frontier.next[:, self.nonterminal_ids].double() + frontier.logprob[:, None]
+        top = frontier.cc_close.gather(1, (frontier.cc_open - 1).clamp(min=0)[:, None])[:, 0]
+        closable = (frontier.cc_empty == 0) & (frontier.cc_open > 1)  # never the root while words remain
+        allowed = self.opening_columns[None, :] & torch.ones_like(closable)[:, None]
+        allowed = allowed | ((torch.arange(columns, device=device) == self.column[top][:, None])
+                             & closable[:, None])
+        scores = scores.masked_fill(~allowed | last, float("-inf"))
         if self.fast_track is None:
-            kept = [w for w in words if w is not None]
-            return self._children(frontier, scores, self.beam), kept
-        word_scores = torch.tensor([float("-inf") if w is None else w.logprob for w in words],
-                                   dtype=torch.float64)
-        joint = torch.cat([word_scores[:, None], scores], dim=1)
-        best = beams.best(joint.flatten(), self.beam)
-        width = joint.shape[1]
-        kept_rows = {index // width for index in best if index % width == 0}
-        kept_rows.update(beams.best(word_scores, self.fast_track))
-        extensions = [(index // width, index % width - 1) for index in best if index % width]
-        return self._make_children(frontier, extensions, scores), [words[b] for b in sorted(kept_rows)]
+            keep = None
+            if last:
+                keep = [0] * len(sizes)
+            elif all(n == 0 or n * self.openings >= self.beam for n in sizes):
+                keep = [min(self.beam, n * columns) for n in sizes]
+            best, counts = group_best(scores.flatten(), [n * columns for n in sizes], keep, self.beam)
+            kept = None if words is None else (words, list(sizes))
+            parents, chosen = best // columns, best % columns
+        else:
+            word_scores = (torch.full_like(frontier.logprob, float("-inf")) if words is None
+                           else words.logprob)
+            width = columns + 1
+            joint = torch.cat([word_scores[:, None], scores], dim=1)
+            best, _ = group_best(joint.flatten(), [n * width for n in sizes], None, self.beam)
+            group = torch.from_numpy(np.repeat(np.arange(len(sizes)), sizes)).to(device)
+            winners = torch.zeros(len(frontier), dtype=torch.bool, device=device)
+            winners[best[best % width == 0] // width] = True
+            winners[group_best(word_scores, sizes, None, self.fast_track)[0]] = True
+            kept_counts = torch.zeros(len(sizes), dtype=torch.long, device=device).index_add_(
+                0, group, winners.long()).tolist()
+            kept = None if words is None else (words.select(winners.nonzero()[:, 0]), kept_counts)
+            best = best[best % width != 0]
+            parents, chosen = best // width, best % width - 1
+            counts = torch.zeros(len(sizes), dtype=torch.long, device=device).index_add_(
+                0, group[parents], torch.ones_like(parents)).tolist()
+        return self._extend(frontier, parents, chosen, scores[parents, chosen]), kept, counts
 
-    def _children(self, frontier: list[_Hypothesis], scores: torch.Tensor, count: int) -> list[_Hypothesis]:
-        width = scores.shape[1]
-        best = beams.best(scores.flatten(), count)
-        return self._make_children(frontier, [divmod(index, width) for index in best], scores)
+    def _extend(self, frontier: Hypotheses, parents: Tensor, chosen: Tensor, values: Tensor) -> Hypotheses:
+        """The rows ``frontier[parents]`` + nonterminal column ``chosen``, scored ``values`` (not fed)."""
+        out = frontier.select(parents).grown(2)
+        out.logprob = values
+        action = self.nonterminal_ids[chosen]
+        everyone = torch.arange(len(out), device=out.sentence.device)
+        out.append(everyone, action, torch.full_like(everyone, -1))
+        opening = self.opening_columns[chosen]
+        slot = out.cc_open[:, None]
+        out.cc_close = out.cc_close.scatter(1, slot, torch.where(opening[:, None], self.closing[action][:, None],
+                                                                 out.cc_close.gather(1, slot)))
+        out.cc_open += torch.where(opening, 1, -1)
+        out.cc_empty = torch.where(opening, out.cc_empty + 1, 0)
+        out.pending = action
+        return out
 
-    def _make_children(self, frontier: list[_Hypothesis], extensions: list[tuple[int, int]],
-                       scores: torch.Tensor) -> list[_Hypothesis]:
-        """The hypotheses ``frontier[b]`` + nonterminal column c, for each (b, c), scored by ``scores``."""
-        children = []
-        for b, c in extensions:
-            h, action = frontier[b], int(self.nonterminal_ids[c])
-            token, ttype = self.model.vocab.tokens[action], int(self.types[action])
-            children.append(_Hypothesis(h.tokens + (token,), h.types + (ttype,), h.word_index + (-1,),
-                                        float(scores[b, c]), h.cc.advance(ttype, token), h.state, h.rows,
-                                        pending=action))
-        return children
+    def _terminal(self, rows: Tensor) -> Tensor:
+        """The type of a terminal piece, for each of ``rows``."""
+        return torch.full_like(rows, int(TokenType.T))
 
-    def _feed_actions(self, decoder: Decoder, children: list[_Hypothesis]) -> None:
-        """Feed each new nonterminal, all in one step; a TG closing nonterminal is two tokens (COMPOSE CNT1,
-        then CNT2), fed together, nothing predicted after the first (its keys and values suffice)."""
-        if not children:
-            return
-        entries: list[tuple[_Hypothesis, int, int, bool]] = []  # hypothesis, token, type, predict
-        for h in children:
-            action, ttype = h.pending, int(self.types[h.pending])
-            if ttype == TokenType.CNT and not decoder.causal:
-                entries.append((h, action, int(TokenType.CNT), False))
-                ttype = int(TokenType.CNT2)
-            entries.append((h, action, ttype, True))
-            h.pending = -1
-        hypotheses, tokens, types, predict = (list(column) for column in zip(*entries))
-        self._feed(decoder, hypotheses, tokens, types, predict)
+    def _feed_pending(self, decoder: Decoder, h: Hypotheses) -> Hypotheses:
+        """Every row fed its pending token (``<s>`` or its word's last piece): the rows with ``next``."""
+        h = h.grown(1)
+        rows = torch.arange(len(h), device=h.sentence.device)
+        h.next = decoder.feed(h, rows, h.pending, self._terminal(rows))  # at position 0: SOS
+        h.pending = torch.full_like(h.pending, -1)
+        return h
 
-    def _feed_pending(self, decoder: Decoder, hypotheses: list[_Hypothesis]) -> None:
-        """Feed the pending last piece of each hypothesis's word (those with one: corrected word probabilities
-        feed every completion's at once)."""
-        hypotheses = [h for h in hypotheses if h.pending >= 0]
-        if hypotheses:
-            self._feed(decoder, hypotheses, [h.pending for h in hypotheses], [int(TokenType.T)] * len(hypotheses))
-            for h in hypotheses:
-                h.pending = -1
+    def _feed_actions(self, decoder: Decoder, h: Hypotheses) -> Hypotheses:
+        """Every row fed its new nonterminal (pending), all in one step; a TG closing nonterminal is two
+        tokens (COMPOSE CNT1, then CNT2), fed together, nothing predicted after the first."""
+        if not len(h):
+            return h
+        rows = torch.arange(len(h), device=h.sentence.device)
+        twice = None if decoder.causal else self.column_closing[self.column[h.pending]]
+        h.next = decoder.feed(h, rows, h.pending, None, twice)
+        h.pending = torch.full_like(h.pending, -1)
+        return h
 
-    @staticmethod
-    def _feed(decoder: Decoder, hypotheses: list[_Hypothesis], tokens: list[int], types: list[int],
-              predict: list[bool] | None = None) -> None:
-        """``Decoder.feed`` for hypotheses (one may come several times in a row: its next tokens); each gets
-        the distribution after its last token fed (None if not predicted)."""
-        for h in hypotheses:
-            h.own()
-        logprobs = decoder.feed([h.state for h in hypotheses], [h.rows for h in hypotheses], tokens, types,
-                                predict)
-        k = 0
-        for b, h in enumerate(hypotheses):
-            if predict is None or predict[b]:
-                h.next, h.source = logprobs[k], (logprobs, k)
-                k += 1
-            else:
-                h.next, h.source = None, None
-
-    def _close(self, decoder: Decoder, groups: list[list[_Hypothesis]]) -> list[list[_Hypothesis]]:
-        """Each completed hypothesis with its open constituents closed (innermost first), all batched."""
-        hypotheses = [h for group in groups for h in group]
-        self._feed_pending(decoder, hypotheses)
+    def _close(self, decoder: Decoder, final: Hypotheses, counts: list[int],
+               sentences: list[Sequence[str]]) -> list[list[Final]]:
+        """Each completed hypothesis with its open constituents closed (innermost first), all batched; each
+        group's finished hypotheses."""
+        if self.boundary is None:
+            final = self._feed_pending(decoder, final)
+        for _ in range(int(final.cc_open.max()) if len(final) else 0):
+            rows = (final.cc_open > 0).nonzero()[:, 0]
+            top = final.cc_close[rows].gather(1, (final.cc_open[rows] - 1)[:, None])[:, 0]
+            final.logprob[rows] += final.next[rows].gather(1, top[:, None])[:, 0].double()
+            final = final.grown(2)
+            final.append(rows, top, torch.full_like(rows, -1))
+            final.cc_open[rows] -= 1
+            more = final.cc_open[rows] > 0
+            if bool(more.any()):
+                index = rows[more]
+                twice = None if decoder.causal else torch.ones_like(index, dtype=torch.bool)
+                final.next[index] = decoder.feed(final, index, top[more], None, twice)
         vocab = self.model.vocab
-        closings = [[self.masks.closing_id(label) for label in reversed(h.cc.open)] for h in hypotheses]
-        for k in range(max((len(c) for c in closings), default=0)):
-            closing = [(h, c[k]) for h, c in zip(hypotheses, closings) if k < len(c)]
-            values = _next_values([h for h, _ in closing], [a for _, a in closing])
-            for (h, _), value in zip(closing, values):
-                h.logprob += value
-            more = [(h, c[k]) for h, c in zip(hypotheses, closings) if k + 1 < len(c)]
-            for h, action in more:
-                h.pending = action
-            self._feed_actions(decoder, [h for h, _ in more])
-        for h, c in zip(hypotheses, closings):
-            tokens = tuple(vocab.tokens[a] for a in c)
-            h.tokens, h.types = h.tokens + tokens, h.types + (int(TokenType.CNT),) * len(c)
-            h.word_index = h.word_index + (-1,) * len(c)
+        actions, words = final.actions.tolist(), final.words.tolist()
+        lengths, logprobs = final.n_actions.tolist(), final.logprob.tolist()
         out, k = [], 0
-        for group in groups:
-            out.append(hypotheses[k : k + len(group)])
-            k += len(group)
+        for n in counts:
+            group = []
+            for r in range(k, k + n):
+                ids, index = actions[r][: lengths[r]], tuple(words[r][: lengths[r]])
+                types = tuple(int(TokenType.SOS) if j == 0 else int(TokenType.T) if w >= 0 else int(self.types[a])
+                              for j, (a, w) in enumerate(zip(ids, index)))
+                group.append((tuple(vocab.tokens[a] for a in ids), types, index, logprobs[r]))
+            out.append(group)
+            k += n
         return out
 
     def _result(self, words: Sequence[str], prefix: np.ndarray, corrected: np.ndarray | None,
-                final: list[_Hypothesis]) -> SentenceScore:
-        scores = [h.logprob for h in final]
-        total = logsumexp(scores)
-        best = final[int(np.argmax(scores))]
+                final: list[Final]) -> SentenceScore:
+        scores = [logprob for *_, logprob in final]
+        total = float(torch.tensor(scores, dtype=torch.float64).logsumexp(0))
+        tokens, types, index, best_logprob = final[int(np.argmax(scores))]
         word_logprobs = np.diff(prefix, prepend=0.0) if corrected is None else np.diff(corrected)
         return SentenceScore(
             words=tuple(words), word_logprobs=tuple(float(v) for v in word_logprobs),
             total=total, end_logprob=total - float(prefix[-1]),
-            best_tree=to_bracketed(action_tree(best.tokens, best.types, best.word_index, words)),
+            best_tree=to_bracketed(action_tree(tokens, types, index, words)),
             unknown_words=sum(self.model.is_unknown(w) for w in words),
-            extra={"trees": len(final), "best_logprob": best.logprob},
+            extra={"trees": len(final), "best_logprob": best_logprob},
         )

@@ -1,29 +1,60 @@
-"""The attention of each next token of a growing TG or TXL sequence, as the chunked forward pass sees it.
+"""The attention of each next token of many growing TG or TXL sequences, as the chunked forward pass sees it.
 
 Incremental decoding (``TransformerXL.step``) must give every token exactly the keys and relative positions
-that ``segment`` + ``chunk_attention`` give it over the whole sequence: its attend list (``TGState`` for TG,
-every earlier position for the causal TXL) restricted to keys in its own chunk of L tokens or in that
-chunk's memory. The memory of chunk c is fixed when chunk c starts, from the prefix alone:
+that ``segment`` + ``chunk_attention`` give it over the whole sequence: its attend list (the TG rule of
+``encoding.TGState`` for TG, every earlier position for the causal TXL) restricted to keys in its own chunk of
+L tokens or in that chunk's memory. The memory of chunk c is fixed when chunk c starts, from the prefix alone:
 
 - ``plain`` (and every causal sequence, whose smart memory is the same thing): the positions of chunk c-1;
 - ``smart``: the TG stack after the last token of chunk c-1, keeping the items that were in chunk c-1 or in
   its memory, the newest M = L of them.
 
-``DecodingState`` is that rule one token at a time; ``copy`` branches it (beam search); ``live`` lists the
-positions a later token may still attend, so a decoder can drop the keys of all others.
+``DecodingRows`` holds that state for many sequences (beam hypotheses) as rows of tensors — each position's
+depth and memory flag, the TG stack (positions) and its open constituents (stack indices, the root first) —
+and ``AttentionRule.advance`` applies the rule to one token of each of some rows with tensor operations (no
+per-sequence Python); a branch is an ``index_select`` of the rows. ``AttentionRule.live`` marks the positions
+a later token may still attend, so a decoder can drop the keys of all others.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from lightning_modules.data.encodings.choe_charniak import TokenType
 from lightning_modules.data.encodings.example import RELPOS_MODES
 from lightning_modules.data.encodings.segmentation import MEMORY_MODES
-from lightning_modules.families.tg.encoding import TGState
 
 
-class DecodingState:
-    """Keys (absolute positions, ascending), raw relative positions and COMPOSE flag of each next token."""
+@dataclass
+class DecodingRows:
+    """Sequences being decoded, one row each; widths (positions P, stack S, open constituents O) are the
+    caller's to keep large enough (``AttentionRule.advance`` writes at column ``position``, ``stack_len`` and
+    ``open_len``)."""
 
-    __slots__ = ("rule", "relpos", "length", "smart", "memory", "position")
+    depths: Tensor  # [H, P] depth of each position
+    memory: Tensor  # [H, P] bool: held in the memory of the current chunk
+    position: Tensor  # [H] of the next token
+    stack: Tensor  # [H, S] TG stack (positions, ascending)
+    stack_len: Tensor  # [H]
+    open_at: Tensor  # [H, O] stack index of each open TG constituent (the root first)
+    open_len: Tensor  # [H]
+
+    @staticmethod
+    def empty(count: int, device: torch.device | str = "cpu") -> dict[str, Tensor]:
+        """The fields of ``count`` sequences before their first token (one column each)."""
+        def zeros(*shape: int) -> Tensor:
+            return torch.zeros(shape, dtype=torch.long, device=device)
+
+        return {"depths": zeros(count, 1), "memory": zeros(count, 1).bool(), "position": zeros(count),
+                "stack": zeros(count, 1), "stack_len": zeros(count), "open_at": zeros(count, 1),
+                "open_len": zeros(count)}
+
+
+class AttentionRule:
+    """The attend lists of a model's sequences: TG (``causal`` False) or TXL, its relpos, chunk and memory."""
 
     def __init__(self, causal: bool, relpos: str, length: int, memory: str = "smart"):
         if relpos not in RELPOS_MODES:
@@ -32,54 +63,77 @@ class DecodingState:
             raise ValueError(f"memory must be one of {MEMORY_MODES}, not {memory!r}")
         if length < 1:
             raise ValueError(f"segment length must be positive, not {length}")
-        self.rule = None if causal else TGState(relpos)
-        self.relpos = relpos
-        self.length = length
+        self.causal, self.relpos, self.length = causal, relpos, length
         self.smart = memory == "smart" and not causal
-        self.memory: frozenset[int] = frozenset()  # positions held in the memory of the current chunk
-        self.position = 0  # of the next token
 
-    def copy(self) -> DecodingState:
-        state = DecodingState.__new__(DecodingState)
-        state.rule = None if self.rule is None else self.rule.copy()
-        state.relpos, state.length, state.smart = self.relpos, self.length, self.smart
-        state.memory, state.position = self.memory, self.position
-        return state
-
-    def step(self, ttype: int) -> tuple[list[int], list[int], bool]:
-        """Advance over the next token (its ``TokenType``): (keys, raw relpos, compose)."""
-        pos, size = self.position, self.length
+    def advance(self, h: DecodingRows, index: Tensor, ttype: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Advance rows ``index`` (distinct) over one token each, of ``TokenType`` ``ttype`` (the first token
+        of a sequence is its root whatever its type): (key positions [n, W] ascending, -1 padding among them;
+        raw relative positions [n, W]; COMPOSE [n])."""
+        pos = h.position[index]
+        size = self.length
         start = pos - pos % size
-        if pos and pos == start:
-            self.memory = self._next_memory(start)
-        if self.rule is None:
-            keys = list(range(max(0, start - size), pos + 1))
-            depth, depths, compose = 0, None, False
+        if self.causal:
+            first = (start - size).clamp(min=0)
+            keys = first[:, None] + torch.arange(min(h.depths.shape[1], 2 * size), device=pos.device)
+            keys = keys.masked_fill(keys > pos[:, None], -1)
+            rel = (pos[:, None] - keys) if self.relpos == "linear" else torch.zeros_like(keys)
+            h.position[index] = pos + 1
+            return keys, rel.masked_fill(keys < 0, 0), torch.zeros_like(pos, dtype=torch.bool)
+        stack, stack_len = h.stack[index], h.stack_len[index]
+        open_at, open_len = h.open_at[index], h.open_len[index]
+        depths, memory = h.depths[index], h.memory[index]
+        slots = torch.arange(stack.shape[1], device=pos.device)
+        in_stack = slots < stack_len[:, None]
+        new_chunk = (pos > 0) & (pos == start)
+        if self.smart:  # the stack's items from the last chunk or its memory, the newest L of them
+            keep = in_stack & ((stack >= (start - size)[:, None]) | memory.gather(1, stack))
+            keep &= keep.flip(1).cumsum(1).flip(1) <= size
+            fresh = scatter_true(memory.shape, stack, keep)
         else:
-            keys, depth, compose = self.rule.advance(ttype)
-            if start:
-                memory = self.memory
-                keys = [k for k in keys if k >= start or k in memory]
-            depths = self.rule.depths
-        self.position = pos + 1
+            columns = torch.arange(memory.shape[1], device=pos.device)
+            fresh = (columns >= (start - size)[:, None]) & (columns < start[:, None])
+        memory = torch.where(new_chunk[:, None], fresh, memory)
+        compose = (ttype == TokenType.CNT) & (pos > 0)
+        top = open_at.gather(1, (open_len - 1).clamp(min=0)[:, None])[:, 0]  # innermost open constituent
+        valid = in_stack & (slots >= torch.where(compose, top, 0)[:, None])
+        valid &= (start[:, None] == 0) | (stack >= start[:, None]) | memory.gather(1, stack)
+        depth = torch.where(compose, depths.gather(1, stack.gather(1, top[:, None]))[:, 0], open_len)
+        keys = torch.cat([stack.masked_fill(~valid, -1), pos[:, None]], dim=1)
         if self.relpos == "depth":
-            return keys, [depth - depths[k] for k in keys], compose
-        if self.relpos == "linear":
-            return keys, [pos - k for k in keys], compose
-        return keys, [0] * len(keys), compose
+            rel = depth[:, None] - depths.gather(1, keys.clamp(min=0))
+            rel[:, -1] = 0
+        elif self.relpos == "linear":
+            rel = pos[:, None] - keys
+        else:
+            rel = torch.zeros_like(keys)
+        # the state after the token: COMPOSE pops the constituent and pushes itself; STACK pushes itself
+        # (not CNT2), an opening one (or the root) also opens a constituent
+        depths = depths.scatter(1, pos[:, None], depth[:, None])
+        pushes = ttype != TokenType.CNT2
+        slot = torch.where(compose, top, stack_len)
+        stack = torch.where(pushes[:, None] & (slots == slot[:, None]), pos[:, None], stack)
+        opens = ((ttype == TokenType.ONT) | (pos == 0)) & ~compose
+        open_slots = torch.arange(open_at.shape[1], device=pos.device)
+        open_at = torch.where(opens[:, None] & (open_slots == open_len[:, None]), stack_len[:, None], open_at)
+        h.open_len[index] = open_len + opens.long() - compose.long()
+        h.stack_len[index] = torch.where(compose, top + 1, stack_len + pushes.long())
+        h.stack[index], h.open_at[index], h.depths[index], h.memory[index] = stack, open_at, depths, memory
+        h.position[index] = pos + 1
+        return keys, rel.masked_fill(keys < 0, 0), compose
 
-    def _next_memory(self, start: int) -> frozenset[int]:
-        """The memory of the chunk starting at ``start`` (see the module docstring)."""
-        if not self.smart:
-            return frozenset(range(start - self.length, start))
-        previous, memory = start - self.length, self.memory
-        kept = [k for k in self.rule.stack if k >= previous or k in memory]
-        return frozenset(kept[-self.length:])
+    def live(self, h: DecodingRows) -> Tensor:
+        """[H, P] bool: the positions a later token of each row may still attend (a superset)."""
+        columns = torch.arange(h.depths.shape[1], device=h.depths.device)
+        if self.causal:
+            start = h.position - h.position % self.length
+            return (columns >= (start - self.length)[:, None]) & (columns < h.position[:, None])
+        slots = torch.arange(h.stack.shape[1], device=h.stack.device)
+        return h.memory | scatter_true(h.memory.shape, h.stack, slots < h.stack_len[:, None])
 
-    def live(self) -> list[int]:
-        """Positions that a later token may still attend (a superset; ascending for causal sequences)."""
-        pos, size = self.position, self.length
-        start = pos - pos % size
-        if self.rule is None:
-            return list(range(max(0, start - size), pos))
-        return sorted(set(self.rule.stack) | self.memory)
+
+def scatter_true(shape: torch.Size, index: Tensor, flags: Tensor) -> Tensor:
+    """A bool tensor of ``shape`` true at columns ``index`` [n, k] where ``flags`` [n, k]."""
+    out = torch.zeros((shape[0], shape[1] + 1), dtype=torch.bool, device=index.device)
+    out.scatter_(1, torch.where(flags, index, shape[1]), True)
+    return out[:, : shape[1]]

@@ -1,12 +1,14 @@
-"""The KV-cached decoder and word-synchronous beam of TG and TXL (trees).
+"""The decoder over tensor rows and the word-synchronous beam of TG and TXL (trees).
 
-1. ``Decoder.feed`` (``TransformerXL.step`` over a ``KeyValuePool``, attention from ``DecodingState``) gives
-   the full forward pass's next-token distribution (1e-5) at every position of random trees and documents,
-   sentence and document level, smart and plain memory, short chunks (memory in use), clipped relpos, two
-   attention functions — with many sequences decoded in one batch, a branch sharing its prefix's rows, and
-   the pool compacted midway, and with two tokens of each sequence fed in one step.
-2. ``BeamScorer`` (cached) returns the numbers of ``ReencodingBeamScorer`` (today's re-encoding beam) at the
-   same settings on PTB-sample sentences, for TG and TXL (trees), words and SentencePiece terminals.
+1. ``Decoder.feed`` (``TransformerXL.step`` over a ``KeyValuePool``, attention from ``AttentionRule`` over
+   ``Hypotheses`` rows) gives the full forward pass's next-token distribution (1e-5) at every position of
+   random trees and documents, sentence and document level, smart and plain memory, short chunks (memory in
+   use), clipped relpos, two attention functions — with many sequences decoded in one batch, a branch
+   sharing its prefix's rows, and the pool compacted midway, and with a closing's two tokens in one step.
+2. ``BeamScorer`` (tensor rows) returns the numbers of ``ReencodingBeamScorer`` (the re-encoding beam) at the
+   same settings on PTB-sample sentences, for TG and TXL (trees), words and SentencePiece terminals, and on
+   sentences longer than the segment (memory, both modes); its numbers do not depend on how sentences are
+   batched (also under ``word_prob="corrected"``).
 3. ``UnionScorer`` pools the beam's final trees with proposals, each distinct tree once.
 """
 
@@ -20,14 +22,15 @@ from hypothesis import strategies as st
 
 from experiments.evaluate.scorer import Convention
 from experiments.evaluate.scorers.tree_marginal import TreeScorer, UnionScorer
-from experiments.families.tg.beam import BeamScorer, Decoder, _Hypothesis
+from experiments.families.tg.beam import BeamScorer
+from experiments.families.tg.hypotheses import Decoder, Hypotheses
 from experiments.families.tg.reference_beam import ReencodingBeamScorer
 from experiments.families.tg.scorers import TGModel
 from lightning_modules.data import treebank_sequences
 from lightning_modules.data.corpora import Document
+from lightning_modules.data.encodings.choe_charniak import TokenType
 from lightning_modules.data.tree import Tree, clean, drop_pos_tags, read_bracketed
 from lightning_modules.families.tg import data as tg_data
-from lightning_modules.families.tg.cc_constraints import CCState
 from lightning_modules.models.txl_lm import build
 from lightning_modules.numeric import logsumexp
 from tests.tolerances import FLOAT32, close32
@@ -74,43 +77,51 @@ def full_forward(model: TGModel, example) -> torch.Tensor:
     return torch.cat(logits, 1)[0, : len(example)].float().log_softmax(-1)
 
 
-def check_decoder(model: TGModel, examples: list, compact_at: int = 9, together: int = 1) -> None:
-    """Decode all examples in one batch per step (plus a branch of the first) against the full pass; each
-    step feeds each sequence its next ``together`` tokens (a TG closing's two tokens are fed so)."""
+def check_decoder(model: TGModel, examples: list, compact_at: int = 9, together: bool = False,
+                  read_widths: bool = True) -> None:
+    """Decode all examples as rows of one ``Hypotheses``, one batched step per token (plus a branch of the
+    first, sharing its rows), against the full pass; with ``together`` a TG closing's two tokens (COMPOSE,
+    then STACK) are fed in one step, as the beam feeds them; ``read_widths`` False: keys as wide as the
+    host's bounds (as on an accelerator)."""
     expected = [full_forward(model, e) for e in examples]
     decoder = Decoder(model, capacity=4, slack=-(10**9))  # grows while decoding; compacts when asked
-    hyps = [_Hypothesis((), (), (), 0.0, CCState(), decoder.start(), [], shared=False) for _ in examples]
-    branch, branch_at = None, len(examples[0]) // 2 // together * together
-    for i in range(0, max(len(e) for e in examples), together):
-        if i == branch_at:  # a hypothesis branching off example 0 here shares its rows, copies nothing else
-            branch = _Hypothesis((), (), (), 0.0, CCState(), hyps[0].state, hyps[0].rows)
-        live = [k for k, e in enumerate(examples) if i < len(e)]
-        batch = [hyps[k] for k in live] + ([branch] if branch is not None and i < len(examples[0]) else [])
-        sources = live + ([0] if len(batch) > len(live) else [])
-        entries = [(h, k, j) for h, k in zip(batch, sources) for j in range(i, min(i + together, len(examples[k])))]
-        tokens = [int(examples[k].tokens[j]) for _, k, j in entries]
-        types = [int(examples[k].types[j]) for _, k, j in entries]
-        last = [j + 1 == min(i + together, len(examples[k])) for _, k, j in entries]
-        BeamScorer._feed(decoder, [h for h, _, _ in entries], tokens, types, None if together == 1 else last)
-        for h, k in zip(batch, sources):
-            j = min(i + together, len(examples[k])) - 1
-            assert torch.allclose(h.next, expected[k][j], **FLOAT32), (k, j)
-        if i // together == compact_at // together:  # drop every row no hypothesis can attend any more
-            everyone = hyps + ([branch] if branch is not None else [])
-            live = {h.rows[p] for h in everyone for p in h.state.live()}
-            decoder.compact(everyone)
-            assert decoder.pool.size == len(live)
+    decoder.read_widths = read_widths
+    h = Hypotheses.start(len(examples), 0, "cpu")
+    sources, done = list(range(len(examples))), [0] * len(examples)  # each row's example, tokens fed
+    branch_at, step = len(examples[0]) // 2, 0
+    while True:
+        if len(sources) == len(examples) and done[0] >= branch_at:  # a branch copies rows, not keys
+            h = Hypotheses.cat([h, h.select(torch.tensor([0]))])
+            sources.append(0)
+            done.append(done[0])
+        live = [r for r, k in enumerate(sources) if done[r] < len(examples[k])]
+        if not live:
+            break
+        entries = [(examples[sources[r]], done[r]) for r in live]
+        twice = [together and j + 1 < len(e) and int(e.types[j + 1]) == TokenType.CNT2 for e, j in entries]
+        h = h.grown(2)
+        out = decoder.feed(h, torch.tensor(live), torch.tensor([int(e.tokens[j]) for e, j in entries]),
+                           torch.tensor([int(e.types[j]) for e, j in entries]),
+                           torch.tensor(twice) if together else None)
+        for row, r, two in zip(out, live, twice):
+            done[r] += 1 + two
+            assert torch.allclose(row, expected[sources[r]][done[r] - 1], **FLOAT32), (sources[r], done[r])
+        step += 1
+        if step == compact_at:  # drop every row no hypothesis can attend any more; decoding goes on the same
+            decoder.compact(h)  # every row kept is one some position still refers to, and only those
+            assert decoder.pool.size == len(torch.unique(h.rows[h.rows >= 0]))
 
 
 @settings(max_examples=12, deadline=None)
 @given(trees=st.lists(TREES, min_size=2, max_size=4), family=st.sampled_from(["tg", "txl-trees"]),
        memory=st.sampled_from(["smart", "plain"]), length=st.sampled_from([3, 4, 7]),
-       together=st.sampled_from([1, 2]))
-def test_decoder_equals_the_full_forward_on_random_trees(trees, family, memory, length, together):
-    """Also with two tokens of each sequence in one step (the later attends the earlier)."""
+       together=st.booleans(), read_widths=st.booleans())
+def test_decoder_equals_the_full_forward_on_random_trees(trees, family, memory, length, together, read_widths):
+    """Also with a closing's two tokens in one step (the STACK token attends its COMPOSE copy), and with keys
+    as wide as the host's bounds."""
     model = make_model(family, VOCAB_TREES + trees, memory=memory, segment_length=length, max_rel=3,
                        double=True)
-    check_decoder(model, [model.encode_tree(t) for t in trees], together=together)
+    check_decoder(model, [model.encode_tree(t) for t in trees], together=together, read_widths=read_widths)
 
 
 @settings(max_examples=6, deadline=None)
@@ -123,9 +134,9 @@ def test_decoder_equals_the_full_forward_on_random_documents(docs, family):
     check_decoder(model, [model.encode(linearise(d)) for d in docs])
 
 
-@pytest.mark.parametrize("variant, together", [({"use_different_attn_fns": True}, 1),
-                                               ({"use_different_attn_fns": True}, 2), ({"relpos": "none"}, 1),
-                                               ({"relpos": "linear", "min_rel": -8, "max_rel": 9}, 2)])
+@pytest.mark.parametrize("variant, together", [({"use_different_attn_fns": True}, False),
+                                               ({"use_different_attn_fns": True}, True), ({"relpos": "none"}, False),
+                                               ({"relpos": "linear", "min_rel": -8, "max_rel": 9}, True)])
 def test_decoder_variants(variant, together):
     rng = np.random.default_rng(0)
     trees = [Tree("S", (Tree("NP", tuple(rng.choice(WORDS, 2))), Tree("VP", (str(rng.choice(WORDS)),
@@ -151,7 +162,12 @@ def test_beam_equals_the_reencoding_beam_on_ptb_sentences(ptb_trees, family, ter
     beam, word_beam, max_actions = settings_
     reference = ReencodingBeamScorer(model, beam, word_beam, max_actions).score(sentences)
     cached = BeamScorer(model, beam, word_beam, max_actions, batch_size=3).score(sentences)
-    for ref, got in zip(reference, cached, strict=True):
+    assert_same_scores(reference, cached)
+
+
+def assert_same_scores(reference: list, scores: list) -> None:
+    """Equal words, values (float32), best trees and tree counts, sentence by sentence."""
+    for ref, got in zip(reference, scores, strict=True):
         assert got.words == ref.words
         assert got.total == close32(ref.total)
         assert got.word_logprobs == close32(ref.word_logprobs, scale=abs(ref.total))
@@ -159,6 +175,26 @@ def test_beam_equals_the_reencoding_beam_on_ptb_sentences(ptb_trees, family, ter
         assert got.best_tree == ref.best_tree and got.extra["trees"] == ref.extra["trees"]
         assert got.extra["best_logprob"] == close32(ref.extra["best_logprob"])
         assert got.unknown_words == ref.unknown_words
+
+
+@pytest.mark.parametrize(("family", "memory"), [("tg", "smart"), ("tg", "plain"), ("txl-trees", "smart")])
+def test_beam_equals_the_reencoding_beam_past_the_segment(ptb_trees, family, memory):
+    """Sentences of up to 14 words (~60 tokens) with 6-token segments: most keys come from the memory;
+    sentences of different lengths share a batch (the shorter ones end while the others go on)."""
+    model = make_model(family, ptb_trees, memory=memory, segment_length=6)
+    sentences = [t.leaves() for t in ptb_trees if 3 <= len(t.leaves()) <= 14][:4]
+    assert max(map(len, sentences)) > 10
+    reference = ReencodingBeamScorer(model, 5, 2, 3).score(sentences)
+    assert_same_scores(reference, BeamScorer(model, 5, 2, 3, batch_size=4).score(sentences))
+
+
+@pytest.mark.parametrize(("terminals", "word_prob"), [("words", "sum-pieces"), ("sentencepiece", "corrected")])
+def test_beam_does_not_depend_on_the_batch(ptb_trees, terminals, word_prob):
+    model = make_model("tg", ptb_trees, segment_length=16, terminals=terminals)
+    sentences = [t.leaves() for t in ptb_trees if 3 <= len(t.leaves()) <= 10][:5]
+    alone = BeamScorer(model, 6, 3, 3, batch_size=1, word_prob=word_prob).score(sentences)
+    together = BeamScorer(model, 6, 3, 3, batch_size=5, word_prob=word_prob).score(sentences)
+    assert_same_scores(alone, together)
 
 
 # -- fast-track (Stern et al. 2017) ---------------------------------------------------------------------------
@@ -177,33 +213,41 @@ def test_fast_track_selection_rule():
     """Completions compete with extensions for the beam; the best ``fast_track`` completions are kept anyway."""
     model = make_model("tg", VOCAB_TREES, segment_length=8)
     scorer = BeamScorer(model, beam=3, word_beam=2, max_actions=4, fast_track=1)
-    state = CCState(("S", "NP"), 0, True)  # NP may close (not the root)
-    close_col = scorer.column[scorer.masks.closing_id("NP")]
+    close_col = int(scorer.column[scorer.masks.closing_id("NP")])
 
-    def hyp(logprob, column_scores):
-        next_ = torch.full((len(model.vocab),), -50.0)
-        for c, v in column_scores.items():
-            next_[int(scorer.nonterminal_ids[c])] = v
-        return _Hypothesis((), (), (), logprob, state, None, [], next=next_)
+    def rows(logprobs, column_scores=None):  # hypotheses inside (S (NP ...: NP may close (not the root)
+        h = Hypotheses.start(len(logprobs), 0, "cpu").grown(2)
+        h.cc_close[:, :2] = torch.tensor([scorer.masks.closing_id("S"), scorer.masks.closing_id("NP")])
+        h.cc_open[:] = 2
+        h.logprob = torch.tensor(logprobs, dtype=torch.float64)
+        h.next = torch.full((len(logprobs), len(model.vocab)), -50.0)
+        for b, scores in enumerate(column_scores or []):
+            for c, v in scores.items():
+                h.next[b, int(scorer.nonterminal_ids[c])] = v
+        return h
 
-    frontier = [hyp(-1.0, {0: -0.5, close_col: -0.2}), hyp(-2.0, {0: -0.1}), hyp(-1.5, {})]
-    words = [hyp(-4.0, {}), hyp(-2.2, {}), hyp(-3.0, {})]  # completions: -4.0, -2.2, -3.0
-    children, kept = scorer._select(frontier, words, last=False)
+    frontier = rows([-1.0, -2.0, -1.5], [{0: -0.5, close_col: -0.2}, {0: -0.1}, {}])
+    words = rows([-4.0, -2.2, -3.0])  # the completions of the frontier's rows
+
+    def step(last=False):
+        children, (kept, counts), sizes = scorer.select(frontier, [3], words, last)
+        assert counts == [len(kept)] and sizes == [len(children)]
+        return [round(v, 6) for v in children.logprob.tolist()], kept.logprob.tolist()
+
     # joint ranking: close NP from 0 (-1.2), open col 0 from 0 (-1.5), word of 1 (-2.2), col 0 of 1 (-2.1) ...
-    assert [round(h.logprob, 6) for h in children] == [-1.2, -1.5, -2.1]
-    assert kept == [words[1]]  # no completion made the beam; the best one is fast-tracked
+    children, kept = step()
+    assert children == [-1.2, -1.5, -2.1]
+    assert kept == [-2.2]  # no completion made the beam; the best one is fast-tracked
     scorer.fast_track = 0
-    _, kept = scorer._select(frontier, words, last=False)
-    assert kept == []
+    assert step()[1] == []
     scorer.fast_track = 2
-    _, kept = scorer._select(frontier, words, last=False)
-    assert kept == [words[1], words[2]]
+    assert step()[1] == [-2.2, -3.0]
     scorer.beam = 5  # -1.2, -1.5, -2.1, -2.2 (word of 1), -3.0 (word of 2) ... in the beam
     scorer.fast_track = 0
-    children, kept = scorer._select(frontier, words, last=False)
-    assert kept == [words[1], words[2]] and len(children) == 3
-    children, kept = scorer._select(frontier, words, last=True)  # only completions remain
-    assert children == [] and kept == words  # kept in frontier order
+    children, kept = step()
+    assert kept == [-2.2, -3.0] and len(children) == 3
+    children, kept = step(last=True)  # only completions remain
+    assert children == [] and kept == [-4.0, -2.2, -3.0]  # kept in frontier order
 
 
 # -- the union of the beam's trees and proposals ----------------------------------------------------------------

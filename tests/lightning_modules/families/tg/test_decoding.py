@@ -1,4 +1,5 @@
-"""``DecodingState``: token by token, exactly the attention ``segment`` + ``chunk_attention`` give each query.
+"""``AttentionRule`` over ``DecodingRows``: token by token, exactly the attention ``segment`` +
+``chunk_attention`` give each query.
 
 Checked on every PTB-sample tree and on random trees and documents (hypothesis), TG (depth, linear and no
 relpos) and the causal TXL, both memory modes, chunk lengths that cut the sequences in many places.
@@ -6,8 +7,8 @@ relpos) and the causal TXL, both memory modes, chunk lengths that cut the sequen
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
+import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -16,7 +17,7 @@ from lightning_modules.data.encodings.segmentation import chunk_attention, segme
 from lightning_modules.data.tree import Tree, clean, drop_pos_tags, read_bracketed
 from lightning_modules.families.tg import encoding as tg
 from lightning_modules.families.tg import txl_encoding as txl
-from lightning_modules.families.tg.decoding import DecodingState
+from lightning_modules.families.tg.decoding import AttentionRule, DecodingRows
 
 LABELS = st.sampled_from(["S", "NP", "VP", "PP"])
 WORDS = st.sampled_from(["the", "cat", "sat", "on", "a", "mat"])
@@ -43,20 +44,26 @@ def expected_attention(example, length: int, memory: str) -> list[tuple[list[int
 
 
 def check(example, causal: bool, length: int, memory: str) -> None:
+    """Every row advanced over the example's tokens gives each token the chunked pass's keys and relpos;
+    rows copied midway (beam branches) go on giving the same answers as the original."""
     expected = expected_attention(example, length, memory)
-    state = DecodingState(causal, example.relpos, length, memory)
-    branches = []
+    rule = AttentionRule(causal, example.relpos, length, memory)
+    fields = DecodingRows.empty(1)
+    width = len(example) + 1
+    rows = DecodingRows(**{name: torch.nn.functional.pad(t, (0, width - 1)) if t.dim() == 2 else t
+                           for name, t in fields.items()})
     for i, ttype in enumerate(example.types.tolist()):
-        if i % 5 == 2:  # a branch taken here and advanced like the original gives the same answers
-            branches.append(state.copy())
-        keys, relpos, compose = state.step(ttype)
-        for branch in branches:
-            assert branch.step(ttype) == (keys, relpos, compose)
-        order = np.argsort(keys, kind="stable")
-        assert [keys[j] for j in order] == expected[i][0], (i, keys, expected[i][0])
-        assert [relpos[j] for j in order] == expected[i][1]
-        assert compose == bool(example.compose[i])
-        later = set(state.live())  # every key a later token attends is live now
+        if i % 5 == 2:  # a branch taken here: a copy of row 0
+            rows = DecodingRows(**{name: torch.cat([getattr(rows, name), getattr(rows, name)[:1]])
+                                   for name in fields})
+        everyone = torch.arange(len(rows.position))
+        keys, relpos, compose = rule.advance(rows, everyone, torch.full_like(everyone, ttype))
+        assert (keys == keys[:1]).all() and (relpos == relpos[:1]).all() and (compose == compose[:1]).all()
+        valid = keys[0] >= 0
+        assert keys[0][valid].tolist() == expected[i][0], (i, keys[0].tolist(), expected[i][0])
+        assert relpos[0][valid].tolist() == expected[i][1]
+        assert bool(compose[0]) == bool(example.compose[i])
+        later = set(torch.nonzero(rule.live(rows)[0])[:, 0].tolist())  # every key a later token attends
         assert all(k in later for q in range(i + 1, len(example)) for k in expected[q][0] if k <= i)
 
 
@@ -96,4 +103,4 @@ def test_bad_arguments():
     for args, message in (((False, "depth", 0), "positive"), ((False, "rel", 4), "relpos"),
                           ((False, "depth", 4, "lru"), "memory")):
         with pytest.raises(ValueError, match=message):
-            DecodingState(*args)
+            AttentionRule(*args)
