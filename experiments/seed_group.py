@@ -40,6 +40,10 @@ from lightning_modules.errors import InputError
 from lightning_modules.models.compiled import compile_mode
 
 
+# 32-true, or bf16 autocast with fp32 weights (Lightning's bf16-mixed, as a solo run on a GPU trains)
+GROUP_PRECISIONS = ("32-true", "bf16-mixed")
+
+
 def train_group(cfg: dict[str, Any], seeds: Sequence[int], run_dirs: Sequence[Path]) -> dict[int, dict[str, Any]]:
     """Train (or resume) the seeds ``seeds`` of ``cfg`` into ``run_dirs`` (one per seed); returns the final
     metrics of each seed that finished (a failed seed is absent, its ``FAILED`` says why)."""
@@ -82,8 +86,9 @@ def _train_pending(cfg: dict[str, Any], pending: list[tuple[int, Path]], group_s
     rt = cfg["runtime"]
     hardware = trainer_hardware(rt)
     compile_mode(rt)  # a bad value fails before the data is built
-    if hardware["devices"] != 1 or hardware["precision"] != "32-true":
-        raise InputError("a seed group trains on one device in 32-true precision", "--seeds")
+    if hardware["devices"] != 1 or hardware["precision"] not in GROUP_PRECISIONS:
+        raise InputError(f"a seed group trains on one device in {' or '.join(GROUP_PRECISIONS)} precision",
+                         "--seeds")
     set_threads(rt)
     torch.use_deterministic_algorithms(bool(cfg["train"].get("deterministic", True)), warn_only=True)
     family = get_family(cfg["family"])
@@ -156,6 +161,7 @@ class _GroupRun:
             scheduler = scheduler["scheduler"]
         self.scheduler = scheduler
         self.step = members[0].start_step
+        self.bf16 = cfg["runtime"].get("precision", "32-true") == "bf16-mixed"
         self.payload = {m.seed: {"format": FORMAT_VERSION, "family": cfg["family"], "config": cfg, "seed": m.seed,
                                  "vocab": data.vocab} for m in members}
         self.received: int | None = None
@@ -229,7 +235,8 @@ class _GroupRun:
                 for a in range(acc):
                     torch.manual_seed(step_seed(self.group_seed, self.step * acc + a))
                     batch = self.stack.batch([self._to_device(next(s)) for s in streams])
-                    loss, _, _ = self.stack.losses(batch)
+                    with self._autocast():
+                        loss, _, _ = self.stack.losses(batch)
                     alive = torch.tensor([m.alive for m in self.members], device=loss.device)
                     (torch.where(alive, loss, torch.zeros_like(loss)).sum() / acc).backward()
                     losses += loss.detach().cpu() / acc
@@ -258,6 +265,11 @@ class _GroupRun:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
         return self._finish(max_steps)
+
+    def _autocast(self) -> Any:
+        """bf16 autocast of the forward under ``bf16-mixed`` (the parameters, gradients and Adam stay fp32)."""
+        device = next(iter(self.stack.parameters().values())).device
+        return torch.autocast(device.type, dtype=torch.bfloat16, enabled=self.bf16)
 
     def _to_device(self, batch: Sequence[Any]) -> Sequence[Any]:
         device = next(iter(self.stack.parameters().values())).device
@@ -298,7 +310,8 @@ class _GroupRun:
         total = torch.zeros(len(self.members), dtype=torch.float64)
         count = torch.zeros(len(self.members), dtype=torch.float64)
         for batch in batches:
-            _, t, c = self.stack.losses(self.stack.single(self._to_device(batch)), batched=False)
+            with self._autocast():
+                _, t, c = self.stack.losses(self.stack.single(self._to_device(batch)), batched=False)
             total += t.double().cpu()
             count += c.double().cpu()
         self.stack.train(True)

@@ -130,13 +130,14 @@ def dense_attention(q: Tensor, k: Tensor, v: Tensor, pos_logits: Tensor | None, 
 
     ``pos_logits`` [B, H, L, R+1] is already scaled. Returns [B, H, L, d]; rows with no key give zeros.
     """
+    q = q.to(v.dtype)  # under bf16 autocast adding u (an fp32 parameter) made q fp32: SDPA takes one dtype
     valid = pattern.row_valid[:, None, :, None]  # [B, 1, L, 1]
     keep = pattern.mask[:, None] | ~valid  # a row with no key attends everywhere, then is zeroed
     if pos_logits is None:
         bias = torch.zeros(keep.shape, dtype=q.dtype, device=q.device)
     else:
         bias = gather_position_logits(pos_logits, pattern.index)
-    bias = bias.masked_fill(~keep, float("-inf"))
+    bias = bias.to(q.dtype).masked_fill(~keep, float("-inf"))
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=dropout_p, scale=scale)
     return out * valid
 

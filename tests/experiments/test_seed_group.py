@@ -103,6 +103,26 @@ def test_each_seed_of_a_group_ends_where_its_solo_run_ends(tiny_treebank, tmp_pa
             assert ours["state_dict"][key].allclose(value, atol=1e-3), key  # Adam amplifies rounding of tiny grads
 
 
+def test_a_bf16_group_trains_as_bf16_solo_runs(tiny_treebank, short_config, reference, tmp_path):
+    """``runtime.precision=bf16-mixed``: the group's forward runs under bf16 autocast (weights and Adam fp32), as a
+    solo bf16-mixed run's: each seed's losses follow its solo bf16 run's within bf16's rounding, and differ from
+    the fp32 group's."""
+    from experiments.seed_group import train_group
+    from experiments.train import train
+
+    cfg = resolve(tiny_treebank, SHORT + ["runtime.precision=bf16-mixed"])
+    group = train_group(cfg, SEEDS, dirs(tmp_path / "group"))
+    solo = train(cfg, 1, tmp_path / "solo")
+    grouped = tmp_path / "group" / "s1"
+    for column in ("train/loss", "val/loss"):
+        ours, theirs = logged(grouped, column), logged(tmp_path / "solo", column)
+        assert ours.keys() == theirs.keys() and ours
+        assert all(ours[k] == pytest.approx(theirs[k], rel=2e-2) for k in ours), column
+    assert group[1]["best_val_loss"] == pytest.approx(solo["best_val_loss"], rel=2e-2)
+    assert group[1]["best_val_loss"] != reference[1]["best_val_loss"]  # bf16 rounding: not the fp32 run
+    assert json.loads((grouped / "config.json").read_text())["runtime"]["precision"] == "bf16-mixed"
+
+
 def test_dropout_makes_the_group_another_run(tiny_treebank):
     """With dropout the masks are the group's, not the solo run's: the group is part of the run id."""
     from experiments.config import run_id
