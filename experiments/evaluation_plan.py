@@ -28,6 +28,7 @@ trees once per sentence
 set, shared by every evaluated run), ``n``, ``beam``, ``word_beam``, ``max_actions``, ``fast_track`` (passed
 when the method reads them; unset, the method's own default applies, ``adapter.Method``; a source model's
 ``hf_convention`` comes from its model entry, i.e. its run config),
+``inference_dtype`` (``float32``, the default, or ``bfloat16``: ``evaluate/inference_dtype.py``),
 ``items_per_suite``, ``suites`` (names, or a folder of any suites), ``pairs_per_paradigm``, ``paradigms``,
 ``pairs_per_construction``, ``constructions``; for ``pairs``: ``file`` and ``group_by`` (a data file or folder is
 planned with its sha256, so a changed one is evaluated again); for ``dyck``: ``sets`` (default all),
@@ -48,7 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from experiments.evaluate import tasks
+from experiments.evaluate import inference_dtype, tasks
 from experiments.evaluate.tasks import PlanInput, Task
 from experiments.experiment_runs import experiment_dir, folder_of
 from experiments.experiment_spec import NAME, ExperimentSpec, Run
@@ -185,6 +186,8 @@ def evaluations(spec: ExperimentSpec) -> list[Evaluation]:
             if key in POSITIVE and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise InputError(f"evaluations[{i}].{key}: expected a positive integer, got {value!r}",
                                  spec.where("evaluations", i, key))
+            if key == "inference_dtype":
+                inference_dtype.check(value, spec.where("evaluations", i, key))
             if key == "seed" and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
                 raise InputError(f"evaluations[{i}].seed: expected an integer >= 0, got {value!r}",
                                  spec.where("evaluations", i, key))
@@ -350,6 +353,8 @@ class Planner:
                 given = o if key in o else run.config
                 if key in given and key != "n":
                     args += [f"--{key.replace('_', '-')}", str(given[key])]
+        if o.get("inference_dtype", inference_dtype.INFERENCE_DTYPES[0]) != inference_dtype.INFERENCE_DTYPES[0]:
+            args += ["--inference-dtype", str(o["inference_dtype"])]
         at = "" if step is None else f"-{kept_name(step)}"
         return StageTask(f"{run.run_id}-{name}{at}", out, self._cli(*args), out / "results.json",
                          f"{name} {run.model} seed {run.seed}{at.replace('-', ' ', 1)}", tuple(needs))
