@@ -186,8 +186,10 @@ def evaluations(spec: ExperimentSpec) -> list[Evaluation]:
             if key in POSITIVE and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise InputError(f"evaluations[{i}].{key}: expected a positive integer, got {value!r}",
                                  spec.where("evaluations", i, key))
-            if key == "inference_dtype":
-                inference_dtype.check(value, spec.where("evaluations", i, key))
+            if key == "inference_dtype" and value not in inference_dtype.INFERENCE_DTYPES:
+                raise InputError(f"evaluations[{i}].inference_dtype: expected "
+                                 f"{' or '.join(inference_dtype.INFERENCE_DTYPES)}, got {value!r}",
+                                 spec.where("evaluations", i, key))
             if key == "seed" and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
                 raise InputError(f"evaluations[{i}].seed: expected an integer >= 0, got {value!r}",
                                  spec.where("evaluations", i, key))

@@ -1,0 +1,132 @@
+"""``--inference-dtype`` (``experiments/evaluate/inference_dtype.py``): bf16 autocast of every family's scorer,
+measured against float32 on trained cpu-small checkpoints and PTB-sample sentences, recorded in results, planned
+from ``evaluations:`` entries and refused by scorers that run no network.
+
+The measured bound is the one the setting states (``MEASURED_NATS_PER_WORD``), not issue 39's 1e-3 nats per
+sentence, which bf16 matmuls do not meet (the module docstring says why); the test prints the measured values.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from experiments import surprisals
+from experiments.cli import main
+from experiments.config import resolve_train_config
+from experiments.evaluate.inference_dtype import MEASURED_NATS_PER_WORD
+from experiments.evaluate.scorers.ngram import build_ngram, save
+from experiments.evaluation_plan import Planner, evaluations
+from experiments.experiment_runs import experiment_runs
+from experiments.experiment_spec import load_spec
+from experiments.protocol_cards import resolved_settings
+from experiments.train import train
+from lightning_modules.data.tree import clean, read_bracketed, to_bracketed
+from lightning_modules.errors import InputError
+
+STEPS = 40
+TRAIN = [f"train.max_steps={STEPS}", f"train.val_every={STEPS}", f"train.ckpt_every={STEPS}", "train.batch_size=4",
+         "train.eval_batch_size=8", "train.log_every=1", "runtime.wandb=disabled", "runtime.progress=false",
+         "runtime.threads=1", "data.min_count=1", "data.train_split=file", "data.valid_split=file"]
+SMALL = ["model.d_model=32", "model.n_layers=2", "model.n_heads=2", "model.d_ff=64"]  # the TXL-based families
+# family -> (its config overrides, the method and options it is scored with here): every kind of scorer
+FAMILIES = {
+    "tg": (SMALL, {"method": "proposals"}),  # the tree marginal over given trees (logsumexp over proposals)
+    "txl-terminals": (SMALL, {}),  # exact
+    "pushdown": ([], {"method": "beam", "beam": 4, "word_beam": 2}),  # Pushdown's beam
+    "awd-lstm": ([], {}),
+    "palm-u": ([], {}),
+    "som": ([], {}),
+    "hf-scratch": ([], {}),
+    "dtg": (SMALL, {"method": "beam", "beam": 4, "word_beam": 2, "max_actions": 4}),  # DTG's beam
+}
+
+
+def _dependency_corpus(path: Path) -> Path:
+    """A CoNLL-U file of two sentences, four times (DTG trains on dependency trees)."""
+    row = "{i}\t{w}\t_\t_\t_\t_\t{h}\t_\t_\t_\n"
+    sentences = [("There is a difference .", (2, 0, 4, 2, 2)), ("the cat sat on the mat .", (2, 3, 0, 6, 6, 3, 3))]
+    path.write_text("".join("".join(row.format(i=i, w=w, h=h) for i, (w, h) in enumerate(zip(s.split(), hs), 1))
+                            + "\n" for s, hs in sentences * 4))
+    return path
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory, shared_data) -> tuple[list[str], Path]:
+    """Eight cleaned PTB-sample sentences not trained on (wsj_0005), and their gold trees as a proposal file."""
+    trees = [clean(t) for _, t in read_bracketed(shared_data / "ptb_nltk_sample" / "combined" / "wsj_0005.mrg")][:8]
+    path = tmp_path_factory.mktemp("bf16") / "gold.txt"
+    path.write_text("".join(f"{k}\t{to_bracketed(t)}\n" for k, t in enumerate(trees)))
+    return [" ".join(t.leaves()) for t in trees], path
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory, tiny_treebank) -> dict[str, Path]:
+    """A cpu-small checkpoint of each family of ``FAMILIES`` trained ``STEPS`` steps on 40 PTB-sample trees."""
+    tmp = tmp_path_factory.mktemp("bf16-runs")
+    dependency = _dependency_corpus(tmp / "small.conllu")
+    out = {}
+    for family, (model, _) in FAMILIES.items():
+        corpus = dependency if family == "dtg" else tiny_treebank
+        train(resolve_train_config(family, "cpu-small", [*TRAIN, *model, f"data.corpus={corpus}"]), seed=0,
+              run_dir=tmp / family)
+        out[family] = tmp / family / "checkpoints" / "best.ckpt"
+    return out
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_bf16_stays_within_the_stated_bound_of_float32(family, checkpoints, sample):
+    sentences, gold = sample
+    options = dict(FAMILIES[family][1])
+    if options.get("method") == "proposals":
+        options["proposals"] = gold
+    fp32 = surprisals.load(checkpoints[family], **options)
+    bf16 = surprisals.load(checkpoints[family], inference_dtype="bfloat16", **options)
+    assert fp32.chosen.settings["inference_dtype"] == "float32" and "inference_dtype" not in fp32.chosen.identity
+    assert bf16.chosen.settings["inference_dtype"] == bf16.chosen.identity["inference_dtype"] == "bfloat16"
+    assert "bf16 autocast" in bf16.chosen.description
+    a, b = fp32.score(sentences), bf16.score(sentences)
+    gaps = [abs(x.total - y.total) for x, y in zip(a, b, strict=True)]
+    per_word = [g / len(x.words) for g, x in zip(gaps, a, strict=True)]
+    print(f"{family}: max |log p_bf16 - log p_fp32| {max(gaps):.3g} nats per sentence, {max(per_word):.3g} per word")
+    assert max(gaps) > 0  # the setting reached the family's network
+    assert max(per_word) <= MEASURED_NATS_PER_WORD
+
+
+def test_results_record_it_and_an_ngram_model_refuses_it(tiny_lm, tmp_path, capsys, prepared_data_dir):
+    ckpt = str(tiny_lm)
+    for dtype in ("float32", "bfloat16"):
+        out = tmp_path / dtype
+        assert main(["eval", "ppl", ckpt, "--corpus", "ptb-sample", "--split", "valid", "--limit", "3",
+                     "--out", str(out), *(["--inference-dtype", dtype] if dtype != "float32" else [])]) == 0
+        settings = json.loads((out / "results.json").read_text())["settings"]
+        assert settings["inference_dtype"] == dtype
+    ngram = tmp_path / "kn.json"
+    save(build_ngram("ptb-sample", "train", 2, data_dir=str(prepared_data_dir)), ngram)
+    capsys.readouterr()
+    assert main(["eval", "ppl", str(ngram), "--corpus", "ptb-sample", "--split", "valid", "--limit", "2",
+                 "--inference-dtype", "bfloat16", "--out", str(tmp_path / "ng")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["synbench: error: --inference-dtype: an n-gram model runs no network: --inference-dtype "
+                   "bfloat16 does not apply"]
+
+
+def test_entries_plan_it_and_cards_show_the_default(tmp_path):
+    models = [{"name": "txl", "family": "txl-terminals", "preset": "cpu-small"}]
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump({"models": models, "seeds": 0, "evaluations": [
+        {"name": "ppl", "split": "test"}, {"name": "blimp", "inference_dtype": "bfloat16"}]}))
+    spec = load_spec(path)
+    argv = {t.argv[4]: t.argv for t in Planner(spec, experiment_runs(spec), tmp_path / "runs").eval_tasks()}
+    assert "--inference-dtype" not in argv["ppl"]
+    assert argv["blimp"][argv["blimp"].index("--inference-dtype") + 1] == "bfloat16"
+    settings = resolved_settings(spec)["txl"]
+    assert settings["eval.ppl.inference_dtype"] == "float32" and settings["eval.blimp.inference_dtype"] == "bfloat16"
+    path.write_text(yaml.safe_dump({"models": models, "seeds": 0,
+                                    "evaluations": [{"name": "sg", "inference_dtype": "fp16"}]}))
+    with pytest.raises(InputError, match=r"evaluations\[0\]\.inference_dtype: expected float32 or bfloat16") as e:
+        evaluations(load_spec(path))
+    assert str(path) in e.value.location
