@@ -41,7 +41,7 @@ FAMILIES = {
     "palm-u": ([], {}),
     "som": ([], {}),
     "hf-scratch": ([], {}),
-    "dtg": (SMALL, {"method": "beam", "beam": 4, "word_beam": 2, "max_actions": 4}),  # DTG's beam
+    "dtg": (SMALL, {"method": "beam", "beam": 4, "word_beam": 2}),  # DTG's beam
 }
 
 
