@@ -146,7 +146,7 @@ def bf16_scoring(scorer: TreeScorer, sentences: list[list[str]], sets: list[list
     log p between the two (``reference``: its float32 scores)."""
     from experiments.evaluate.scorers.autocast import AutocastScorer
 
-    bf16 = AutocastScorer(scorer, "bfloat16", device)
+    bf16 = AutocastScorer(scorer, device)
     bf16.score_trees(sentences[:1], sets[:1])  # the first bf16 call's kernel set-up is not timed
     t_fp32 = t_bf16 = float("inf")
     for _ in range(repeats):

@@ -241,9 +241,13 @@ class Planner:
     """Turns the spec's evaluations into proposal tasks and eval tasks for the runs under ``root``."""
 
     def __init__(self, spec: ExperimentSpec, runs: list[Run], root: Path, data_dir: str | None = None,
-                 python: str = "python", device: str = "cpu", checkpoints: str = "best"):
+                 python: str = "python", device: str = "cpu", checkpoints: str = "best",
+                 inference_dtype: str | None = None):
         self.spec, self.runs, self.root, self.data_dir, self.python = spec, runs, Path(root), data_dir, python
         self.device = device  # where every eval runs (a setting of the machine, not of the task's identity)
+        # the inference dtype of entries that name none (None: theirs, float32); it changes numbers, so it is
+        # in each eval's command, and a changed one runs the eval again
+        self.inference_dtype = inference_dtype
         self.checkpoints = checkpoints  # EVALUATED_CHECKPOINTS: best, or all (also those kept over training)
         self.entries = evaluations(spec)
         self.exp = experiment_dir(self.root, spec)
@@ -355,8 +359,9 @@ class Planner:
                 given = o if key in o else run.config
                 if key in given and key != "n":
                     args += [f"--{key.replace('_', '-')}", str(given[key])]
-        if o.get("inference_dtype", inference_dtype.INFERENCE_DTYPES[0]) != inference_dtype.INFERENCE_DTYPES[0]:
-            args += ["--inference-dtype", str(o["inference_dtype"])]
+        dtype = o.get("inference_dtype") or self.inference_dtype or inference_dtype.INFERENCE_DTYPES[0]
+        if dtype != inference_dtype.INFERENCE_DTYPES[0] and "inference_dtype" in task.options:
+            args += ["--inference-dtype", str(dtype)]
         at = "" if step is None else f"-{kept_name(step)}"
         return StageTask(f"{run.run_id}-{name}{at}", out, self._cli(*args), out / "results.json",
                          f"{name} {run.model} seed {run.seed}{at.replace('-', ' ', 1)}", tuple(needs))

@@ -11,8 +11,6 @@ import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
-from experiments.evaluate.inference_dtype import INFERENCE_DTYPES
-
 # functions whose bf16 inputs are cast to float32 first (method and function forms)
 _FLOAT32_FUNCTIONS = frozenset({
     torch.log_softmax, F.log_softmax, torch.Tensor.log_softmax,
@@ -36,21 +34,17 @@ class Float32Reductions(TorchFunctionMode):
 
 
 @contextmanager
-def running(dtype: str, device: str) -> Iterator[None]:
-    """The context a scorer call runs in: nothing for float32; bf16 autocast on ``device``'s kind with the
-    sensitive reductions in float32 for bfloat16."""
-    if dtype == INFERENCE_DTYPES[0]:
-        yield
-        return
+def running(device: str) -> Iterator[None]:
+    """bf16 autocast on ``device``'s kind, with the sensitive reductions in float32."""
     with torch.autocast(torch.device(device).type, dtype=torch.bfloat16), Float32Reductions():
         yield
 
 
 class AutocastScorer:
-    """A scorer whose every method call runs under ``running(dtype, device)``; attributes pass through."""
+    """A scorer whose every method call runs under ``running(device)``; attributes pass through."""
 
-    def __init__(self, scorer: Any, dtype: str, device: str):
-        self.inner, self.dtype, self.device = scorer, dtype, device
+    def __init__(self, scorer: Any, device: str):
+        self.inner, self.device = scorer, device
 
     def __getattr__(self, name: str) -> Any:
         value = getattr(self.inner, name)
@@ -58,7 +52,7 @@ class AutocastScorer:
             return value
 
         def call(*args: Any, **kwargs: Any) -> Any:
-            with running(self.dtype, self.device):
+            with running(self.device):
                 return value(*args, **kwargs)
 
         return call
