@@ -9,6 +9,7 @@ sentence, which bf16 matmuls do not meet (the module docstring says why); the te
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -30,7 +31,7 @@ from lightning_modules.errors import InputError
 STEPS = 40
 TRAIN = [f"train.max_steps={STEPS}", f"train.val_every={STEPS}", f"train.ckpt_every={STEPS}", "train.batch_size=4",
          "train.eval_batch_size=8", "train.log_every=1", "runtime.wandb=disabled", "runtime.progress=false",
-         "runtime.threads=1", "data.min_count=1", "data.train_split=file", "data.valid_split=file"]
+         "runtime.threads=1", "data.min_count=1"]
 SMALL = ["model.d_model=32", "model.n_layers=2", "model.n_heads=2", "model.d_ff=64"]  # the TXL-based families
 # family -> (its config overrides, the method and options it is scored with here): every kind of scorer
 FAMILIES = {
@@ -45,19 +46,13 @@ FAMILIES = {
 }
 
 
-def _dependency_corpus(path: Path) -> Path:
-    """A CoNLL-U file of two sentences, four times (DTG trains on dependency trees)."""
-    row = "{i}\t{w}\t_\t_\t_\t_\t{h}\t_\t_\t_\n"
-    sentences = [("There is a difference .", (2, 0, 4, 2, 2)), ("the cat sat on the mat .", (2, 3, 0, 6, 6, 3, 3))]
-    path.write_text("".join("".join(row.format(i=i, w=w, h=h) for i, (w, h) in enumerate(zip(s.split(), hs), 1))
-                            + "\n" for s, hs in sentences * 4))
-    return path
-
-
 @pytest.fixture(scope="module")
 def sample(tmp_path_factory, shared_data) -> tuple[list[str], Path]:
-    """Eight cleaned PTB-sample sentences not trained on (wsj_0005), and their gold trees as a proposal file."""
-    trees = [clean(t) for _, t in read_bracketed(shared_data / "ptb_nltk_sample" / "combined" / "wsj_0005.mrg")][:8]
+    """The cleaned PTB-sample sentences of 5 to 15 words of wsj_0005-wsj_0010 (not trained on; the tiny models'
+    small beams find trees for them), and their gold trees as a proposal file."""
+    folder = shared_data / "ptb_nltk_sample" / "combined"
+    trees = [t for k in range(5, 11) for _, t in read_bracketed(folder / f"wsj_{k:04d}.mrg")]
+    trees = [t for t in map(clean, trees) if 5 <= len(t.leaves()) <= 15][:8]
     path = tmp_path_factory.mktemp("bf16") / "gold.txt"
     path.write_text("".join(f"{k}\t{to_bracketed(t)}\n" for k, t in enumerate(trees)))
     return [" ".join(t.leaves()) for t in trees], path
@@ -65,14 +60,14 @@ def sample(tmp_path_factory, shared_data) -> tuple[list[str], Path]:
 
 @pytest.fixture(scope="module")
 def checkpoints(tmp_path_factory, tiny_treebank) -> dict[str, Path]:
-    """A cpu-small checkpoint of each family of ``FAMILIES`` trained ``STEPS`` steps on 40 PTB-sample trees."""
+    """A cpu-small checkpoint of each family of ``FAMILIES`` trained ``STEPS`` steps on 40 PTB-sample trees (DTG:
+    on the PTB sample's dependency conversion, its train split)."""
     tmp = tmp_path_factory.mktemp("bf16-runs")
-    dependency = _dependency_corpus(tmp / "small.conllu")
     out = {}
     for family, (model, _) in FAMILIES.items():
-        corpus = dependency if family == "dtg" else tiny_treebank
-        train(resolve_train_config(family, "cpu-small", [*TRAIN, *model, f"data.corpus={corpus}"]), seed=0,
-              run_dir=tmp / family)
+        data = (["data.corpus=ptb-sample-dep", "data.valid_split=valid"] if family == "dtg" else
+                [f"data.corpus={tiny_treebank}", "data.train_split=file", "data.valid_split=file"])
+        train(resolve_train_config(family, "cpu-small", [*TRAIN, *model, *data]), seed=0, run_dir=tmp / family)
         out[family] = tmp / family / "checkpoints" / "best.ckpt"
     return out
 
@@ -89,8 +84,12 @@ def test_bf16_stays_within_the_stated_bound_of_float32(family, checkpoints, samp
     assert bf16.chosen.settings["inference_dtype"] == bf16.chosen.identity["inference_dtype"] == "bfloat16"
     assert "bf16 autocast" in bf16.chosen.description
     a, b = fp32.score(sentences), bf16.score(sentences)
-    gaps = [abs(x.total - y.total) for x, y in zip(a, b, strict=True)]
-    per_word = [g / len(x.words) for g, x in zip(gaps, a, strict=True)]
+    # a small beam of a tiny model may find no tree of a long sentence (log p = -inf): then neither finds one
+    assert [math.isinf(x.total) for x in a] == [math.isinf(y.total) for y in b]
+    pairs = [(x, y) for x, y in zip(a, b, strict=True) if math.isfinite(x.total)]
+    assert len(pairs) >= len(a) - 1
+    gaps = [abs(x.total - y.total) for x, y in pairs]
+    per_word = [g / len(x.words) for g, (x, _) in zip(gaps, pairs, strict=True)]
     print(f"{family}: max |log p_bf16 - log p_fp32| {max(gaps):.3g} nats per sentence, {max(per_word):.3g} per word")
     assert max(gaps) > 0  # the setting reached the family's network
     assert max(per_word) <= MEASURED_NATS_PER_WORD
