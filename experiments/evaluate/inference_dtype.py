@@ -4,8 +4,8 @@
 experiment spec's ``evaluations:`` entry) runs every call of the scorer under ``torch.autocast(DEVICE,
 torch.bfloat16)``: the matmuls (linear layers, attention products, LSTM cells, the output projection) run in
 bf16 with float32 weights, whatever the family, because the wrapper (``scorers/autocast.py``) sits around the
-scorer every family builds (beams, proposal marginals, stacked seeds, ``hf:`` models alike); no family code
-changes. The numerically sensitive parts stay float32: the wrapper casts the bf16 input of every
+scorer every family builds (beams, proposal marginals, ``hf:`` models alike; an eval group scores bf16 members
+solo, ``eval_group.member_stacks``); no family code changes. The numerically sensitive parts stay float32: the wrapper casts the bf16 input of every
 log-softmax, softmax, logsumexp, cumulative sum, sum and loss to float32 before it runs (autocast's CPU lists leave
 those in bf16), so the log-probabilities of the vocabulary, their sums over a sentence and the logsumexp over
 proposals and beam hypotheses are float32 arithmetic on (bf16-rounded) logits.
@@ -13,7 +13,8 @@ proposals and beam hypotheses are float32 arithmetic on (bf16-rounded) logits.
 **What it does not promise.** The target was results within 1e-3 nats per sentence of float32. bf16
 matmuls do not meet it. Measured on trained cpu-small checkpoints of every family, PTB-sample sentences
 (docs/cli.md, "Inference dtype"; tests/experiments/evaluate/test_inference_dtype.py), the largest gap of a
-sentence's log-probability is 0.002-0.06 nats (SOM: 0.23). Keeping the output projection in float32 as well
+sentence's log-probability is 0.01-0.05 nats for exact and proposal scoring, 0.23 for SOM and 0.15-0.7 for the
+beams (Pushdown, DTG), whose surviving hypotheses change. Keeping the output projection in float32 as well
 (tried by hand) still left 0.009-0.06 nats: the bf16 rounding of the hidden states alone (8 bits of mantissa)
 exceeds 1e-3 nats per sentence. Without the float32 log-softmaxes and softmaxes SOM's gap was 0.95 nats. So
 the setting states its measured bound instead (``MEASURED_NATS_PER_WORD``): a speed setting whose results are
@@ -31,10 +32,11 @@ from typing import Any
 from lightning_modules.errors import InputError
 
 INFERENCE_DTYPES = ("float32", "bfloat16")  # the first is the default: the papers score in float32
-# the stated bound: |log p_bf16 - log p_fp32| of a sentence over its words, measured on trained cpu-small
-# checkpoints of every family at most 0.003 but for SOM (0.019: its slot decisions move under bf16 rounding);
-# tests/experiments/evaluate/test_inference_dtype.py asserts it for every family
-MEASURED_NATS_PER_WORD = 0.03
+# the stated bound: |log p_bf16 - log p_fp32| of a sentence over its words. Measured on trained cpu-small
+# checkpoints of every family at most 0.005 for scorers of given inputs (exact, gold, proposals); SOM 0.019 (not
+# analysed further); the beams more, as bf16 scores change which hypotheses survive:
+# Pushdown 0.010, DTG 0.05. tests/experiments/evaluate/test_inference_dtype.py asserts it for every family
+MEASURED_NATS_PER_WORD = 0.1
 
 
 def add_argument(p: argparse.ArgumentParser) -> None:
