@@ -2,10 +2,11 @@
 
 ``--inference-dtype bfloat16`` (``eval ppl|sg|blimp|rerank|pairs``, ``surprisals``; ``inference_dtype:`` in an
 experiment spec's ``evaluations:`` entry) runs every call of the scorer under ``torch.autocast(DEVICE,
-torch.bfloat16)``: the matmuls (linear layers, attention products, LSTM cells, the output projection) run in
-bf16 with float32 weights, whatever the family, because the wrapper (``scorers/autocast.py``) sits around the
-scorer every family builds (beams, proposal marginals, ``hf:`` models alike; an eval group scores bf16 members
-solo, ``eval_group.member_stacks``); no family code changes. The numerically sensitive parts stay float32: the wrapper casts the bf16 input of every
+torch.bfloat16)``: the matmuls (linear layers, attention products, the output projection: what autocast's
+list for the device holds) run in bf16 with float32 weights, whatever the family, because the wrapper
+(``scorers/autocast.py``) sits around the scorer every family builds (beams, proposal marginals, ``hf:`` models
+alike; an eval group scores bf16 members solo, ``eval_group.member_stacks``); no family code changes. The
+numerically sensitive parts stay float32: the wrapper casts the bf16 input of every
 log-softmax, softmax, logsumexp, cumulative sum, sum and loss to float32 before it runs (autocast's CPU lists leave
 those in bf16), so the log-probabilities of the vocabulary, their sums over a sentence and the logsumexp over
 proposals and beam hypotheses are float32 arithmetic on (bf16-rounded) logits.

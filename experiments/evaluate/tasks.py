@@ -384,7 +384,8 @@ for _task in (
          options=COMMON_OPTIONS + CORPUS_OPTIONS + SCORING_OPTIONS + NETWORK_OPTIONS, default_split="test",
          arguments=corpus_split, methods=("proposals", "beam", "gold")),
     Task("sg", "surprisal", f"{_EVALUATE}.sg_eval:add_command", _sg, headline=("sg", "sg.all_34"), secondary=("sg.*",),
-         options=COMMON_OPTIONS + SCORING_OPTIONS + NETWORK_OPTIONS + ("items_per_suite", "suites"),  # suites: names, or a folder
+         # suites: names, or a folder
+         options=COMMON_OPTIONS + SCORING_OPTIONS + NETWORK_OPTIONS + ("items_per_suite", "suites"),
          arguments=_sg_arguments, sentence_set=_sg_set, sentences=_sg_sentences, check=_sg_check),
     Task("blimp", "score", f"{_EVALUATE}.blimp_eval:add_command", _blimp, headline=("blimp",),
          secondary=("blimp.*",),
