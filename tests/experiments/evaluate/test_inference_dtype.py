@@ -139,3 +139,19 @@ def test_entries_plan_it_and_cards_show_the_default(tmp_path):
     with pytest.raises(InputError, match=r"evaluations\[0\]\.inference_dtype: expected float32 or bfloat16") as e:
         evaluations(load_spec(path))
     assert str(path) in e.value.location
+
+
+def test_an_hf_source_runs_under_bf16_and_records_it(shared_data, tmp_path, sample):
+    """An ``hf:DIR`` model (a tiny random GPT-2 saved with its tokenizer: the source path, not a checkpoint) takes
+    the setting too: recorded in settings and identity, its scores moved by bf16 rounding but near float32."""
+    from tests.experiments.evaluate.test_hf_scorer import build_tiny_gpt2
+
+    source = f"hf:{build_tiny_gpt2(tmp_path / 'gpt2', shared_data)}"
+    sentences, _ = sample
+    fp32, bf16 = surprisals.load(source), surprisals.load(source, inference_dtype="bfloat16")
+    assert fp32.chosen.settings["inference_dtype"] == "float32" and "inference_dtype" not in fp32.chosen.identity
+    assert bf16.chosen.settings["inference_dtype"] == bf16.chosen.identity["inference_dtype"] == "bfloat16"
+    gaps = [abs(x - y) / len(s.split()) for x, y, s in zip(fp32.logprob(sentences), bf16.logprob(sentences),
+                                                           sentences, strict=True)]
+    print(f"hf: max |log p_bf16 - log p_fp32| {max(gaps):.3g} nats per word")
+    assert 0 < max(gaps) <= MEASURED_NATS_PER_WORD
