@@ -14,6 +14,10 @@ the allowed actions, at most 4 nonterminals before a word) until ``--proposals``
   proposals' total tokens.
 - ``one at a time``: the same trees, one forward pass per tree (a batch of one).
 - ``beam``: ``BeamScorer`` with ``--beam``, ``--word-beam``, ``--max-actions`` (sentences per second).
+- ``--bf16``: also the trie path at ``--inference-dtype bfloat16`` (``evaluate/scorers/autocast.py``: bf16
+  autocast, log-softmax and sums in float32), timed interleaved with the float32 trie (the reference: what
+  scoring does by default); prints trees/s, bf16 / float32 speed and the largest |log p_bf16 - log p_fp32| of a
+  sentence (random weights: the gap of trained models is in docs/cli.md).
 
 ``--proposal-kind k-best`` makes proposals that share prefixes as a parser's k-best list does: the gold tree's
 actions up to a uniformly chosen word, then random.
@@ -136,6 +140,27 @@ def best_time(fn, repeats: int) -> tuple[float, object]:
     return best, result
 
 
+def bf16_scoring(scorer: TreeScorer, sentences: list[list[str]], sets: list[list[Tree]], repeats: int, device: str,
+                 reference: list) -> None:
+    """Trees/s of ``scorer`` at float32 and under bf16 autocast, interleaved, and the largest gap of a sentence's
+    log p between the two (``reference``: its float32 scores)."""
+    from experiments.evaluate.scorers.autocast import AutocastScorer
+
+    bf16 = AutocastScorer(scorer, device)
+    bf16.score_trees(sentences[:1], sets[:1])  # the first bf16 call's kernel set-up is not timed
+    t_fp32 = t_bf16 = float("inf")
+    for _ in range(repeats):
+        t, _ = best_time(lambda: scorer.score_trees(sentences, sets), 1)
+        t_fp32 = min(t_fp32, t)
+        t, scores = best_time(lambda: bf16.score_trees(sentences, sets), 1)
+        t_bf16 = min(t_bf16, t)
+    n_trees = sum(len(s) for s in sets)
+    gap = max(abs(a.total - b.total) for a, b in zip(reference, scores, strict=True))
+    print(f"proposals trie bfloat16:  {n_trees / t_bf16:8.1f} trees/s  ({t_bf16:.2f} s); float32 "
+          f"{n_trees / t_fp32:.1f} trees/s ({t_fp32:.2f} s); bf16 / fp32 speed {t_fp32 / t_bf16:.2f}x; "
+          f"max |log p_bf16 - log p_fp32| per sentence {gap:.3g} nats")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sentences", type=int, default=8)
@@ -156,6 +181,8 @@ def main() -> None:
                         help="longest packed trie row (nodes)")
     parser.add_argument("--skip-one", action="store_true", help="skip the one-tree-at-a-time timing")
     parser.add_argument("--skip-beam", action="store_true", help="skip the beam timing")
+    parser.add_argument("--bf16", action="store_true",
+                        help="also time the trie path under bf16 autocast against float32 (interleaved)")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -200,6 +227,8 @@ def main() -> None:
     print(f"trie / batched speed-up: {t_batched / t_trie:.2f}x; distinct trie nodes / proposal tokens: "
           f"{stats.nodes} / {stats.positions} = {stats.nodes / stats.positions:.3f} ({stats.rows} packed rows, "
           f"max {args.max_nodes} nodes)")
+    if args.bf16:
+        bf16_scoring(shared, sentences, sets, args.repeats, args.device, trie_scores)
     if not args.skip_one:
         t_one, singles = best_time(lambda: [one.score_trees([s] * len(ts), [[t] for t in ts])
                                             for s, ts in zip(sentences, sets)], args.repeats)

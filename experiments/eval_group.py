@@ -132,13 +132,15 @@ def scoring_method(args: Sequence[str]) -> str | None:
 def member_stacks(argvs: Sequence[Sequence[str]]) -> list[tuple[str, ...] | None]:
     """Each member's stack: the checkpoints of the members whose ``synbench eval`` argv (without the interpreter)
     is the same but for the checkpoint and ``--out``, when there are at least two and their method is one of
-    ``stacked.STACKED_METHODS``; None for a member scored solo."""
+    ``stacked.STACKED_METHODS``; None for a member scored solo. Members at ``--inference-dtype bfloat16`` score
+    solo: autocast does not reach the attention kernel under ``vmap`` (its dtype check sees a float32 query
+    beside bf16 keys), so each seed runs its own bf16 forward."""
     keys: list[tuple[str, ...] | None] = []
     checkpoints: list[str] = []
     for argv in argvs:
         args = list(argv)
         if (len(args) < 3 or args[0] != "eval" or "--out" not in args[:-1]
-                or scoring_method(args) not in stacked.STACKED_METHODS):
+                or scoring_method(args) not in stacked.STACKED_METHODS or _bf16(args)):
             keys.append(None)
             checkpoints.append("")
             continue
@@ -150,6 +152,12 @@ def member_stacks(argvs: Sequence[Sequence[str]]) -> list[tuple[str, ...] | None
         if key is not None:
             by_key.setdefault(key, []).append(checkpoint)
     return [tuple(by_key[k]) if k is not None and len(set(by_key[k])) > 1 else None for k in keys]
+
+
+def _bf16(args: Sequence[str]) -> bool:
+    """Whether an eval argv asks for an inference dtype other than float32."""
+    flag = "--inference-dtype"
+    return flag in args[:-1] and args[args.index(flag) + 1] != "float32"
 
 
 def cli(argv: Sequence[str]) -> int:

@@ -28,6 +28,7 @@ trees once per sentence
 set, shared by every evaluated run), ``n``, ``beam``, ``word_beam``, ``max_actions``, ``fast_track`` (passed
 when the method reads them; unset, the method's own default applies, ``adapter.Method``; a source model's
 ``hf_convention`` comes from its model entry, i.e. its run config),
+``inference_dtype`` (``float32``, the default, or ``bfloat16``: ``evaluate/inference_dtype.py``),
 ``items_per_suite``, ``suites`` (names, or a folder of any suites), ``pairs_per_paradigm``, ``paradigms``,
 ``pairs_per_construction``, ``constructions``; for ``pairs``: ``file`` and ``group_by`` (a data file or folder is
 planned with its sha256, so a changed one is evaluated again); for ``dyck``: ``sets`` (default all),
@@ -48,7 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from experiments.evaluate import tasks
+from experiments.evaluate import inference_dtype, tasks
 from experiments.evaluate.tasks import PlanInput, Task
 from experiments.experiment_runs import experiment_dir, folder_of
 from experiments.experiment_spec import NAME, ExperimentSpec, Run
@@ -185,6 +186,10 @@ def evaluations(spec: ExperimentSpec) -> list[Evaluation]:
             if key in POSITIVE and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise InputError(f"evaluations[{i}].{key}: expected a positive integer, got {value!r}",
                                  spec.where("evaluations", i, key))
+            if key == "inference_dtype" and value not in inference_dtype.INFERENCE_DTYPES:
+                raise InputError(f"evaluations[{i}].inference_dtype: expected "
+                                 f"{' or '.join(inference_dtype.INFERENCE_DTYPES)}, got {value!r}",
+                                 spec.where("evaluations", i, key))
             if key == "seed" and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
                 raise InputError(f"evaluations[{i}].seed: expected an integer >= 0, got {value!r}",
                                  spec.where("evaluations", i, key))
@@ -236,9 +241,13 @@ class Planner:
     """Turns the spec's evaluations into proposal tasks and eval tasks for the runs under ``root``."""
 
     def __init__(self, spec: ExperimentSpec, runs: list[Run], root: Path, data_dir: str | None = None,
-                 python: str = "python", device: str = "cpu", checkpoints: str = "best"):
+                 python: str = "python", device: str = "cpu", checkpoints: str = "best",
+                 inference_dtype: str | None = None):
         self.spec, self.runs, self.root, self.data_dir, self.python = spec, runs, Path(root), data_dir, python
         self.device = device  # where every eval runs (a setting of the machine, not of the task's identity)
+        # the inference dtype of entries that name none (None: theirs, float32); it changes numbers, so it is
+        # in each eval's command, and a changed one runs the eval again
+        self.inference_dtype = inference_dtype
         self.checkpoints = checkpoints  # EVALUATED_CHECKPOINTS: best, or all (also those kept over training)
         self.entries = evaluations(spec)
         self.exp = experiment_dir(self.root, spec)
@@ -350,6 +359,9 @@ class Planner:
                 given = o if key in o else run.config
                 if key in given and key != "n":
                     args += [f"--{key.replace('_', '-')}", str(given[key])]
+        dtype = o.get("inference_dtype") or self.inference_dtype or inference_dtype.INFERENCE_DTYPES[0]
+        if dtype != inference_dtype.INFERENCE_DTYPES[0] and "inference_dtype" in task.options:
+            args += ["--inference-dtype", str(dtype)]
         at = "" if step is None else f"-{kept_name(step)}"
         return StageTask(f"{run.run_id}-{name}{at}", out, self._cli(*args), out / "results.json",
                          f"{name} {run.model} seed {run.seed}{at.replace('-', ' ', 1)}", tuple(needs))

@@ -27,6 +27,7 @@ from typing import Any
 import yaml
 
 from experiments.evaluate import tasks
+from experiments.evaluate.inference_dtype import INFERENCE_DTYPES
 from experiments.evaluation_plan import evaluations, method_options, reads_proposals, scoring_method
 from experiments.experiment_runs import experiment_runs
 from experiments.experiment_spec import ExperimentSpec, load_spec
@@ -127,6 +128,8 @@ def resolved_settings(spec: ExperimentSpec) -> dict[str, dict[str, Any]]:
                 if reads_proposals(entry, run):
                     settings["proposals"] = entry.options["proposals"]
                 settings.update(method_options(entry, run))
+            if "inference_dtype" in task.options:  # recorded as every result records it, the default included
+                settings.setdefault("inference_dtype", INFERENCE_DTYPES[0])
             out[label].update({prefix + k: v for k, v in settings.items()})
     return out
 

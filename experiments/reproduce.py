@@ -81,16 +81,18 @@ def overview(spec: ExperimentSpec, seeds: str | None) -> str:
 
 def evaluate_stage(spec: ExperimentSpec, root: Path, seeds: str | None, executor: str, data_dir: str | None = None,
                    poll_s: float = 5.0, device: str = "cpu", seeds_per_process: int | None = None,
-                   stacked_scoring: str = "auto", checkpoints: str = "best") -> dict[str, list[str]]:
+                   stacked_scoring: str = "auto", checkpoints: str = "best",
+                   inference_dtype: str | None = None) -> dict[str, list[str]]:
     """Stages 2 and 3 for the finished runs: proposal sets, then every evaluation (``seeds_per_process`` seeds
     of a config per process with all their evals, ``experiments.eval_group``; None: the spec's
     ``seeds_per_process``: with 1, each run's evals share one process; ``stacked_scoring``: whether a group's
     seeds score shared inputs in one vmapped forward, ``experiments.evaluate.scorers.stacked``; ``checkpoints``:
-    ``best``, or ``all`` to evaluate the checkpoints kept over training too); returns failed task keys."""
+    ``best``, or ``all`` to evaluate the checkpoints kept over training too; ``inference_dtype``: that of entries
+    naming none, ``experiments.evaluate.inference_dtype``); returns failed task keys."""
     exp = experiment_dir(root, spec)
     runs = experiment_runs(spec, seeds)
     done = [r for r in runs if run_status(folder_of(root, r), r.run_id, r.seed).state == "DONE"]
-    planner = Planner(spec, done, root, data_dir, sys.executable, device, checkpoints)
+    planner = Planner(spec, done, root, data_dir, sys.executable, device, checkpoints, inference_dtype)
     for path, sentences in planner.sentence_files().items():
         if not path.exists():
             atomic_write_text(path, "".join(" ".join(words) + "\n" for words in sentences))
@@ -131,17 +133,18 @@ def _train(spec: ExperimentSpec, root: Path, seeds: str | None, executor: str, p
 
 def reproduce(paper: str, scale: str, root: Path, seeds: int | None = None, executor: str = "local",
               data_dir: str | None = None, poll_s: float = 5.0, stream=None, *, write_report: ReportWriter,
-              device: str = "cpu") -> Outcome:
+              device: str = "cpu", inference_dtype: str | None = None) -> Outcome:
     """Run (or resume) the reproduction of ``paper`` at ``scale``; returns the report's paths and failures."""
     return run_pipeline(spec_for(paper, scale), root, seeds, executor, data_dir, poll_s, stream,
-                        write_report=write_report, device=device)
+                        write_report=write_report, device=device, inference_dtype=inference_dtype)
 
 
 def run_pipeline(spec: ExperimentSpec, root: Path, seeds: int | None = None, executor: str = "local",
                  data_dir: str | None = None, poll_s: float = 5.0, stream=None, *, write_report: ReportWriter,
-                 device: str = "cpu") -> Outcome:
+                 device: str = "cpu", inference_dtype: str | None = None) -> Outcome:
     """The five stages for any spec with evaluations and an analysis section; ``write_report`` renders the
-    analysis folder into the experiment folder; ``device``: where the evaluations run."""
+    analysis folder into the experiment folder; ``device``: where the evaluations run; ``inference_dtype``: the
+    scorers' where an entry names none (``evaluate_stage``)."""
     stream = stream or sys.stderr
     started = time.monotonic()
     if seeds is not None and seeds < 1:
@@ -155,7 +158,8 @@ def run_pipeline(spec: ExperimentSpec, root: Path, seeds: int | None = None, exe
     failed["train"] = _train(spec, root, seed_text, executor, poll_s)
 
     print("[2/5] proposals, [3/5] evaluate", file=stream, flush=True)
-    failed.update(evaluate_stage(spec, root, seed_text, executor, data_dir, poll_s, device))
+    failed.update(evaluate_stage(spec, root, seed_text, executor, data_dir, poll_s, device,
+                                 inference_dtype=inference_dtype))
 
     print("[4/5] analyze", file=stream, flush=True)
     marker = exp / "analysis" / "settings.json"

@@ -14,6 +14,7 @@ import sys
 
 from experiments.cli_options import add_device_argument, checked_device, positive_int
 from experiments.commands import add_experiment_arguments
+from experiments.evaluate import inference_dtype
 from experiments.evaluate.scorers.stacked import MODES
 from experiments.runs import EVALUATED_CHECKPOINTS
 
@@ -30,6 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="in a group, the seeds of one evaluation that score the same inputs (exact, gold, proposal "
                         "trees) share one vmapped forward (experiments/evaluate/scorers/stacked.py); auto: on "
                         "CUDA only (default)")
+    inference_dtype.add_plan_argument(p)
     p.add_argument("--checkpoints", choices=EVALUATED_CHECKPOINTS, default="best",
                    help="best: each run's best.ckpt (default); all: also every checkpoint it kept over training "
                         "(train.keep_every), into RUN/steps/step-NNNNNN/eval, which the report draws against the step")
@@ -45,7 +47,8 @@ def run(args: argparse.Namespace) -> int:
     spec = load_spec(args.experiment)
     failed = evaluate_stage(spec, runs_root(args.runs_dir), args.seeds, args.executor, args.data_dir,
                             device=args.device, seeds_per_process=args.seeds_per_process,
-                            stacked_scoring=args.stacked_scoring, checkpoints=args.checkpoints)
+                            stacked_scoring=args.stacked_scoring, checkpoints=args.checkpoints,
+                            inference_dtype=args.inference_dtype)
     for stage, keys in failed.items():
         if keys:
             print(f"synbench: {stage}: {len(keys)} task(s) failed: {', '.join(keys)}", file=sys.stderr)

@@ -16,6 +16,7 @@ import argparse
 from pathlib import Path
 
 from experiments.cli_options import add_device_argument, checked_device, positive_float, positive_int
+from experiments.evaluate import inference_dtype
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -34,6 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--runs-dir", type=Path, help="parent of experiment folders (default: $SYNBENCH_RUNS or ./runs)")
     p.add_argument("--data-dir", help="data directory (default: $SYNBENCH_DATA or ~/.cache/synbench/data)")
     add_device_argument(p)
+    inference_dtype.add_plan_argument(p)
     p.add_argument("--poll", type=positive_float, default=5.0, metavar="S", help="seconds between progress checks")
     p.add_argument("--protocol", action="store_true",
                    help="print the paper's protocol card instead of running: one line per model and setting, "
@@ -55,7 +57,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     checked_device(args.device)  # before any stage: every eval would fail on it
     outcome = reproduce(args.paper, args.scale, runs_root(args.runs_dir), args.seeds, args.executor,
-                        args.data_dir, args.poll, write_report=write_report, device=args.device)
+                        args.data_dir, args.poll, write_report=write_report, device=args.device,
+                        inference_dtype=args.inference_dtype)
     if outcome.report_md is not None:
         print(headline_table(outcome.report_md.parent / "analysis"))
         print(f"report: {outcome.report_md}\n        {outcome.report_html}")

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from experiments.cli_options import add_device_argument, checked_device, natural, positive_int
+from experiments.evaluate import inference_dtype
 from experiments.evaluate.scorer import Scorer
 from experiments.evaluate.scorers import HF_CONVENTIONS as CONVENTIONS
 from experiments.evaluate.word_prob import WORD_PROBS
@@ -100,6 +101,7 @@ def add_arguments(p: argparse.ArgumentParser, methods: Sequence[str] = ("exact",
                    help="subword models (hf:, SentencePiece terminals): a word's probability from its pieces: "
                         "sum-pieces (the default, the papers') or corrected (Pimentel & Meister 2024: times the "
                         "probability that a word boundary follows, over that one came before it)")
+    inference_dtype.add_argument(p)
     if not results:
         return
     p.add_argument("--out", type=Path, metavar="DIR",
@@ -173,6 +175,7 @@ def choose(args: argparse.Namespace, gold: TreeSource | None = None, documents: 
         if given_trees:
             raise InputError("an n-gram model is a string model: --proposals/--parser do not apply", str(path))
         _check_word_prob(args, {}, "an n-gram model")
+        inference_dtype.applied(None, _dtype(args), "cpu", False, "an n-gram model")
         return _ngram(path, sha, method)
     adapter, meta = checkpoint_family(path)
     methods = [m.name for m in adapter.methods(meta["config"])]
@@ -207,15 +210,18 @@ def choose(args: argparse.Namespace, gold: TreeSource | None = None, documents: 
         if args.proposals is not None:
             data["proposals"] = args.proposals
     scoring = adapter.scoring(path, meta, request)
+    dtype = _dtype(args)
+    scorer = inference_dtype.applied(scoring.scorer, dtype, request.device, True, f"a {adapter.name} checkpoint")
+    description = scoring.description + inference_dtype.describe(dtype)
     from experiments.evaluate.scorers import stacked
     identity: dict[str, Any] = {"model_sha256": sha, "family": adapter.name, "method": method, **scoring.identity,
-                                **(extra if given_trees else {})}
-    settings = {"method": method, "family": adapter.name, "description": scoring.description,
+                                **(extra if given_trees else {}), **_dtype_identity(dtype)}
+    settings = {"method": method, "family": adapter.name, "description": description,
                 **{k: v for k, v in identity.items() if k not in ("model_sha256", "family", "method")},
-                "scorer_convention": scoring.scorer.convention.to_dict(),
+                "inference_dtype": dtype, "scorer_convention": scorer.convention.to_dict(),
                 "stacked_scoring": stacked.scored_stacked(str(path))}  # not in the identity: solo up to rounding
-    return ChosenScorer(scoring.scorer, adapter.name, adapter.kind(meta["config"]) == "joint", identity, settings,
-                        scoring.description, {**data, **scoring.data}, scoring.chunk, scoring.level, adapter,
+    return ChosenScorer(scorer, adapter.name, adapter.kind(meta["config"]) == "joint", identity, settings,
+                        description, {**data, **scoring.data}, scoring.chunk, scoring.level, adapter,
                         adapter.capabilities(meta["config"]), options)
 
 
@@ -231,12 +237,29 @@ def _source(adapter: Any, args: argparse.Namespace, method: str | None) -> Chose
     request = ScoringRequest(only.name, options, args.batch_size, device=getattr(args, "device", "cpu"),
                              precision=getattr(args, "precision", "float32"))
     scoring = adapter.scoring(args.checkpoint, {"family": adapter.name, "config": {}}, request)
-    scorer = scoring.scorer
-    identity = {"model": args.checkpoint, "family": adapter.name, "method": only.name, **scoring.identity}
-    settings = {"method": only.name, "family": adapter.name, "description": scoring.description,
-                "source": args.checkpoint, **options, "scorer_convention": scorer.convention.to_dict()}
-    return ChosenScorer(scorer, adapter.name, False, identity, settings, scoring.description, {}, scoring.chunk,
+    dtype = _dtype(args)
+    scorer = inference_dtype.applied(scoring.scorer, dtype, request.device, True,
+                                     f"an {adapter.source_prefix} model")
+    description = scoring.description + inference_dtype.describe(dtype)
+    identity = {"model": args.checkpoint, "family": adapter.name, "method": only.name, **scoring.identity,
+                **_dtype_identity(dtype)}
+    settings = {"method": only.name, "family": adapter.name, "description": description,
+                "source": args.checkpoint, **options, "inference_dtype": dtype,
+                "scorer_convention": scorer.convention.to_dict()}
+    return ChosenScorer(scorer, adapter.name, False, identity, settings, description, {}, scoring.chunk,
                         capabilities=adapter.capabilities(), options=options)
+
+
+def _dtype(args: argparse.Namespace) -> str:
+    """The ``--inference-dtype`` asked (float32 where the caller's parser has no such option)."""
+    return inference_dtype.check(getattr(args, "inference_dtype", None) or inference_dtype.INFERENCE_DTYPES[0],
+                                 "--inference-dtype")
+
+
+def _dtype_identity(dtype: str) -> dict[str, str]:
+    """The task identity's field of ``dtype``: none for float32, so results computed before the setting keep their
+    task hash and item cache; ``inference_dtype`` otherwise."""
+    return {} if dtype == inference_dtype.INFERENCE_DTYPES[0] else {"inference_dtype": dtype}
 
 
 def _ngram(path: Path, sha: str, method: str | None) -> ChosenScorer:
@@ -247,7 +270,7 @@ def _ngram(path: Path, sha: str, method: str | None) -> ChosenScorer:
     model = ngram.load(path)
     identity = {"model_sha256": sha, "family": model.name, "method": "exact"}
     settings = {"method": "exact", "family": model.name, "description": "exact",
-                "scorer_convention": model.convention.to_dict()}
+                "inference_dtype": inference_dtype.INFERENCE_DTYPES[0], "scorer_convention": model.convention.to_dict()}
     return ChosenScorer(model, model.name, False, identity, settings, "exact")
 
 

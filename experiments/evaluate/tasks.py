@@ -27,6 +27,8 @@ LABEL_SEPARATOR = "@"  # eval/TASK@LABEL, metrics METRIC@LABEL
 CORPUS_OPTIONS = ("corpus", "split", "limit")  # a corpus split (default: the run's data.corpus)
 # through the family's scorer of a method (max_actions, fast_track: word-synchronous beams that read them)
 SCORING_OPTIONS = ("method", "proposals", "n", "beam", "word_beam", "max_actions", "fast_track")
+# how every scorer's network runs, whatever the method (``inference_dtype.py``; default float32)
+NETWORK_OPTIONS = ("inference_dtype",)
 # metrics of training (the family's final_metrics), beside the tasks': in the headline table / tested
 TRAINING_HEADLINE = ("val_ppl", "ppl_stream")  # ppl_stream: a string model's stream-level test perplexity
 TRAINING_TESTED = ("best_val_loss",)
@@ -379,19 +381,20 @@ _EVALUATE = "experiments.evaluate"
 
 for _task in (
     Task("ppl", "perplexity", f"{_EVALUATE}.ppl:add_command", _ppl, headline=("ppl",), secondary=("ppl_end_counted",),
-         options=COMMON_OPTIONS + CORPUS_OPTIONS + SCORING_OPTIONS, default_split="test",
+         options=COMMON_OPTIONS + CORPUS_OPTIONS + SCORING_OPTIONS + NETWORK_OPTIONS, default_split="test",
          arguments=corpus_split, methods=("proposals", "beam", "gold")),
     Task("sg", "surprisal", f"{_EVALUATE}.sg_eval:add_command", _sg, headline=("sg", "sg.all_34"), secondary=("sg.*",),
-         options=COMMON_OPTIONS + SCORING_OPTIONS + ("items_per_suite", "suites"),  # suites: names, or a folder
+         # suites: names, or a folder
+         options=COMMON_OPTIONS + SCORING_OPTIONS + NETWORK_OPTIONS + ("items_per_suite", "suites"),
          arguments=_sg_arguments, sentence_set=_sg_set, sentences=_sg_sentences, check=_sg_check),
     Task("blimp", "score", f"{_EVALUATE}.blimp_eval:add_command", _blimp, headline=("blimp",),
          secondary=("blimp.*",),
-         options=COMMON_OPTIONS + SCORING_OPTIONS + ("pairs_per_paradigm", "paradigms"),
+         options=COMMON_OPTIONS + SCORING_OPTIONS + NETWORK_OPTIONS + ("pairs_per_paradigm", "paradigms"),
          arguments=lambda p: [*flag(p.options, "pairs_per_paradigm"), *flag(p.options, "paradigms")],
          sentence_set=_subset("pairs_per_paradigm", "paradigms"), sentences=_blimp_sentences),
     Task("rerank", "rerank", f"{_EVALUATE}.rerank:add_command", _rerank, headline=("f1",),
          secondary=("f1_oracle", "f1_parser"),
-         options=COMMON_OPTIONS + CORPUS_OPTIONS + ("proposals", "n"), default_split="test",
+         options=COMMON_OPTIONS + CORPUS_OPTIONS + ("proposals", "n") + NETWORK_OPTIONS, default_split="test",
          arguments=_rerank_arguments, takes_method=False, requires_proposals=True, methods=("proposals",)),
     Task("parse", "parse", f"{_EVALUATE}.parse:add_command", _parse,
          headline=("parse_f1", "decision_accuracy.p", "decision_accuracy.p_prime"), tested=("decision_accuracy.*",),
@@ -411,11 +414,11 @@ for _task in (
          arguments=corpus_split, scored=False, takes_method=False, requires_proposals=True,
          methods=("proposals",)),
     Task("pairs", "score", f"{_EVALUATE}.pairs:add_command", _pairs, headline=("pairs",), secondary=("pairs.*",),
-         options=COMMON_OPTIONS + SCORING_OPTIONS + ("file", "group_by"), arguments=_pairs_arguments,
+         options=COMMON_OPTIONS + SCORING_OPTIONS + NETWORK_OPTIONS + ("file", "group_by"), arguments=_pairs_arguments,
          sentence_set=_pairs_set, sentences=_pairs_sentences, check=_pairs_check),
     Task("marvin-linzen", "score", f"{_EVALUATE}.marvin_linzen:add_command", _marvin_linzen,
          headline=("marvin_linzen",), secondary=("marvin_linzen.*",),
-         options=COMMON_OPTIONS + SCORING_OPTIONS + ("pairs_per_construction", "constructions"),
+         options=COMMON_OPTIONS + SCORING_OPTIONS + NETWORK_OPTIONS + ("pairs_per_construction", "constructions"),
          arguments=lambda p: [*flag(p.options, "pairs_per_construction"), *flag(p.options, "constructions")],
          sentence_set=_subset("pairs_per_construction", "constructions"), sentences=_marvin_linzen_sentences),
 ):

@@ -154,3 +154,31 @@ def test_flex_attention_config_is_stacked_on_the_dense_path(experiment, tiny_tre
     for model, rows in zip(models, together, strict=True):
         for row, alone in zip(rows, model.label_logprobs(examples), strict=True):
             np.testing.assert_allclose(row, alone, rtol=RTOL, atol=1e-6)
+
+
+def test_a_bf16_group_scores_each_seed_solo_within_the_stated_bound(experiment):
+    """``--inference-dtype bfloat16`` members are not stacked (autocast does not reach the attention kernel under
+    ``vmap``): no stacked forward, ``stacked_scoring`` false, ``inference_dtype`` recorded, and each seed's
+    log-probability is its float32 one within the stated per-word bound."""
+
+    from experiments.eval_group import cli, eval_cells, group_tasks
+    from experiments.evaluate.inference_dtype import MEASURED_NATS_PER_WORD
+    from experiments.evaluation_plan import Planner
+    from experiments.experiment_runs import experiment_runs
+    from experiments.experiment_spec import load_spec
+
+    spec_path, root, tmp = experiment
+    spec = load_spec(spec_path)
+    fp32 = {t.key: solo(t, tmp / "solo-fp32" / t.key) for t in Planner(spec, experiment_runs(spec), root).eval_tasks()}
+    planner = Planner(spec, experiment_runs(spec), root, inference_dtype="bfloat16")
+    assert member_stacks([list(t.argv[3:]) for t in planner.eval_tasks()]) == [None] * 4
+    before = dict(stacked.stats)
+    for group in group_tasks(eval_cells(planner), 2, tmp / "exp-bf16", sys.executable, "on"):
+        assert cli(group.argv[3:]) == 0
+    assert stacked.stats == before
+    for task in planner.eval_tasks():
+        result = json.loads(task.done.read_text())
+        assert result["settings"]["inference_dtype"] == "bfloat16" and not result["settings"]["stacked_scoring"]
+        metrics, reference = result["metrics"], fp32[task.key]["metrics"]
+        gap = abs(metrics["logprob"] - reference["logprob"]) / metrics["words"]  # nats per word of the split
+        assert 0 < gap <= MEASURED_NATS_PER_WORD, task.key
