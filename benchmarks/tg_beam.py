@@ -87,7 +87,7 @@ same shared CPU, one run after the other): 21-40 words (``--min-words 21 --max-w
 4.895 s per sentence, 6.9x; 5-20 words (48 words) 0.501 vs 3.294, 6.6x. Longer sentences do not buy the
 ratio at these lengths: per sentence both sides took 1.4x and 1.5x as long for 1.6x the words.
 
-2026-11-28 (issue 39 item 2, TG part): the hypotheses became rows of tensors (``hypotheses.Hypotheses``,
+2026-11-28: the hypotheses became rows of tensors (``hypotheses.Hypotheses``,
 ``decoding.AttentionRule``: attend lists, stack, memory, constraint masks, scores and pool rows indexed by
 hypothesis; each sentence's top-k by one stable sort on the device). Same hypotheses, trees and numbers as the
 re-encoding beam (tests). Measured with this script, random ``cpu-small`` TG, PTB-sample validation sentences
