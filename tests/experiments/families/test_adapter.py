@@ -26,6 +26,7 @@ CAPABILITIES = {  # (family, config) -> what it is evaluated on (as the adapters
     ("palm-u", None): SENTENCE | {"parse"},
     ("awd-lstm", None): SENTENCE,
     ("som", None): SENTENCE | {"parse"},
+    ("rnng", None): SENTENCE | {"rerank"},
     ("hf", None): SENTENCE,
     ("proposal-parser", None): {"propose"},
     ("dep-parser", None): {"propose"},

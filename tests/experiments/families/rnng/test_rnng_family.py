@@ -1,0 +1,101 @@
+"""The RNNG family end to end: ``synbench train rnng --preset cpu-small`` on the PTB sample, its checkpoint
+scored on gold trees (the tree-marginal scorer: log p(x, y_gold) = the sum of the model's per-action values)
+and over proposals, and bad input as one ``InputError`` naming where."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from experiments.config import resolve_train_config
+from experiments.families import get_family
+from experiments.train import train
+from lightning_modules.data.tree import parse_tree
+from lightning_modules.errors import InputError
+
+TINY = ["train.batch_size=8", "train.eval_batch_size=64", "train.max_steps=6", "train.val_every=6",
+        "train.ckpt_every=6", "train.log_every=1", "runtime.wandb=disabled",
+        "runtime.progress=false", "runtime.threads=1"]
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory, prepared_data_dir) -> Path:
+    threads = torch.get_num_threads()
+    run = tmp_path_factory.mktemp("rnng") / "run"
+    cfg = resolve_train_config("rnng", "cpu-small", [*TINY, f"runtime.data_dir={prepared_data_dir}"])
+    metrics = train(cfg, seed=1, run_dir=run)
+    torch.set_num_threads(threads)
+    assert metrics["global_step"] == 6 and metrics["family"] == "rnng"
+    assert metrics["val_ppl"] < metrics["vocab_size"] and metrics["nonterminals"] > 20
+    assert json.loads((run / "DONE").read_text()) == metrics
+    return run / "checkpoints" / "best.ckpt"
+
+
+def test_gold_scores_are_the_sum_of_the_action_logprobs(checkpoint):
+    from experiments.families.adapter import ScoringRequest
+
+    trees = [parse_tree("(S (NP (DT The) (NN market)) (VP (VBD fell)) (. .))"),
+             parse_tree("(S (NP (PRP It)) (VP (VBD rose) (ADVP (RB sharply))) (. .))")]
+    sentences = [t.leaves() for t in trees]
+    family = get_family("rnng")
+    scoring = family.scoring(checkpoint, {}, ScoringRequest("gold", gold=lambda s: [[t] for t in trees]))
+    scores = scoring.scorer.score(sentences)
+    model = family.load(checkpoint)
+    for tree, score in zip(trees, scores, strict=True):
+        view = model.model_tree(tree, True, "test")
+        expected = float(model.label_logprobs([model.encode_tree(view)])[0].sum())
+        assert math.isclose(score.total, expected, rel_tol=1e-6)  # float32, batched with the other tree
+        assert math.isclose(sum(score.word_logprobs) + score.end_logprob, score.total, rel_tol=1e-9)
+        assert all(v < 0 for v in score.word_logprobs) and score.end_logprob < 0
+        assert score.best_tree == str(tree)  # as given
+    # over proposals (the gold tree and a flat one), the marginal is at least the gold tree's value
+    flat = [parse_tree("(S (XX " + ") (XX ".join(s) + "))") for s in sentences]
+    bound = family.scoring(checkpoint, {}, ScoringRequest("proposals", {"n": 300},
+                                                          proposals=lambda s: [[t, f] for t, f in zip(trees, flat)],
+                                                          source_name="test"))
+    for gold, marginal in zip(scores, bound.scorer.score(sentences), strict=True):
+        assert marginal.total >= gold.total and marginal.extra["trees"] == 2
+
+
+def test_eval_ppl_gold_on_the_ptb_sample(checkpoint, tmp_path, capsys):
+    from experiments.cli import main
+
+    assert main(["eval", "ppl", str(checkpoint), "--method", "gold", "--corpus", "ptb-sample", "--split", "test",
+                 "--limit", "4", "--json", "--out", str(tmp_path / "gold")]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["metrics"]["sentences"] == 4 and result["settings"]["scorer_convention"]["bound"]
+    assert 1 < result["metrics"]["word_ppl"] < math.inf
+
+
+def test_bad_trees_and_checkpoints_are_input_errors(checkpoint, tmp_path):
+    model = get_family("rnng").load(checkpoint)
+    with pytest.raises(InputError, match="unknown action 'NT\\(NOPE\\)'") as e:
+        model.model_tree(parse_tree("(NOPE (NN a))"), False, "file.txt:3")
+    assert e.value.location == "file.txt:3"
+    deep = "(NP a)"
+    for _ in range(120):
+        deep = f"(NP {deep})"
+    with pytest.raises(InputError, match="fixed stack") as e:
+        model.model_tree(parse_tree(deep), False, "file.txt:4")
+    assert e.value.location == "file.txt:4"
+    with pytest.raises(InputError, match="constituency"):
+        model.model_tree("(S a)", False, "x")
+    other = tmp_path / "other.ckpt"
+    ckpt = torch.load(checkpoint, map_location="cpu", weights_only=True)
+    ckpt["synbench"]["family"] = "tg"
+    torch.save(ckpt, other)
+    with pytest.raises(InputError) as e:
+        get_family("rnng").load(other)
+    assert e.value.location == str(other)
+
+
+def test_sentencepiece_terminals_are_refused(prepared_data_dir):
+    cfg = resolve_train_config("rnng", "cpu-small", [*TINY, f"runtime.data_dir={prepared_data_dir}",
+                                                     "data.terminals=sentencepiece"])
+    with pytest.raises(InputError) as e:
+        get_family("rnng").build_data(cfg)
+    assert e.value.location == "data.terminals"
