@@ -10,8 +10,9 @@ sizes, the nonterminals (``preprocess.find_nts_in_tree``), the word vocabulary `
 from the 20 trees with the README's PTB setting (``--vocabminfreq 2 --unkmethod berkeleyrule``), each
 sentence's token ids; and a small random official ``FixedStackRNNG`` (top-down, LSTM composition, 2 layers,
 w_dim = h_dim = 16, dropout 0, torch seed 1234, fp32 on the CPU): its per-action log-probabilities over the 20
-sentences in one batch (``-a_loss``, plus ``-w_loss`` on SHIFTs: log p(action) + log p(word)) and, in
-``model.pt``, its state_dict.
+sentences in one batch (``-a_loss``, plus ``-w_loss`` on SHIFTs: log p(action) + log p(word)), for the first
+6 sentences the official ``word_sync_beam_search`` (beam 10, word beam 3, shift size 1, as ``beam_search.py``
+calls it: its surprisals and final parses with their scores) and, in ``model.pt``, its state_dict.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from lightning_modules.data.tree import clean, to_bracketed
 SEED = 1234
 SENTENCES = 20
 SIZE = {"w_dim": 16, "h_dim": 16, "num_layers": 2}
+BEAM = {"beam_size": 10, "word_beam_size": 3, "shift_size": 1}  # the official word-synchronous beam recorded
+BEAM_SENTENCES = 6
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -78,9 +81,16 @@ def main(argv: list[str] | None = None) -> int:
             logprobs.append(value)
         s["logprobs"] = logprobs
     assert not a_loss and not w_loss
+    with torch.no_grad():  # the official beam_search.py's call (stack_size_bound -1: max(100, n + 10))
+        rows = x[:BEAM_SENTENCES]
+        rows = rows[:, : int((rows != 0).sum(1).max())]
+        parses, surprisals = model.word_sync_beam_search(rows, rows != 0, stack_size_bound=-1, **BEAM)
+    for s, found, surprisal in zip(sentences, parses, surprisals):
+        s["beam"] = {"surprisals": [float(v) for v in surprisal],
+                     "parses": [[list(actions), float(score)] for actions, score in found]}
     args.out.mkdir(parents=True, exist_ok=True)
     torch.save(model.state_dict(), args.out / "model.pt")
-    golden = {"source": "aistairc/rnng-pytorch f30c0ed", "seed": SEED, "model": {**SIZE, "dropout": 0.0},
+    golden = {"source": "aistairc/rnng-pytorch f30c0ed", "seed": SEED, "model": {**SIZE, "dropout": 0.0}, "beam": BEAM,
               "nonterminals": nts, "i2w": vocab.i2w, "specials": vocab.specials, "loss": loss.item(),
               "sentences": sentences}
     (args.out / "golden.json").write_text(json.dumps(golden, indent=1) + "\n")

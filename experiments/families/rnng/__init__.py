@@ -1,9 +1,10 @@
 """Recurrent neural network grammars (Dyer et al. 2016) as the batched fixed-stack RNNG of Noji & Oseki
 (2021, aistairc/rnng-pytorch): the family adapter.
 
-A joint model p(x, y) over top-down actions (``lightning_modules/families/rnng``). Scored on the gold trees
-(``gold``: log p(x, y_gold)) or marginalised over proposal trees (``proposals``), both by the shared
-tree-marginal scorer (``scorers.py``). The official word-synchronous beam search is not built yet.
+A joint model p(x, y) over top-down actions (``lightning_modules/families/rnng``). Scored by the official
+word-synchronous beam search (``beam``, the default: ``beam.py``), on the gold trees (``gold``: log p(x, y_gold))
+or marginalised over proposal trees (``proposals``), the last two by the shared tree-marginal scorer
+(``scorers.py``).
 """
 
 from __future__ import annotations
@@ -13,10 +14,8 @@ from typing import Any
 
 from experiments.families import register
 from experiments.families.adapter import Family, Method, Scoring, ScoringRequest
+from experiments.families.rnng.methods import BEAM, GOLD, PROPOSALS
 from lightning_modules.errors import InputError
-
-GOLD = Method("gold", trees="constituency")
-PROPOSALS = Method("proposals", {"n": 300}, trees="constituency")  # the harness's N (TG §3.1)
 
 
 @register
@@ -29,7 +28,7 @@ class RNNGFamily(Family):
         return "joint"
 
     def methods(self, config: dict[str, Any] | None = None) -> tuple[Method, ...]:
-        return GOLD, PROPOSALS
+        return BEAM, PROPOSALS, GOLD
 
     # -- training ------------------------------------------------------------------------------------------
     def build_data(self, cfg: dict[str, Any]) -> Any:
@@ -77,6 +76,14 @@ class RNNGFamily(Family):
         from experiments.evaluate.scorers.tree_marginal import TreeScorer
 
         model = self.load(checkpoint, request.device)
+        if request.method == "beam":
+            from experiments.families.rnng.beam import RNNGBeamScorer
+
+            o = request.options
+            return Scoring(RNNGBeamScorer(model, o["beam"], o["word_beam"], o["fast_track"]),
+                           {"beam": o["beam"], "word_beam": o["word_beam"], "fast_track": o["fast_track"]},
+                           f"word-synchronous beam {o['beam']}/{o['word_beam']}, shift size {o['fast_track']} "
+                           "(rnng-pytorch's beam_search.py)", 8)
         if request.method == "gold":
             if request.gold is None:
                 raise InputError("--method gold needs gold trees: evaluate a treebank corpus (eval ppl)", "--method")

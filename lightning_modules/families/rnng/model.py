@@ -182,6 +182,25 @@ class FixedStack:
         self.open = torch.zeros(batch, size, dtype=torch.long, device=h0.device)  # positions of open NTs
         self.n_open = torch.zeros_like(self.top)
 
+    def select(self, index: Tensor) -> FixedStack:
+        """A new stack whose row i is a copy of row ``index[i]`` (beam search: hypotheses kept or extended)."""
+        out = FixedStack.__new__(FixedStack)
+        out.size = self.size
+        out.rows = torch.arange(len(index), device=index.device)
+        for name in ("trees", "hiddens", "cells", "top", "pointer", "open", "n_open"):
+            setattr(out, name, getattr(self, name)[index])
+        return out
+
+    @staticmethod
+    def concat(stacks: Sequence[FixedStack]) -> FixedStack:
+        """The rows of several stacks (of one size) as one stack."""
+        out = FixedStack.__new__(FixedStack)
+        out.size = stacks[0].size
+        for name in ("trees", "hiddens", "cells", "top", "pointer", "open", "n_open"):
+            setattr(out, name, torch.cat([getattr(s, name) for s in stacks]))
+        out.rows = torch.arange(len(out.top), device=out.top.device)
+        return out
+
     def push(self, rows: Tensor, vectors: Tensor, opens: bool) -> None:
         if opens:
             self.open[rows, self.n_open[rows]] = self.top[rows]
@@ -251,28 +270,38 @@ class RNNG(pl.LightningModule):
         stack = FixedStack(*self.initial_state(batch), stack_size, c.w_dim)
         out = [stack.hiddens[:, 0, -1]]
         for t in range(steps - 1):
-            action = action_ids[:, t]
-            pushed = words.new_zeros(batch, c.w_dim)
-            shift = (action == SHIFT_ID).nonzero().squeeze(1)
-            if len(shift):
-                vectors = words[shift, stack.pointer[shift]]
-                stack.push(shift, vectors, opens=False)
-                stack.pointer[shift] += 1
-                pushed[shift] = vectors
-            opening = (action >= c.nt_begin).nonzero().squeeze(1)
-            if len(opening):
-                vectors = self.drop(self.nt_emb(action[opening] - c.nt_begin))
-                stack.push(opening, vectors, opens=True)
-                pushed[opening] = vectors
-            reduce = (action == REDUCE_ID).nonzero().squeeze(1)
-            if len(reduce):
-                vectors = self.composition(*stack.children(reduce))
-                stack.replace(reduce, vectors)
-                pushed[reduce] = vectors
-            h, cell = self.stack_lstm(pushed, *stack.state())
-            stack.set_state(h, cell)
-            out.append(h[:, -1])
+            out.append(self.advance(stack, action_ids[:, t], words))
         return torch.stack(out, 1)
+
+    def advance(self, stack: FixedStack, action: Tensor, words: Tensor) -> Tensor:
+        """Apply one action per stack row (0: none) and run the stack LSTM; the new top states [B, h].
+        ``words`` [B, N, w] are the rows' word vectors (a SHIFT pushes the one at the row's pointer)."""
+        c = self.config
+        pushed = words.new_zeros(len(action), c.w_dim)
+        shift = (action == SHIFT_ID).nonzero().squeeze(1)
+        if len(shift):
+            vectors = words[shift, stack.pointer[shift]]
+            stack.push(shift, vectors, opens=False)
+            stack.pointer[shift] += 1
+            pushed[shift] = vectors
+        opening = (action >= c.nt_begin).nonzero().squeeze(1)
+        if len(opening):
+            vectors = self.drop(self.nt_emb(action[opening] - c.nt_begin))
+            stack.push(opening, vectors, opens=True)
+            pushed[opening] = vectors
+        reduce = (action == REDUCE_ID).nonzero().squeeze(1)
+        if len(reduce):
+            vectors = self.composition(*stack.children(reduce))
+            stack.replace(reduce, vectors)
+            pushed[reduce] = vectors
+        h, cell = self.stack_lstm(pushed, *stack.state())
+        stack.set_state(h, cell)
+        return h[:, -1]
+
+    def top_logits(self, stack: FixedStack) -> tuple[Tensor, Tensor]:
+        """Action and word logits from each row's top state ([B, A], [B, V]; float32)."""
+        state = F.relu(self.state_out(self.drop(stack.hiddens[stack.rows, stack.top][:, -1])))
+        return self.action_out(state).float(), self.word_out(state).float()
 
     def logprobs(self, batch: Batch) -> tuple[Tensor, Tensor]:
         """Per action: log p(action) [B, T] and log p(word) on SHIFT steps (0 elsewhere) [B, T]; 0 on pads."""

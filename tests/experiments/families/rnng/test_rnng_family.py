@@ -71,6 +71,18 @@ def test_eval_ppl_gold_on_the_ptb_sample(checkpoint, tmp_path, capsys):
     assert 1 < result["metrics"]["word_ppl"] < math.inf
 
 
+def test_eval_ppl_beam_is_the_default_method(checkpoint, tmp_path, capsys):
+    from experiments.cli import main
+
+    assert get_family("rnng").methods()[0].name == "beam"
+    assert main(["eval", "ppl", str(checkpoint), "--beam", "4", "--word-beam", "2", "--corpus", "ptb-sample",
+                 "--split", "test", "--limit", "2", "--json", "--out", str(tmp_path / "beam")]) == 0
+    result = json.loads(capsys.readouterr().out)
+    settings = result["settings"]
+    assert settings["scorer_convention"]["method"] == "beam" and settings["scorer_convention"]["word_beam"] == 2
+    assert settings["scorer_convention"]["fast_track"] == 1 and result["metrics"]["sentences"] == 2
+
+
 def test_bad_trees_and_checkpoints_are_input_errors(checkpoint, tmp_path):
     model = get_family("rnng").load(checkpoint)
     with pytest.raises(InputError, match="unknown action 'NT\\(NOPE\\)'") as e:

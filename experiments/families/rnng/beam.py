@@ -1,0 +1,193 @@
+"""Word-synchronous beam search over RNNG actions (Stern et al. 2017), as aistairc/rnng-pytorch's
+``word_sync_beam_search`` runs it.
+
+For each word (and once more for the end), the hypotheses are expanded by every valid action until enough
+of them have completed the word: among the ``beam`` best successors of a step, those that generate the word
+(``SHIFT``; after the last word, the ``REDUCE`` that closes the root) complete it and the others form the
+next step's beam; besides them, up to ``fast_track`` completions beyond the ``beam`` best are kept when fewer
+than ``fast_track`` are among them (the official ``shift_size``). A word is done when the beam is empty, the
+completions fill their store (``min(2 beam, beam + 5 fast_track)``) or ``beam`` of them came in by rank; the
+``word_beam`` best completions, their word generated, are the next word's beam. The prefix value after word
+i is the logsumexp of that word beam (after pruning, as the official surprisals); the total is the logsumexp
+of the finished parses, so ``end_logprob`` is the closing of the remaining constituents.
+
+Valid actions are the official ones (top-down): ``NT(X)`` first and only while fewer than ``max_open_nts``
+constituents are open, fewer than ``max_cons_nts`` NTs came in a row, the action store (``max(100, 5n)``)
+leaves room for the rest and the stack for two more elements; ``REDUCE`` not right after an ``NT``, not of
+the root before the last word, and with a child on the stack; ``SHIFT`` while the stack has room; after the
+last word only ``REDUCE``. Scores use the action distribution renormalised over the valid actions and the
+word distribution without ``<pad>``. Unlike the official code, sentences are searched one at a time (the
+hypotheses of a sentence share every batched step) and ties are broken by index order.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from experiments.evaluate.scorer import Convention, SentenceScore, check_sentences
+from experiments.evaluate.scorers import beams
+from experiments.families.rnng.methods import BEAM
+from experiments.families.rnng.scorers import RNNGModel
+from lightning_modules.data.tree import Tree, to_bracketed
+from lightning_modules.families.rnng.encoding import actions_tree
+from lightning_modules.families.rnng.model import FixedStack
+
+
+@dataclass
+class Hypotheses:
+    """Partial parses of one sentence: their stacks (one row each), scores and action histories."""
+
+    stack: FixedStack
+    score: Tensor  # log p of the actions and words so far, [H] float64
+    consecutive_nts: Tensor  # NT actions in a row at the end, [H]
+    previous: Tensor  # the last action (-1: none), [H]
+    actions: list[tuple[int, ...]]
+
+    def __len__(self) -> int:
+        return len(self.actions)
+
+    def select(self, index: Tensor) -> Hypotheses:
+        rows = index.tolist()
+        return Hypotheses(self.stack.select(index), self.score[index], self.consecutive_nts[index],
+                          self.previous[index], [self.actions[r] for r in rows])
+
+    @staticmethod
+    def concat(parts: Sequence[Hypotheses]) -> Hypotheses:
+        return Hypotheses(FixedStack.concat([p.stack for p in parts]), torch.cat([p.score for p in parts]),
+                          torch.cat([p.consecutive_nts for p in parts]), torch.cat([p.previous for p in parts]),
+                          [a for p in parts for a in p.actions])
+
+
+class RNNGBeamScorer:
+    """log p(x) bounded by the word-synchronous beam's finished parses; per-word values from its word beams."""
+
+    def __init__(self, model: RNNGModel, beam: int = BEAM.options["beam"], word_beam: int = BEAM.options["word_beam"],
+                 fast_track: int = BEAM.options["fast_track"]):
+        beams.check_beam_settings(beam, word_beam, fast_track=fast_track)
+        self.model, self.beam, self.word_beam, self.fast_track = model, beam, word_beam, fast_track
+        self.name = model.name
+        self.convention = Convention(method="beam", bound=True, beam=beam, word_beam=word_beam,
+                                     fast_track=fast_track, incremental="beam", end_of_sentence=True)
+
+    def score(self, sentences: Sequence[Sequence[str]]) -> list[SentenceScore]:
+        check_sentences(sentences)
+        return [self.search(words)[0] for words in sentences]
+
+    def final_trees(self, sentences: Sequence[Sequence[str]]) -> list[list[Tree]]:
+        """The finished parses of each sentence's beam, best first."""
+        return [self.search(words)[1] for words in sentences]
+
+    @torch.no_grad()
+    def search(self, words: Sequence[str]) -> tuple[SentenceScore, list[Tree]]:
+        module, c = self.model.module, self.model.module.config
+        device = next(module.parameters()).device
+        n = len(words)
+        ids = torch.tensor(self.model.words.encode(words), device=device)
+        vectors = module.word_emb(ids)[None]
+        size = math.ceil(max(c.stack_size, n + 10) / 8) * 8  # the official bound, a multiple of 8
+        max_actions = max(100, 5 * n)
+        h0, c0 = module.initial_state(1)
+        zero = torch.zeros(1, dtype=torch.long, device=device)
+        hyps = Hypotheses(FixedStack(h0, c0, size, c.w_dim), torch.zeros(1, dtype=torch.float64, device=device),
+                          zero, zero - 1, [()])
+        prefix: list[float] = []
+        for pointer in range(n + 1):
+            hyps = self.word(hyps, pointer, n, ids, vectors, max_actions)
+            prefix.append(float(torch.logsumexp(hyps.score, 0)) if len(hyps) else -math.inf)
+            if not len(hyps):
+                break
+        order = torch.sort(hyps.score, descending=True, stable=True).indices.tolist()
+        trees = [actions_tree(self.model.actions.to_actions(hyps.actions[i]), words) for i in order]
+        prefix += [-math.inf] * (n + 1 - len(prefix))  # a search left without hypotheses (never seen)
+        values = [prefix[i] - (prefix[i - 1] if i else 0.0) if math.isfinite(prefix[i]) else -math.inf
+                  for i in range(n + 1)]
+        total = prefix[n]
+        score = SentenceScore(
+            words=tuple(words), word_logprobs=tuple(values[:n]), total=total, end_logprob=values[n],
+            best_tree=to_bracketed(trees[0]) if trees else None,
+            unknown_words=sum(self.model.is_unknown(w) for w in words),
+            extra={"trees": len(trees), "best_logprob": float(hyps.score[order[0]]) if trees else -math.inf})
+        return score, trees
+
+    def word(self, hyps: Hypotheses, pointer: int, n: int, ids: Tensor, vectors: Tensor,
+             max_actions: int) -> Hypotheses:
+        """Expand ``hyps`` until word ``pointer`` (the end when ``pointer == n``) is completed (module doc)."""
+        capacity = min(2 * self.beam, self.beam + 5 * self.fast_track)
+        done: list[tuple[Hypotheses, Tensor]] = []
+        completed = forced = 0
+        while len(hyps) and completed < capacity and completed - forced < self.beam:
+            scores = self.successor_scores(hyps, pointer, n, ids, max_actions)
+            flat = scores.reshape(-1)
+            order = torch.sort(flat, descending=True, stable=True).indices
+            order = order[torch.isfinite(flat[order])]
+            count = scores.size(1)
+            source, action = order // count, order % count
+            if pointer < n:
+                ends = action == 1
+            else:
+                ends = (action == 2) & (hyps.stack.n_open[source] == 1)
+            inside = torch.arange(len(order), device=order.device) < self.beam
+            ending = (ends & inside).nonzero().squeeze(1)
+            extra = max(0, self.fast_track - len(ending))
+            outside = (ends & ~inside).nonzero().squeeze(1)[:extra]
+            forced += len(outside)
+            chosen = torch.cat([ending, outside])[: capacity - completed]
+            if len(chosen):
+                part = hyps.select(source[chosen])
+                part.score = flat[order[chosen]]
+                done.append((part, action[chosen]))
+                completed += len(chosen)
+            going = (~ends & inside).nonzero().squeeze(1)
+            hyps = self.apply(hyps.select(source[going]), action[going], flat[order[going]], vectors)
+        if not done:
+            return hyps.select(torch.zeros(0, dtype=torch.long, device=hyps.score.device))
+        pool = Hypotheses.concat([h for h, _ in done])
+        actions = torch.cat([a for _, a in done])
+        keep = torch.sort(pool.score, descending=True, stable=True).indices[: self.word_beam]
+        return self.apply(pool.select(keep), actions[keep], pool.score[keep], vectors)
+
+    def apply(self, hyps: Hypotheses, actions: Tensor, scores: Tensor, vectors: Tensor) -> Hypotheses:
+        """The hypotheses after one action each, with their new scores."""
+        if not len(hyps):
+            return hyps
+        module = self.model.module
+        module.advance(hyps.stack, actions, vectors.expand(len(hyps), -1, -1))
+        is_nt = actions >= module.config.nt_begin
+        return Hypotheses(hyps.stack, scores, torch.where(is_nt, hyps.consecutive_nts + 1, 0), actions,
+                          [(*a, int(x)) for a, x in zip(hyps.actions, actions.tolist(), strict=True)])
+
+    def successor_scores(self, hyps: Hypotheses, pointer: int, n: int, ids: Tensor, max_actions: int) -> Tensor:
+        """Score of every (hypothesis, action): its score + log p(action) (+ log p(word) for SHIFT), -inf where
+        the action is not valid [H, A] float64."""
+        action_logits, word_logits = self.model.module.top_logits(hyps.stack)
+        valid = self.valid_actions(hyps, pointer, n, max_actions, action_logits.size(1))
+        logp = action_logits.masked_fill(~valid, -math.inf).log_softmax(-1).double()
+        logp = logp.masked_fill(torch.isnan(logp), -math.inf)  # no valid action at all
+        if pointer < n:
+            word_logits[:, 0] = -math.inf
+            logp[:, 1] += word_logits.log_softmax(-1)[:, ids[pointer]].double()
+        return logp + hyps.score[:, None]
+
+    def valid_actions(self, hyps: Hypotheses, pointer: int, n: int, max_actions: int, count: int) -> Tensor:
+        """[H, A]: which actions each hypothesis may take (module doc)."""
+        c = self.model.module.config
+        stack = hyps.stack
+        opened, top = stack.n_open, stack.top
+        steps = torch.tensor([len(a) for a in hyps.actions], device=top.device)
+        kinds = torch.arange(count, device=top.device)
+        is_nt, is_shift, is_reduce = kinds >= c.nt_begin, kinds == 1, kinds == 2
+        reduce_ok = ~(((opened == 1) & (stack.pointer < n)) | (hyps.previous >= c.nt_begin) | (top < 2))
+        nt_ok = ~((opened >= c.max_open_nts) | (hyps.consecutive_nts >= c.max_cons_nts)
+                  | (max_actions - steps < n - stack.pointer + opened + 3) | (top >= stack.size - 2))
+        shift_ok = top < stack.size - 1
+        valid = (is_nt[None] & nt_ok[:, None]) | (is_shift[None] & shift_ok[:, None]) \
+            | (is_reduce[None] & reduce_ok[:, None])
+        valid &= ~((opened == 0)[:, None] & ~is_nt[None])  # nothing open: only NT
+        valid &= ~((stack.pointer == n)[:, None] & ~is_reduce[None])  # all words generated: only REDUCE
+        valid &= ~((stack.pointer == n) & (opened == 0))[:, None]  # finished
+        return valid
