@@ -12,7 +12,10 @@ sentence's token ids; and a small random official ``FixedStackRNNG`` (top-down, 
 w_dim = h_dim = 16, dropout 0, torch seed 1234, fp32 on the CPU): its per-action log-probabilities over the 20
 sentences in one batch (``-a_loss``, plus ``-w_loss`` on SHIFTs: log p(action) + log p(word)), for the first
 6 sentences the official ``word_sync_beam_search`` (beam 10, word beam 3, shift size 1, as ``beam_search.py``
-calls it: its surprisals and final parses with their scores) and, in ``model.pt``, its state_dict.
+calls it: its surprisals and final parses with their scores) and, in ``model.pt``, its state_dict; the same
+for the official in-order ``FixedStackInOrderRNNG`` (same seed and sizes, its default ``max_cons_nts`` 3:
+``in_order_logprobs``, ``in_order_beam``, ``model_in_order.pt``). Run it with ``PYTHONHASHSEED=0``: the
+official vocabulary orders the unknown-word classes as a Python ``set``.
 """
 
 from __future__ import annotations
@@ -42,7 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     import preprocess  # the official modules
     import torch
     import utils as official_utils
-    from action_dict import TopDownActionDict
+    from action_dict import InOrderActionDict, TopDownActionDict
+    from fixed_stack_in_order_models import FixedStackInOrderRNNG
     from fixed_stack_models import FixedStackRNNG
 
     trees = [to_bracketed(clean(tree)) for _, tree in ptb_sample_trees(args.data_dir)[:SENTENCES]]
@@ -51,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
         f.flush()
         vocab = preprocess.make_vocab(f.name, 300, 0, False, False, 0, 2, "berkeleyrule", 1)
     nts = sorted({nt for t in trees for nt in preprocess.find_nts_in_tree(t)})
-    action_dict = TopDownActionDict(nts)
+    action_dict, in_order_dict = TopDownActionDict(nts), InOrderActionDict(nts)
     sentences = []
     for tree in trees:
         tags, tokens, _ = preprocess.get_tags_tokens_lowercase(tree)
@@ -62,40 +66,46 @@ def main(argv: list[str] | None = None) -> int:
             "top_down": top_down, "in_order": in_order,
             "top_down_max_stack_size": official_utils.get_top_down_max_stack_size(top_down),
             "in_order_max_stack_size": official_utils.get_in_order_max_stack_size(in_order, tokens),
-            "action_ids": action_dict.to_id(top_down)})
+            "action_ids": action_dict.to_id(top_down), "in_order_action_ids": in_order_dict.to_id(in_order)})
 
-    torch.manual_seed(SEED)
-    model = FixedStackRNNG(action_dict, vocab=len(vocab.i2w), dropout=0.0, **SIZE).eval()
     x = torch.tensor([s["token_ids"] + [0] * (max(len(t["token_ids"]) for t in sentences) - len(s["token_ids"]))
                       for s in sentences])
-    actions = action_dict.mk_action_tensor([s["top_down"] for s in sentences])
-    with torch.no_grad():
-        loss, a_loss, w_loss, _ = model(x, actions)
-    a_loss, w_loss = a_loss.tolist(), w_loss.tolist()
-    for s in sentences:
-        logprobs = []
-        for a in s["action_ids"]:
-            value = -a_loss.pop(0)
-            if a == action_dict.a2i["SHIFT"]:
-                value -= w_loss.pop(0)
-            logprobs.append(value)
-        s["logprobs"] = logprobs
-    assert not a_loss and not w_loss
-    with torch.no_grad():  # the official beam_search.py's call (stack_size_bound -1: max(100, n + 10))
-        rows = x[:BEAM_SENTENCES]
-        rows = rows[:, : int((rows != 0).sum(1).max())]
-        parses, surprisals = model.word_sync_beam_search(rows, rows != 0, stack_size_bound=-1, **BEAM)
-    for s, found, surprisal in zip(sentences, parses, surprisals):
-        s["beam"] = {"surprisals": [float(v) for v in surprisal],
-                     "parses": [[list(actions), float(score)] for actions, score in found]}
+    models = {}
+    for name, cls, actions_key, ids_key, dictionary in (
+            ("", FixedStackRNNG, "top_down", "action_ids", action_dict),
+            ("in_order_", FixedStackInOrderRNNG, "in_order", "in_order_action_ids", in_order_dict)):
+        torch.manual_seed(SEED)
+        model = cls(dictionary, vocab=len(vocab.i2w), dropout=0.0, **SIZE).eval()
+        actions = dictionary.mk_action_tensor([s[actions_key] for s in sentences])
+        with torch.no_grad():
+            loss, a_loss, w_loss, _ = model(x, actions, subword_end_mask=x != 0)  # words: every one ends
+        a_loss, w_loss = a_loss.tolist(), w_loss.tolist()
+        for s in sentences:
+            logprobs = []
+            for a in s[ids_key]:
+                value = -a_loss.pop(0)
+                if a == dictionary.a2i["SHIFT"]:
+                    value -= w_loss.pop(0)
+                logprobs.append(value)
+            s[f"{name}logprobs"] = logprobs
+        assert not a_loss and not w_loss
+        with torch.no_grad():  # the official beam_search.py's call (stack_size_bound -1: max(100, n + 10))
+            rows = x[:BEAM_SENTENCES]
+            rows = rows[:, : int((rows != 0).sum(1).max())]
+            parses, surprisals = model.word_sync_beam_search(rows, rows != 0, stack_size_bound=-1, **BEAM)
+        for s, found, surprisal in zip(sentences, parses, surprisals):
+            s[f"{name}beam"] = {"surprisals": [float(v) for v in surprisal],
+                                "parses": [[list(actions), float(score)] for actions, score in found]}
+        models[name] = (model, loss.item())
     args.out.mkdir(parents=True, exist_ok=True)
-    torch.save(model.state_dict(), args.out / "model.pt")
-    golden = {"source": "aistairc/rnng-pytorch f30c0ed", "seed": SEED, "model": {**SIZE, "dropout": 0.0}, "beam": BEAM,
-              "nonterminals": nts, "i2w": vocab.i2w, "specials": vocab.specials, "loss": loss.item(),
-              "sentences": sentences}
+    torch.save(models[""][0].state_dict(), args.out / "model.pt")
+    torch.save(models["in_order_"][0].state_dict(), args.out / "model_in_order.pt")
+    golden = {"source": "aistairc/rnng-pytorch f30c0ed", "seed": SEED, "model": {**SIZE, "dropout": 0.0},
+              "beam": BEAM, "nonterminals": nts, "i2w": vocab.i2w, "specials": vocab.specials,
+              "loss": models[""][1], "in_order_loss": models["in_order_"][1], "sentences": sentences}
     (args.out / "golden.json").write_text(json.dumps(golden, indent=1) + "\n")
     print(f"wrote {args.out}/golden.json and model.pt: {len(sentences)} sentences, {len(vocab.i2w)} words, "
-          f"{len(nts)} nonterminals, loss {loss.item():.4f}")
+          f"{len(nts)} nonterminals, loss {models[''][1]:.4f} (in-order {models['in_order_'][1]:.4f})")
     return 0
 
 

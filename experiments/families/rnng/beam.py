@@ -11,13 +11,14 @@ completions fill their store (``min(2 beam, beam + 5 fast_track)``) or ``beam`` 
 i is the logsumexp of that word beam (after pruning, as the official surprisals); the total is the logsumexp
 of the finished parses, so ``end_logprob`` is the closing of the remaining constituents.
 
-Valid actions are the official ones (top-down): ``NT(X)`` first and only while fewer than ``max_open_nts``
+Valid actions are the official ones. Top-down: ``NT(X)`` first and only while fewer than ``max_open_nts``
 constituents are open, fewer than ``max_cons_nts`` NTs came in a row, the action store (``max(100, 5n)``)
 leaves room for the rest and the stack for two more elements; ``REDUCE`` not right after an ``NT``, not of
 the root before the last word, and with a child on the stack; ``SHIFT`` while the stack has room; after the
-last word only ``REDUCE``. Scores use the action distribution renormalised over the valid actions and the
-word distribution without ``<pad>``. Unlike the official code, sentences are searched one at a time (the
-hypotheses of a sentence share every batched step) and ties are broken by index order.
+last word only ``REDUCE``. In-order: ``valid_in_order``; the end is ``FINISH``. Scores use the action
+distribution renormalised over the valid actions and the word distribution without ``<pad>``. Unlike the
+official code, sentences are searched one at a time (the hypotheses of a sentence share every batched step)
+and ties are broken by index order.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from experiments.evaluate.scorers import beams
 from experiments.families.rnng.methods import BEAM
 from experiments.families.rnng.scorers import RNNGModel
 from lightning_modules.data.tree import Tree, to_bracketed
-from lightning_modules.families.rnng.encoding import actions_tree
+from lightning_modules.families.rnng.encoding import IN_ORDER, actions_tree
 from lightning_modules.families.rnng.model import FixedStack
 
 
@@ -71,6 +72,7 @@ class RNNGBeamScorer:
         beams.check_beam_settings(beam, word_beam, fast_track=fast_track)
         self.model, self.beam, self.word_beam, self.fast_track = model, beam, word_beam, fast_track
         self.name = model.name
+        self.in_order = model.actions.strategy == IN_ORDER
         self.convention = Convention(method="beam", bound=True, beam=beam, word_beam=word_beam,
                                      fast_track=fast_track, incremental="beam", end_of_sentence=True)
 
@@ -102,7 +104,8 @@ class RNNGBeamScorer:
             if not len(hyps):
                 break
         order = torch.sort(hyps.score, descending=True, stable=True).indices.tolist()
-        trees = [actions_tree(self.model.actions.to_actions(hyps.actions[i]), words) for i in order]
+        trees = [actions_tree(self.model.actions.to_actions(hyps.actions[i]), words,
+                              strategy=self.model.actions.strategy) for i in order]
         prefix += [-math.inf] * (n + 1 - len(prefix))  # a search left without hypotheses (never seen)
         values = [prefix[i] - (prefix[i - 1] if i else 0.0) if math.isfinite(prefix[i]) else -math.inf
                   for i in range(n + 1)]
@@ -129,6 +132,8 @@ class RNNGBeamScorer:
             source, action = order // count, order % count
             if pointer < n:
                 ends = action == 1
+            elif self.in_order:
+                ends = action == 3  # FINISH
             else:
                 ends = (action == 2) & (hyps.stack.n_open[source] == 1)
             inside = torch.arange(len(order), device=order.device) < self.beam
@@ -158,7 +163,10 @@ class RNNGBeamScorer:
         module = self.model.module
         module.advance(hyps.stack, actions, vectors.expand(len(hyps), -1, -1))
         is_nt = actions >= module.config.nt_begin
-        return Hypotheses(hyps.stack, scores, torch.where(is_nt, hyps.consecutive_nts + 1, 0), actions,
+        # in-order: a REDUCE right after an NT (a unary constituent) does not end a run of NTs (official)
+        keeps = is_nt | (self.in_order & (actions == 2) & (hyps.previous >= module.config.nt_begin))
+        consecutive = torch.where(keeps, hyps.consecutive_nts + is_nt.long(), 0)
+        return Hypotheses(hyps.stack, scores, consecutive, actions,
                           [(*a, int(x)) for a, x in zip(hyps.actions, actions.tolist(), strict=True)])
 
     def successor_scores(self, hyps: Hypotheses, pointer: int, n: int, ids: Tensor, max_actions: int) -> Tensor:
@@ -181,6 +189,8 @@ class RNNGBeamScorer:
         steps = torch.tensor([len(a) for a in hyps.actions], device=top.device)
         kinds = torch.arange(count, device=top.device)
         is_nt, is_shift, is_reduce = kinds >= c.nt_begin, kinds == 1, kinds == 2
+        if self.in_order:
+            return self.valid_in_order(hyps, n, max_actions, steps, kinds)
         reduce_ok = ~(((opened == 1) & (stack.pointer < n)) | (hyps.previous >= c.nt_begin) | (top < 2))
         nt_ok = ~((opened >= c.max_open_nts) | (hyps.consecutive_nts >= c.max_cons_nts)
                   | (max_actions - steps < n - stack.pointer + opened + 3) | (top >= stack.size - 2))
@@ -191,3 +201,24 @@ class RNNGBeamScorer:
         valid &= ~((stack.pointer == n)[:, None] & ~is_reduce[None])  # all words generated: only REDUCE
         valid &= ~((stack.pointer == n) & (opened == 0))[:, None]  # finished
         return valid
+
+    def valid_in_order(self, hyps: Hypotheses, n: int, max_actions: int, steps: Tensor, kinds: Tensor) -> Tensor:
+        """[H, A] for in-order actions (the official ``FixedStackInOrderRNNG`` rules, words only): ``REDUCE``
+        with a constituent open, and before the last word only below the open/consecutive NT limits; ``NT(X)``
+        over a finished element, not right after an NT, with room in the stack and the action store, and after
+        the last word only below those limits; ``SHIFT`` before the last word, with room (two elements when
+        nothing is open), and not while a finished element stands alone after the first word; ``FINISH`` after
+        the last word with one finished element."""
+        c = self.model.module.config
+        stack = hyps.stack
+        opened, top, pointer = stack.n_open, stack.top, stack.pointer
+        limit = (opened > c.max_open_nts - 1) | (hyps.consecutive_nts > c.max_cons_nts - 1)
+        reduce_ok = ~((opened == 0) | (limit & (pointer < n)))
+        finish_ok = (pointer == n) & (opened == 0) & (top == 1)
+        shift_ok = ~((pointer == n) | ((pointer > 0) & (opened == 0)) | ((opened == 0) & (top >= stack.size - 2))
+                     | ((opened > 0) & (top >= stack.size - 1)))
+        nt_ok = ~((hyps.previous >= c.nt_begin) | (top == 0) | (limit & (pointer == n)) | (top >= stack.size - 1)
+                  | (max_actions - steps < n - pointer + opened + 4))
+        valid = ((kinds >= c.nt_begin)[None] & nt_ok[:, None]) | ((kinds == 1)[None] & shift_ok[:, None]) \
+            | ((kinds == 2)[None] & reduce_ok[:, None]) | ((kinds == 3)[None] & finish_ok[:, None])
+        return valid & ~(hyps.previous == 3)[:, None]  # finished

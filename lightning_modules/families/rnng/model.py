@@ -15,8 +15,9 @@ The loss is the official one: the NLL of every action (over all actions, valid o
 shifted word, summed, divided by the batch's sentences (``loss_normalize: batch``, the official default) or
 its actions, words or nothing. ``val/loss`` is the NLL per action and word (the log of the official
 validation perplexity). Parameter names differ from the official ones; ``official_state_dict`` maps theirs.
-Only the LSTM composition and the top-down order are built (the official attention composition and in-order
-stack are not).
+In-order (``strategy: in_order``), ``NT(X)`` puts X under the left corner on the stack (the composition reads
+``X c1 .. cn``) while the stack LSTM reads X after the left corner, as the official ``FixedInOrderStack``;
+``FINISH`` ends the sentence. Only the LSTM composition is built (not the official attention composition).
 """
 
 from __future__ import annotations
@@ -85,8 +86,6 @@ class RNNGConfig:
                              ("loss_normalize", LOSS_NORMALIZE)):
             if getattr(self, key) not in allowed:
                 raise bad(key, f"must be one of {', '.join(allowed)}")
-        if self.strategy != TOP_DOWN:
-            raise bad("strategy", "only top_down is built so far (the in-order stack is not)")
         for key in ("lr", "grad_clip_norm", "param_init"):
             if getattr(self, key) < 0:
                 raise bad(key, "must be >= 0")
@@ -208,6 +207,15 @@ class FixedStack:
         self.trees[rows, self.top[rows]] = vectors
         self.top[rows] += 1
 
+    def open_under_top(self, rows: Tensor, vectors: Tensor) -> None:
+        """In-order ``NT(X)``: X goes under the top element (its left corner), which stays on top."""
+        at = self.top[rows] - 1
+        self.trees[rows, at + 1] = self.trees[rows, at]
+        self.trees[rows, at] = vectors
+        self.open[rows, self.n_open[rows]] = at
+        self.n_open[rows] += 1
+        self.top[rows] += 1
+
     def children(self, rows: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """The open nonterminal's vector, its children (padded) and their count, for each row."""
         at = self.open[rows, self.n_open[rows] - 1]
@@ -287,7 +295,10 @@ class RNNG(pl.LightningModule):
         opening = (action >= c.nt_begin).nonzero().squeeze(1)
         if len(opening):
             vectors = self.drop(self.nt_emb(action[opening] - c.nt_begin))
-            stack.push(opening, vectors, opens=True)
+            if c.strategy == TOP_DOWN:
+                stack.push(opening, vectors, opens=True)
+            else:  # the stack LSTM still reads X after the left corner (the official fixed in-order stack)
+                stack.open_under_top(opening, vectors)
             pushed[opening] = vectors
         reduce = (action == REDUCE_ID).nonzero().squeeze(1)
         if len(reduce):
@@ -371,8 +382,11 @@ OFFICIAL_NAMES = (  # official state_dict prefix -> ours
 )
 
 
-def official_state_dict(state: Mapping[str, Tensor], location: str = "checkpoint") -> dict[str, Tensor]:
-    """An official ``FixedStackRNNG`` state_dict (LSTM composition) under our parameter names."""
+def official_state_dict(state: Mapping[str, Tensor], location: str = "checkpoint",
+                        num_nts: int | None = None) -> dict[str, Tensor]:
+    """An official ``FixedStackRNNG`` state_dict (LSTM composition) under our parameter names. The official
+    in-order model sizes its nonterminal table by ``TopDownActionDict.num_nts`` (one row more than it has
+    nonterminals, never read): with ``num_nts`` the table keeps its first ``num_nts`` rows."""
     out = {}
     for key, value in state.items():
         for theirs, ours in OFFICIAL_NAMES:
@@ -382,4 +396,6 @@ def official_state_dict(state: Mapping[str, Tensor], location: str = "checkpoint
         else:
             raise InputError(f"not a parameter of the official FixedStackRNNG with LSTM composition: {key}",
                              location)
+    if num_nts is not None and "nt_emb.weight" in out:
+        out["nt_emb.weight"] = out["nt_emb.weight"][:num_nts]
     return out

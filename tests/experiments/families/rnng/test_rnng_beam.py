@@ -32,29 +32,38 @@ def golden():
     return json.loads((GOLDEN / "golden.json").read_text())
 
 
-@pytest.fixture(scope="module")
-def model(golden) -> RNNGModel:
+def official(golden, strategy: str = "top_down") -> RNNGModel:
     m = golden["model"]
     module = build({"vocab_size": len(golden["i2w"]), "num_nts": len(golden["nonterminals"]), "w_dim": m["w_dim"],
-                    "h_dim": m["h_dim"], "num_layers": m["num_layers"], "dropout": 0.0})
-    module.load_state_dict(official_state_dict(torch.load(GOLDEN / "model.pt", weights_only=True)))
-    return RNNGModel(module, WordDict(tuple(golden["i2w"])), ActionDict(tuple(golden["nonterminals"])))
+                    "h_dim": m["h_dim"], "num_layers": m["num_layers"], "dropout": 0.0, "strategy": strategy,
+                    "max_cons_nts": 8 if strategy == "top_down" else 3})  # the official defaults
+    file = "model.pt" if strategy == "top_down" else "model_in_order.pt"
+    module.load_state_dict(official_state_dict(torch.load(GOLDEN / file, weights_only=True),
+                                               num_nts=len(golden["nonterminals"])))
+    return RNNGModel(module, WordDict(tuple(golden["i2w"])), ActionDict(tuple(golden["nonterminals"]), strategy))
 
 
-def test_the_official_beam(golden, model):
-    b = golden["beam"]
+@pytest.fixture(scope="module")
+def model(golden) -> RNNGModel:
+    return official(golden)
+
+
+@pytest.mark.parametrize("strategy", ["top_down", "in_order"])
+def test_the_official_beam(golden, strategy):
+    model = official(golden, strategy)
+    b, key = golden["beam"], "beam" if strategy == "top_down" else "in_order_beam"
     scorer = RNNGBeamScorer(model, beam=b["beam_size"], word_beam=b["word_beam_size"], fast_track=b["shift_size"])
-    searched = [s for s in golden["sentences"] if "beam" in s]
+    searched = [s for s in golden["sentences"] if key in s]
     assert len(searched) == 6
     for s in searched:
         score, trees = scorer.search(s["tokens"])
-        official = s["beam"]
-        assert [-v for v in score.word_logprobs] == pytest.approx(official["surprisals"], rel=1e-4, abs=1e-4)
-        assert [tree_actions(t, pos_tags=False) for t in trees] == [
-            model.actions.to_actions(actions) for actions, _ in official["parses"]]
-        found = torch.logsumexp(torch.tensor([v for _, v in official["parses"]], dtype=torch.float64), 0)
+        official_beam = s[key]
+        assert [-v for v in score.word_logprobs] == pytest.approx(official_beam["surprisals"], rel=1e-4, abs=1e-4)
+        assert [tree_actions(t, strategy, pos_tags=False) for t in trees] == [
+            model.actions.to_actions(actions) for actions, _ in official_beam["parses"]]
+        found = torch.logsumexp(torch.tensor([v for _, v in official_beam["parses"]], dtype=torch.float64), 0)
         assert math.isclose(score.total, float(found), rel_tol=1e-5)
-        assert math.isclose(score.extra["best_logprob"], official["parses"][0][1], rel_tol=1e-5)
+        assert math.isclose(score.extra["best_logprob"], official_beam["parses"][0][1], rel_tol=1e-5)
         assert math.isclose(sum(score.word_logprobs) + score.end_logprob, score.total, rel_tol=1e-9)
 
 

@@ -111,3 +111,15 @@ def test_sentencepiece_terminals_are_refused(prepared_data_dir):
     with pytest.raises(InputError) as e:
         get_family("rnng").build_data(cfg)
     assert e.value.location == "data.terminals"
+
+
+def test_in_order_data_ends_with_finish(prepared_data_dir):
+    cfg = resolve_train_config("rnng", "ptb-in-order", [*TINY, f"runtime.data_dir={prepared_data_dir}"])
+    assert cfg["model"]["strategy"] == "in_order" and cfg["model"]["max_cons_nts"] == 3
+    data = get_family("rnng").build_data(cfg)
+    assert data.vocab["actions"]["strategy"] == "in_order"
+    assert all(e.action_ids[-1] == 3 and e.action_ids[0] == 1 for e in data.train[:50])  # SHIFT first, FINISH last
+    module = get_family("rnng").build_module(cfg, data)
+    with torch.no_grad():
+        terms = module.loss_terms(data.collate(list(data.valid[:4])))
+    assert int(terms["words"]) == sum(len(e.token_ids) for e in data.valid[:4]) and float(terms["action_nll"]) > 0

@@ -30,37 +30,43 @@ def golden():
     return json.loads((GOLDEN / "golden.json").read_text())
 
 
-def official_model(golden) -> RNNG:
+def official_model(golden, strategy: str = "top_down") -> RNNG:
     m = golden["model"]
     model = build({"vocab_size": len(golden["i2w"]), "num_nts": len(golden["nonterminals"]), "w_dim": m["w_dim"],
-                   "h_dim": m["h_dim"], "num_layers": m["num_layers"], "dropout": 0.0})
-    state = torch.load(GOLDEN / "model.pt", map_location="cpu", weights_only=True)
-    model.load_state_dict(official_state_dict(state), strict=True)
+                   "h_dim": m["h_dim"], "num_layers": m["num_layers"], "dropout": 0.0, "strategy": strategy,
+                   "max_cons_nts": 8 if strategy == "top_down" else 3})
+    file = "model.pt" if strategy == "top_down" else "model_in_order.pt"
+    state = torch.load(GOLDEN / file, map_location="cpu", weights_only=True)
+    model.load_state_dict(official_state_dict(state, num_nts=len(golden["nonterminals"])), strict=True)
     return model.eval()
 
 
-def examples(golden) -> list[Example]:
-    return [Example(tuple(s["token_ids"]), tuple(s["action_ids"]), s["top_down_max_stack_size"])
+def examples(golden, strategy: str = "top_down") -> list[Example]:
+    prefix = "" if strategy == "top_down" else "in_order_"
+    return [Example(tuple(s["token_ids"]), tuple(s[f"{prefix}action_ids"]), s[f"{strategy}_max_stack_size"])
             for s in golden["sentences"]]
 
 
-def test_official_logprobs(golden):
-    model = official_model(golden)
-    rows = examples(golden)
+@pytest.mark.parametrize("strategy", ["top_down", "in_order"])
+def test_official_logprobs(golden, strategy):
+    prefix = "" if strategy == "top_down" else "in_order_"
+    model = official_model(golden, strategy)
+    rows = examples(golden, strategy)
     with torch.no_grad():
         ours = model.action_logprobs(collate(rows))
     for b, s in enumerate(golden["sentences"]):
-        expected = torch.tensor(s["logprobs"], dtype=torch.float64)
+        expected = torch.tensor(s[f"{prefix}logprobs"], dtype=torch.float64)
         got = ours[b, : len(expected)].double()
         assert torch.allclose(got, expected, rtol=1e-5, atol=1e-6), (b, (got - expected).abs().max())
         assert (ours[b, len(expected):] == 0).all()
-    total = -sum(sum(s["logprobs"]) for s in golden["sentences"])
-    assert abs(total - golden["loss"]) <= 1e-5 * abs(golden["loss"])
+    total = -sum(sum(s[f"{prefix}logprobs"]) for s in golden["sentences"])
+    assert abs(total - golden[f"{prefix}loss"]) <= 1e-5 * abs(golden[f"{prefix}loss"])
 
 
-def test_one_sentence_at_a_time_equals_the_batch(golden):
-    model = official_model(golden)
-    rows = examples(golden)[:5]
+@pytest.mark.parametrize("strategy", ["top_down", "in_order"])
+def test_one_sentence_at_a_time_equals_the_batch(golden, strategy):
+    model = official_model(golden, strategy)
+    rows = examples(golden, strategy)[:5]
     with torch.no_grad():
         batched = model.action_logprobs(collate(rows))
         for b, row in enumerate(rows):
@@ -89,6 +95,12 @@ def test_training_steps_lower_the_loss(golden):
 
 
 def test_bad_configs_and_foreign_state_dicts_are_input_errors():
+    with pytest.raises(InputError) as e:
+        config_from_dict({"strategy": "bottom_up"})
+    assert e.value.location == "model.strategy"
+    with pytest.raises(InputError) as e:
+        config_from_dict({"composition": "attention"})
+    assert e.value.location == "model.composition"
     with pytest.raises(InputError) as e:
         config_from_dict({"strategy": "bottom_up"})
     assert e.value.location == "model.strategy"
