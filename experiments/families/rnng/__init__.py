@@ -1,10 +1,10 @@
 """Recurrent neural network grammars (Dyer et al. 2016) as the batched fixed-stack RNNG of Noji & Oseki
 (2021, aistairc/rnng-pytorch): the family adapter.
 
-A joint model p(x, y) over top-down actions (``lightning_modules/families/rnng``). Scored by the official
-word-synchronous beam search (``beam``, the default: ``beam.py``), on the gold trees (``gold``: log p(x, y_gold))
-or marginalised over proposal trees (``proposals``), the last two by the shared tree-marginal scorer
-(``scorers.py``).
+A joint model p(x, y) over top-down or in-order actions (``model.strategy``;
+``lightning_modules/families/rnng``). Scored by the official word-synchronous beam search (``beam``, the
+default: ``beam.py``), on the gold trees (``gold``: log p(x, y_gold)) or marginalised over proposal trees
+(``proposals``), the last two by the shared tree-marginal scorer (``scorers.py``).
 """
 
 from __future__ import annotations
