@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from experiments.families import register
-from experiments.families.adapter import Family, Method, Scoring, ScoringRequest
+from experiments.families.adapter import Family, Inspection, Method, Scoring, ScoringRequest
 from experiments.families.rnng.methods import BEAM, GOLD, PROPOSALS
 from lightning_modules.errors import InputError
 
@@ -97,6 +97,15 @@ class RNNGFamily(Family):
         return Scoring(TreeScorer(model, request.proposals, method="proposals", n=n, pos_tags=request.pos_tags,
                                   batch_size=request.batch_size, source_name=request.source_name),
                        {"n_proposals": n}, f"N = {n} proposals from {request.source_name}")
+
+    def inspection(self) -> Inspection:
+        """``synbench inspect rnng``: a tree's top-down and in-order actions (``inspect.py``)."""
+        def record(name: str, tree: Any, options: Any) -> dict[str, Any]:
+            from experiments.families.rnng.inspect import record
+
+            return record(tree)
+
+        return Inspection(("rnng",), record)
 
     def model_info(self, config: dict[str, Any], prefix: str) -> dict[str, Any]:
         from dataclasses import asdict
