@@ -55,8 +55,8 @@ def test_the_official_beam(golden, strategy):
     scorer = RNNGBeamScorer(model, beam=b["beam_size"], word_beam=b["word_beam_size"], fast_track=b["shift_size"])
     searched = [s for s in golden["sentences"] if key in s]
     assert len(searched) == 6
-    for s in searched:
-        score, trees = scorer.search(s["tokens"])
+    found = scorer.search([s["tokens"] for s in searched])  # one batch, as the official search ran them
+    for s, (score, trees) in zip(searched, found, strict=True):
         official_beam = s[key]
         assert [-v for v in score.word_logprobs] == pytest.approx(official_beam["surprisals"], rel=1e-4, abs=1e-4)
         assert [tree_actions(t, strategy, pos_tags=False) for t in trees] == [
@@ -69,10 +69,22 @@ def test_the_official_beam(golden, strategy):
 
 def test_the_word_beam_bounds_the_finished_parses(golden, model):
     words = golden["sentences"][1]["tokens"]
-    narrow, narrow_trees = RNNGBeamScorer(model, beam=4, word_beam=2, fast_track=1).search(words)
-    wide, wide_trees = RNNGBeamScorer(model, beam=16, word_beam=8, fast_track=2).search(words)
+    narrow, narrow_trees = RNNGBeamScorer(model, beam=4, word_beam=2, fast_track=1).search([words])[0]
+    wide, wide_trees = RNNGBeamScorer(model, beam=16, word_beam=8, fast_track=2).search([words])[0]
     assert (narrow.extra["trees"], wide.extra["trees"]) == (2, 8)
     assert all(t.leaves() == words for t in narrow_trees + wide_trees)
+
+
+@pytest.mark.parametrize("strategy", ["top_down", "in_order"])
+def test_the_batch_changes_nothing(golden, strategy):
+    model = official(golden, strategy)
+    sentences = [s["tokens"] for s in golden["sentences"][:7]]
+    alone = RNNGBeamScorer(model, beam=6, word_beam=2, fast_track=2, batch_size=1).score(sentences)
+    together = RNNGBeamScorer(model, beam=6, word_beam=2, fast_track=2, batch_size=4).score(sentences)
+    for a, b in zip(alone, together, strict=True):
+        assert a.best_tree == b.best_tree and a.extra["trees"] == b.extra["trees"]
+        assert a.word_logprobs == pytest.approx(b.word_logprobs, rel=1e-5, abs=1e-5)
+        assert a.total == pytest.approx(b.total, rel=1e-6)
 
 
 def test_bad_settings_name_the_setting(model):
