@@ -18,6 +18,17 @@ The sample of each evaluation is spread over it (every k-th sentence); ``--sampl
     PYTHONPATH=. python benchmarks/paper_cost.py --eval [--preset ptb] [--device cuda] [--sample 8]
 
 A GPU run belongs to ``benchmarks/gpu_session.sh``; on the CPU the numbers are CPU-minutes of this machine.
+Measured 2026-11-28 on the 2-core CPU (1 thread, beside a CI run; ``--preset ptb --sample 2``, the paper's
+settings; random weights)::
+
+      evaluation                         method  sentences     words   s/word    minutes
+       ppl N=300            300 proposals, trie      2,416    56,684   1.2201     1152.7
+        ppl beam     beam 100/10, <= 15 actions      2,416    56,684   2.1972     2075.7
+              sg     beam 100/10, <= 15 actions      3,304    42,413   6.5126     4603.6
+           blimp     beam 100/10, <= 15 actions    134,000 1,183,893   5.1883   102374.2
+    full protocol (ppl N=300, sg, blimp): 108130.5 minutes per checkpoint
+
+(Not yet measured on a GPU.)
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ nothing is half-written, and a failed import leaves nothing)::
     RUN_DIR/
         config.json           the resolved config, as a trained run's (seed 0)
         checkpoints/best.ckpt synbench's checkpoint: state_dict + the ``synbench`` metadata
-        DONE                  {"family", "seed", "imported": {"official", the source files' sha256, ...}}
+        DONE                  {"family", "seed", "imported": {"official", "files": the sources' sha256, ...}}
 
 so that every reader of run folders (``eval ... RUN_DIR/checkpoints/best.ckpt``, ``status``, ``leaderboard``)
 takes it as a finished run.
@@ -21,6 +21,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from lightning_modules.data.checksums import file_sha256
 from lightning_modules.errors import InputError
 
 
@@ -47,12 +48,16 @@ def import_run(family: str, checkpoint: Path, vocab: Path | None, tokenizer: Pat
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise InputError("already exists and is not empty: give a new run folder", str(out))
     imported = part.convert(checkpoint, vocab, tokenizer)
-    write_run(out, family, imported, part.official)
+    files = {name: file_sha256(path) for name, path in (("checkpoint", checkpoint), ("vocab", vocab),
+                                                          ("tokenizer", tokenizer)) if path is not None}
+    write_run(out, family, imported, {"official": part.official, "files": files, **imported.source})
     return out
 
 
-def write_run(out: Path, family: str, imported: Any, official: str) -> None:
-    """Write the run folder of an ``ImportedModel`` atomically (a temporary sibling renamed to ``out``)."""
+def write_run(out: Path, family: str, imported: Any, provenance: dict[str, Any]) -> None:
+    """Write the run folder of an ``ImportedModel`` atomically (a temporary sibling renamed to ``out``);
+    ``provenance`` (the official format, the source files' sha256, the converter's notes) goes to ``DONE`` and the
+    checkpoint's metadata as ``imported``."""
     import torch
 
     from experiments.checkpoints import FORMAT_VERSION
@@ -65,10 +70,10 @@ def write_run(out: Path, family: str, imported: Any, official: str) -> None:
         (staging / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True), encoding="utf-8")
         (staging / "checkpoints").mkdir()
         meta = {"format": FORMAT_VERSION, "family": family, "config": imported.config, "seed": 0,
-                "vocab": imported.vocab, "imported": {"official": official, **imported.source}}
+                "vocab": imported.vocab, "imported": provenance}
         torch.save({"state_dict": imported.state_dict, "synbench": meta, "global_step": 0, "epoch": 0},
                    staging / "checkpoints" / "best.ckpt")
-        done = {"family": family, "seed": 0, "imported": {"official": official, **imported.source}}
+        done = {"family": family, "seed": 0, "imported": provenance}
         (staging / "DONE").write_text(json.dumps(done, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         if out.is_dir():
             out.rmdir()  # empty (checked): the rename replaces it

@@ -1,7 +1,7 @@
 """A spec model ``{source: RUN_DIR}``: a finished run folder (here one ``synbench import`` wrote from the official
 Pushdown Layers golden files) is evaluated as it is, like an ``hf:`` source: one run of its checkpoint's
 family, registered done, its evaluations scoring ``RUN_DIR/checkpoints/best.ckpt`` and equal to ``synbench eval``
-on that checkpoint; a folder without a checkpoint is a located error."""
+on that checkpoint, aggregated and on the leaderboard; a folder without a checkpoint is a located error."""
 
 from __future__ import annotations
 
@@ -39,7 +39,8 @@ def test_an_imported_run_folder_is_a_spec_source_evaluated_as_it_is(tmp_path, ca
     [run] = experiment_runs(spec)
     assert run.config["source"] == str(checkpoint) and run.config["data"]["corpus"] == "ptb-sample"
     with pytest.raises(InputError, match=r"models\[0\]\.hf_convention: applies to hf: sources only"):
-        load_spec(_spec(tmp_path, [{"source": str(run_dir), "hf_convention": "lm-eval"}]))
+        (tmp_path / "bad").mkdir()
+        load_spec(_spec(tmp_path / "bad", [{"source": str(run_dir), "hf_convention": "lm-eval"}]))
     root = tmp_path / "runs"
     planner = Planner(spec, [run], root)
     register_sources(Plan(spec, root, [run], [], [], {}))  # nothing to train: a finished run at once
@@ -57,6 +58,13 @@ def test_an_imported_run_folder_is_a_spec_source_evaluated_as_it_is(tmp_path, ca
                  "--method", "gold", "--json"]) == 0
     direct = json.loads(capsys.readouterr().out)
     assert planned["metrics"]["word_ppl"] == pytest.approx(direct["metrics"]["word_ppl"], rel=1e-9)
+    # aggregated and on the leaderboard like a trained run
+    assert main(["aggregate", str(tmp_path / "exp.yaml"), "--runs-dir", str(root)]) == 0
+    capsys.readouterr()
+    assert main(["leaderboard", str(root / spec.name), "--json"]) == 0
+    [row] = json.loads(capsys.readouterr().out)["rows"]
+    assert (row["model"], row["family"]) == ("official", "pushdown")
+    assert row["metrics"]["ppl"]["mean"] == pytest.approx(direct["metrics"]["word_ppl"], rel=1e-9)
 
 
 def test_a_folder_without_a_checkpoint_is_a_located_error(tmp_path):

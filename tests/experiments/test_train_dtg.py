@@ -72,3 +72,22 @@ def test_bad_system_names_its_key() -> None:
 
         config_from_dict(resolve_train_config("dtg", "cpu-small", ["model.system=hybrid"])["model"])
     assert info.value.location == "model.system"
+
+
+def test_the_split_head_trains_in_a_seed_group_as_solo(tmp_path: Path) -> None:
+    """Arc-standard DTG with the official split head (the presets' ``output_head: official``) in a seed group:
+    its hidden-state tap keeps no tensor once the head has read it (the group's batched tensors once broke the
+    checkpoint copy), and each seed ends where its solo run ends (dropout 0)."""
+    from experiments.seed_group import train_group
+    from lightning_modules.families.dtg.model import config_from_dict, split_head
+    from tests.experiments.test_seed_group import close
+    from tests.experiments.test_seed_group_families import without_dropout
+
+    cfg = without_dropout("dtg", [*TINY, "train.max_steps=4", "train.val_every=2", "train.ckpt_every=2",
+                                  f"data.corpus={small_corpus(tmp_path)}", "data.train_split=file",
+                                  "data.valid_split=file"])
+    assert split_head(config_from_dict(cfg["model"]))
+    group = train_group(cfg, [0, 1], [tmp_path / "g0", tmp_path / "g1"])
+    solo = train(cfg, 1, tmp_path / "solo")
+    group[1].pop("device"), solo.pop("device")
+    assert close(group[1], solo)

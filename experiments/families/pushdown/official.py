@@ -26,7 +26,6 @@ gold-tree scores count log p(``</s>`` | ..., ``<eos>``) and ``<eos>``'s attachme
 
 from __future__ import annotations
 
-import hashlib
 import io
 import pickle
 from collections.abc import Sequence
@@ -249,10 +248,7 @@ def convert(family: str, checkpoint: Path, vocab: Path | None, tokenizer: Path |
         raise InputError(f"the tensors do not fit the model read from their shapes ({str(e)[:160]})",
                          str(checkpoint)) from None
     config = _run_config(family, model, payload)
-    files = {"checkpoint": _sha256(checkpoint), "vocab": _sha256(vocab)}
-    if tokenizer is not None:
-        files["tokenizer"] = payload["tokenizer_sha256"]
-    source = {"files": files, "sentence_end": "official",
+    source = {"sentence_end": "official",
               "conventions": ["vocabulary rows reordered into synbench ids; UNK added (embedding 0, bias -1e4)",
                               "</s> after <eos> and <eos>'s attachment to <s> counted (sentence_end: official)"]}
     return ImportedModel(config=config, vocab=payload, state_dict=module.state_dict(), source=source)
@@ -276,14 +272,6 @@ def _run_config(family: str, model: dict[str, Any], payload: dict[str, Any]) -> 
     config["data"] = {**config["data"], "terminals": payload["terminals"]}
     config["train"] = {**config["train"], "max_steps": 0}
     return config
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 # -- the official sentence end -------------------------------------------------------------------------------

@@ -159,7 +159,7 @@ class SplitHeadTransformerXL(TransformerXL):
 
     def split(self, logits: Tensor) -> Tensor:
         """Word logits [..., V] (and the tapped hidden states) -> the split head's log-probabilities [..., V]."""
-        hidden = self.output_dropout.last
+        hidden, self.output_dropout.last = self.output_dropout.last, None  # no tensor kept (copies, vmap levels)
         assert hidden is not None and hidden.shape[:-1] == logits.shape[:-1]
         action = self.action_head(hidden).float().log_softmax(-1)
         word = logits.float().log_softmax(-1)

@@ -1,7 +1,8 @@
 """``synbench import FAMILY CHECKPOINT``, end to end for every family with an importer, from the official golden
 files under ``tests/golden/`` (the per-token parity of each is in its family's ``test_*_official.py``; the
 Pushdown family's, through this command, in ``test_pushdown_official.py``): the
-run folder loads with the family's one loader and ``synbench eval ppl`` scores it; the command never names a
+run folder records the sha256 of every source file, loads with the family's one loader and ``synbench eval ppl``
+scores it; the command never names a
 family (the registry's ``importing`` parts), and a family without an importer is one error line."""
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import pytest
 
 from experiments.cli import main
 from experiments.families import get_family, names
+from lightning_modules.data.checksums import file_sha256
 
 GOLDEN = Path(__file__).resolve().parents[2] / "golden"
 # family: (checkpoint, --vocab, --tokenizer, eval ppl arguments)
@@ -42,6 +44,8 @@ def test_an_imported_run_loads_and_is_evaluated(family, tmp_path, capsys):
     assert main(argv) == 0, capsys.readouterr().err
     done = json.loads((out / "DONE").read_text())
     assert done["family"] == family and done["imported"]["official"] == get_family(family).importing().official
+    sources = {"checkpoint": checkpoint, "vocab": vocab, "tokenizer": tokenizer}
+    assert done["imported"]["files"] == {name: file_sha256(GOLDEN / path) for name, path in sources.items() if path}
     best = out / "checkpoints" / "best.ckpt"
     get_family(family).load(best)
     capsys.readouterr()

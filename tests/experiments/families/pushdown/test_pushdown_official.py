@@ -175,19 +175,21 @@ def test_training_refuses_the_official_sentence_end() -> None:
 
 
 # -- bad input: one error line naming the file, exit 2, nothing written -----------------------------------------
+def official_class(name: str, monkeypatch: pytest.MonkeyPatch) -> type:
+    """A class standing for ``vocabulary.NAME`` of the official code (a module ``vocabulary`` made here), so
+    that its instances pickle under the official name."""
+    module = types.ModuleType("vocabulary")
+    cls = type(name, (), {"__module__": "vocabulary", "__qualname__": name})
+    setattr(module, name, cls)
+    monkeypatch.setitem(sys.modules, "vocabulary", module)
+    return cls
+
+
 def fake_vocabulary_pickle(words: list[str], monkeypatch: pytest.MonkeyPatch) -> bytes:
     """A pickle of a ``vocabulary.WordVocabulary`` with ``words``, made without the official code."""
-    module = types.ModuleType("vocabulary")
-
-    class WordVocabulary:
-        pass
-
-    WordVocabulary.__module__, WordVocabulary.__qualname__ = "vocabulary", "WordVocabulary"
-    module.WordVocabulary = WordVocabulary  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "vocabulary", module)
-    vocab = WordVocabulary()
-    vocab.words = {w: i for i, w in enumerate(words)}  # type: ignore[attr-defined]
-    vocab.inv_words = dict(enumerate(words))  # type: ignore[attr-defined]
+    vocab = official_class("WordVocabulary", monkeypatch)()
+    vocab.words = {w: i for i, w in enumerate(words)}
+    vocab.inv_words = dict(enumerate(words))
     return pickle.dumps(vocab)
 
 
@@ -264,16 +266,8 @@ def test_a_pickle_naming_anything_else_is_refused_and_runs_nothing(tmp_path: Pat
     evil.write_bytes(pickle.dumps(Evil()))
     assert_refused(import_argv("pushdown", model, evil, out), evil, out, capsys, "only vocabulary.WordVocabulary")
     assert not marker.exists()
-    module = types.ModuleType("vocabulary")
-
-    class CharVocabulary:
-        pass
-
-    CharVocabulary.__module__, CharVocabulary.__qualname__ = "vocabulary", "CharVocabulary"
-    module.CharVocabulary = CharVocabulary  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "vocabulary", module)
     other = tmp_path / "other.pkl"
-    other.write_bytes(pickle.dumps(CharVocabulary()))
+    other.write_bytes(pickle.dumps(official_class("CharVocabulary", monkeypatch)()))
     assert_refused(import_argv("pushdown", model, other, out), other, out, capsys, "vocabulary.CharVocabulary")
 
 
