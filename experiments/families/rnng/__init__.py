@@ -23,6 +23,15 @@ class RNNGFamily(Family):
     """The batched fixed-stack RNNG (Noji & Oseki 2021)."""
 
     names = ("rnng",)
+    # No seed groups (``--seeds``): the stacked form runs a module under ``torch.func.vmap`` over the seeds, and
+    # (1) vmap has no batching rule for the stack LSTM's and composition's LSTM cells (``aten::lstm_cell``:
+    # "Batching rule not implemented ... could not generate a fallback", tested), (2) the batched fixed-stack
+    # step, as the official code's, picks the rows each action applies to (SHIFT, NT, REDUCE) by value, with
+    # shapes that depend on each seed's own batch (``nonzero``, the composition's packed lengths), where vmap
+    # needs one shape for all seeds. A stacked form would be another algorithm: every operation on every row,
+    # masked. Seeds train one per process.
+    seed_stack_refusal = ("its LSTM cells have no vmap rule and its fixed-stack step selects rows by action, "
+                          "shapes that differ between seeds")
 
     def kind(self, config: dict[str, Any] | None = None) -> str:
         return "joint"

@@ -53,7 +53,15 @@ class RNNGModel:
         meta = ckpt["synbench"]
         words, actions = WordDict.from_json(meta["vocab"]["words"]), ActionDict.from_json(meta["vocab"]["actions"])
         module = build({**meta["config"]["model"], "vocab_size": len(words), "num_nts": len(actions.nonterminals)})
-        module.load_state_dict(ckpt["state_dict"])
+        ours, theirs = set(module.state_dict()), set(ckpt["state_dict"])
+        if ours != theirs:  # weights of another network under an rnng label
+            raise InputError(f"not an RNNG of its recorded config: {len(ours - theirs)} of its parameters missing, "
+                             f"{len(theirs - ours)} unknown ({', '.join(sorted(theirs - ours)[:3])})", checkpoint)
+        try:
+            module.load_state_dict(ckpt["state_dict"])
+        except RuntimeError as e:  # shapes of another config
+            raise InputError(f"not an RNNG of its recorded config ({' '.join(str(e).split())[:200]})",
+                             checkpoint) from None
         return cls(module, words, actions, meta["family"], device)
 
     # -- TreeModel ---------------------------------------------------------------------------------------------

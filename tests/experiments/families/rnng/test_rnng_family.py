@@ -123,3 +123,59 @@ def test_in_order_data_ends_with_finish(prepared_data_dir):
     with torch.no_grad():
         terms = module.loss_terms(data.collate(list(data.valid[:4])))
     assert int(terms["words"]) == sum(len(e.token_ids) for e in data.valid[:4]) and float(terms["action_nll"]) > 0
+
+
+def _cli(capsys, *argv) -> tuple[int, str]:
+    from experiments.cli import main
+
+    code = main([str(a) for a in argv])
+    return code, capsys.readouterr().err
+
+
+def test_bad_input_on_the_command_line_is_one_located_error_line(checkpoint, tmp_path, capsys):
+    """Trees with an unknown nonterminal or deeper than the fixed stack, a checkpoint of another family, a
+    checkpoint labelled rnng holding other weights, corrected word probabilities (one token per word): exit 2,
+    one ``synbench: error: WHERE: ...`` line."""
+    good = "(S (NP (DT The) (NN market)) (VP (VBD fell)) (. .))"
+    unknown = tmp_path / "unknown.mrg"
+    unknown.write_text(f"{good}\n(S (NOPE (DT A) (NN stock)) (VP (VBD rose)) (. .))\n")  # other words: the
+    # gold trees are looked up by their words
+    deep = "(NP (NN a))"
+    for _ in range(120):
+        deep = f"(NP {deep})"
+    too_deep = tmp_path / "deep.mrg"
+    too_deep.write_text(f"(S {deep})\n")
+    relabelled = tmp_path / "tg-label.ckpt"
+    ckpt = torch.load(checkpoint, map_location="cpu", weights_only=True)
+    ckpt["synbench"]["family"] = "tg"
+    torch.save(ckpt, relabelled)
+    foreign = tmp_path / "foreign.ckpt"
+    ckpt = torch.load(checkpoint, map_location="cpu", weights_only=True)
+    ckpt["state_dict"] = {"embedding.weight": torch.zeros(3, 4)}
+    torch.save(ckpt, foreign)
+    gold = ["--method", "gold", "--split", "file", "--json"]
+    cases = [
+        ([checkpoint, "--corpus", unknown, *gold], "sentence 1, tree 0: ", "unknown action 'NT(NOPE)'"),
+        ([checkpoint, "--corpus", too_deep, *gold], "sentence 0, tree 0: ", "fixed stack"),
+        ([relabelled, "--corpus", unknown, *gold], f"{relabelled}: ", ""),  # what tg's loader finds missing
+        ([foreign, "--corpus", unknown, *gold], f"{foreign}: ", "not an RNNG of its recorded config: 23 of"),
+        ([checkpoint, "--corpus", unknown, *gold, "--word-prob", "corrected"], "--word-prob: ", "no --word-prob"),
+    ]
+    for argv, where, what in cases:
+        code, err = _cli(capsys, "eval", "ppl", *argv, "--out", tmp_path / "out")
+        assert code == 2 and err.count("\n") == 1 and err.startswith(f"synbench: error: {where}"), (argv, err)
+        assert what in err, (argv, err)
+
+
+def test_seed_groups_are_refused_with_the_reason(prepared_data_dir, tmp_path, capsys):
+    """``train rnng --seeds``: refused, saying why (the adapter's ``seed_stack_refusal``)."""
+    code, err = _cli(capsys, "train", "rnng", "--preset", "cpu-small", "--seeds", "0-1", "--runs-dir", tmp_path,
+                     *TINY, f"runtime.data_dir={prepared_data_dir}")
+    assert code == 2 and err.strip().splitlines()[-1] == (
+        "synbench: error: --seeds: rnng cannot train seeds as a group (its LSTM cells have no vmap rule and its "
+        "fixed-stack step selects rows by action, shapes that differ between seeds): train one seed per process "
+        "(--seed)")
+    # the first reason, as it stands (a torch that adds the rule makes this fail: then look again)
+    cell = torch.nn.LSTMCell(2, 2)
+    with pytest.raises(RuntimeError, match="Batching rule not implemented for aten::lstm_cell"):
+        torch.func.vmap(lambda x: cell(x)[0])(torch.zeros(2, 1, 2))
