@@ -59,9 +59,9 @@ step() {  # step N NAME SECONDS ARGV... : one measurement, its output in N-NAME.
 
 if [ "$mode" = cuda ]; then
   # bf16 dense peak of an H100/H200 SXM (989 TFLOP/s): MFU's denominator
-  step 2 training_step 80 "$PY" benchmarks/training_step.py --device cuda --preset ptb --precision bf16 --steps 20 \
+  step 2 training_step 70 "$PY" benchmarks/training_step.py --device cuda --preset ptb --precision bf16 --steps 20 \
     --peak-tflops 989
-  step 3 seed_group 90 "$PY" benchmarks/seed_group.py --device cuda --preset ptb --sizes 1 4 8 --steps 5 \
+  step 3 seed_group 80 "$PY" benchmarks/seed_group.py --device cuda --preset ptb --sizes 1 4 8 --steps 5 \
     --batch-size 16 --repeats 1
   step 4 marginalize 50 "$PY" benchmarks/marginalize.py --device cuda --preset ptb --sentences 4 --proposals 100 \
     --proposal-kind k-best --skip-one --skip-beam --repeats 1
@@ -70,7 +70,10 @@ if [ "$mode" = cuda ]; then
   step 6 pushdown_beam 50 "$PY" benchmarks/pushdown_beam.py --device cuda --lengths 20 --beams 32 300 --sentences 2
   step 7 attention 40 "$PY" benchmarks/attention.py --device cuda --lengths 256 1024
   step 8 pushdown_attention 40 "$PY" benchmarks/pushdown_attention.py --device cuda --lengths 256 1024 --flex
-  step 9 paper_cost_eval 80 "$PY" benchmarks/paper_cost.py --eval --device cuda --preset ptb --sample 3
+  step 9 paper_cost_eval 70 "$PY" benchmarks/paper_cost.py --eval --device cuda --preset ptb --sample 3
+  # RNNG against the official rnng-pytorch code (the golden archive): the official PTB size, its beam 100/10/1
+  step 10 rnng 30 "$PY" benchmarks/rnng.py --device cuda --size 256 --layers 2 --batch 64 --steps 5 \
+    --sentences 4 --max-words 15 --beam 100 --word-beam 10 --beam-batch 4
 else
   step 2 training_step 90 "$PY" benchmarks/training_step.py --device cpu --tiny --steps 3 --warmup 1
   step 3 seed_group 120 "$PY" benchmarks/seed_group.py --device cpu --sizes 1 2 --steps 1 --batch-size 2 --repeats 1
@@ -85,6 +88,8 @@ else
   step 8 pushdown_attention 40 "$PY" benchmarks/pushdown_attention.py --device cpu --lengths 64 --repeats 1
   step 9 paper_cost_eval 60 "$PY" benchmarks/paper_cost.py --eval --device cpu --preset cpu-small --sample 1 \
     --proposals 4 --beam 3 2 2
+  step 10 rnng 90 "$PY" benchmarks/rnng.py --device cpu --size 16 --layers 1 --batch 4 --steps 2 --sentences 2 \
+    --max-words 8 --beam 4 --word-beam 2 --beam-batch 2
 fi
 echo "outputs: $out"
 ! grep -v " ok \| skipped " "$out/summary.txt" > /dev/null
