@@ -24,6 +24,15 @@ Printed: milliseconds per training step and sentences per second of the beam, ea
 (official time / ours: above 1, ours is faster).
 
     PYTHONPATH=. python benchmarks/rnng.py [--device cuda] [--size 256 --layers 2 --batch 64] [--official DIR]
+
+Measured 2026-11-28 on the shared 2-core CPU (1 thread, load average ~10 from other work; a tiny size, so the
+numbers only say the two are alike: ``--size 16 --layers 1 --batch 4 --steps 2 --sentences 2 --max-words 8
+--beam 4 --word-beam 2 --beam-batch 2``)::
+
+    training step, 4 sentences (~64 words):  official 659.0 ms/step, synbench 617.9 ms/step: 1.07x
+    beam 4/2, shift size 1, 2 sentences:     official 3.23 sentences/s, synbench 4.32: 1.33x
+
+At the official PTB size on a GPU: ``benchmarks/gpu_session.sh`` step 10 (not run yet: no GPU this session).
 """
 
 from __future__ import annotations
