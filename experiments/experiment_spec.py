@@ -24,6 +24,10 @@
     evaluations: [perplexity]    # optional: names, or {name: ..., other options} (experiments/evaluation_plan.py)
     analysis: {...}              # optional: options of `synbench analyze` (analysis/pipeline.py)
     compare_to: reproduce-PAPER-paper   # optional: the full-protocol spec this one scales down
+    family_entries: true         # optional: add the models and evaluations each registered family ships for
+                                 #   this spec (its folder's experiments/NAME.yaml, NAME: this spec's name;
+                                 #   keys models, evaluations and, for a paper-scale spec, card: lines of
+                                 #   its protocol card), so a comparison of every family names none
     launcher:                    # optional per-executor options (see experiments/launchers)
       slurm: {time: "00:10:00", max_parallel: 4}
     tune:                        # optional: the search space of `synbench tune` (Optuna)
@@ -60,7 +64,8 @@ from experiments.seed_grouping import changes_results, group_config, group_label
 from lightning_modules.errors import InputError
 
 TOP_KEYS = ("name", "description", "models", "data", "seeds", "evaluations", "launcher", "tune", "analysis",
-            "compare_to", "seeds_per_process")
+            "compare_to", "seeds_per_process", "family_entries")
+FAMILY_ENTRY_KEYS = ("models", "evaluations")  # and ``card``: their lines of the paper's protocol card
 TUNE_KEYS = ("model", "data", "seed", "params", "pruner", "sampler_seed", "heartbeat_s", "max_retry")
 PARAM_KEYS = {"float": ("type", "low", "high", "log", "step"), "int": ("type", "low", "high", "log", "step"),
               "categorical": ("type", "choices")}
@@ -137,7 +142,7 @@ class ExperimentSpec:
     seeds: tuple[int, ...]
     evaluations: tuple[dict[str, Any], ...]
     launcher: dict[str, dict[str, Any]]
-    lines: dict[tuple, int] = field(repr=False, compare=False)
+    lines: dict[tuple, int | str] = field(repr=False, compare=False)
     tune: TuneSpec | None = None
     analysis: dict[str, Any] = field(default_factory=dict)  # options of `synbench analyze` (analysis/pipeline.py)
     compare_to: str | None = None  # the full-protocol spec this one scales down (its settings name what is reduced)
@@ -191,14 +196,15 @@ def _key_name(keys: tuple) -> str:
 
 
 class _Locator:
-    def __init__(self, path: Path, lines: dict[tuple, int]):
+    def __init__(self, path: Path, lines: dict[tuple, int | str]):
         self.path, self.lines = path, lines
 
     def where(self, *keys: str | int) -> str:
         """``FILE:LINE`` of the deepest of ``keys`` that the file spells out."""
         for n in range(len(keys), 0, -1):
             if keys[:n] in self.lines:
-                return f"{self.path}:{self.lines[keys[:n]]}"
+                line = self.lines[keys[:n]]  # a line of this file, or FILE:LINE of a family's entries
+                return line if isinstance(line, str) else f"{self.path}:{line}"
         return str(self.path)
 
     def error(self, message: str, *keys: str | int) -> InputError:
@@ -295,6 +301,48 @@ def load_spec(name_or_path: str | Path) -> ExperimentSpec:
     return parse_spec(data, path, lines)
 
 
+def family_entry_files(name: str) -> list[Path]:
+    """The entries the registered families ship for the spec ``name``: ``experiments/NAME.yaml`` in each
+    adapter's folder, where one exists (by path: one order on every machine)."""
+    import inspect
+
+    from experiments.families import get_family, names
+
+    folders = {Path(inspect.getfile(type(get_family(n)))).parent for n in names()}
+    return sorted(p for p in (f / "experiments" / f"{name}.yaml" for f in folders) if p.is_file())
+
+
+def _with_family_entries(data: dict[str, Any], name: str, lines: dict[tuple, Any], loc: _Locator
+                         ) -> dict[str, Any]:
+    """``data`` with the families' models and evaluations appended (``family_entries: true``); ``lines`` gets
+    their ``FILE:LINE`` so every error names the family's file."""
+    wanted = data.get("family_entries", False)
+    if not isinstance(wanted, bool):
+        raise loc.error("expected true or false", "family_entries")
+    if not wanted:
+        return data
+    data = dict(data)
+    for file in family_entry_files(name):
+        part = load_yaml(file)
+        with open(file, encoding="utf-8") as f:
+            part_lines = _key_lines(yaml.compose(f, Loader=yaml.SafeLoader))
+        part_loc = _Locator(file, part_lines)
+        if not isinstance(part, dict):
+            raise part_loc.error("expected a mapping with models and evaluations")
+        _check_keys(part, (*FAMILY_ENTRY_KEYS, "card"), part_loc, ())
+        for key in FAMILY_ENTRY_KEYS:
+            entries = part.get(key, [])
+            if not isinstance(entries, list):
+                raise part_loc.error("expected a list", key)
+            mine = data.get(key) or []
+            if not isinstance(mine, list):
+                raise loc.error("expected a list", key)
+            data[key] = [*mine, *entries]
+            lines.update({(key, len(mine) + k[1], *k[2:]): f"{file}:{line}" for k, line in part_lines.items()
+                          if k[0] == key and len(k) > 1})
+    return data
+
+
 def _check_keys(mapping: dict, allowed: tuple[str, ...], loc: _Locator, keys: tuple) -> None:
     for key in mapping:
         if key not in allowed:
@@ -351,12 +399,13 @@ def _source_model(entry: dict, models: list[ModelEntry], loc: _Locator, keys: tu
     return ModelEntry(label, family.name, None, settings, loc.where(*keys), (0,), source)
 
 
-def parse_spec(data: dict[str, Any], path: Path, lines: dict[tuple, int] | None = None) -> ExperimentSpec:
+def parse_spec(data: dict[str, Any], path: Path, lines: dict[tuple, int | str] | None = None) -> ExperimentSpec:
     """Validate the mapping read from ``path``; ``lines`` maps key paths to lines for error locations."""
-    lines = lines or {}
+    lines = dict(lines or {})
     loc = _Locator(path, lines)
     _check_keys(data, TOP_KEYS, loc, ())
     name = _name(data.get("name", path.stem), loc, ("name",))
+    data = _with_family_entries(data, name, lines, loc)
     description = data.get("description", "")
     if not isinstance(description, str):
         raise loc.error("expected a string", "description")

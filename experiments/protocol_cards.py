@@ -84,9 +84,18 @@ def load_card(paper: str) -> Card:
     if not isinstance(data, dict) or not isinstance(data.get("spec"), str) or not isinstance(data.get("settings"),
                                                                                                list):
         raise InputError("expected a mapping with 'spec' and a list 'settings'", str(path))
+    from experiments.experiment_spec import family_entry_files
+
+    # the lines of the models the families ship for the spec (their file's ``card``: ``family_entries``)
+    sources = [(path, "settings", data["settings"])]
+    for file in family_entry_files(data["spec"]):
+        shipped = (yaml.safe_load(file.read_text(encoding="utf-8")) or {}).get("card", [])
+        if not isinstance(shipped, list):
+            raise InputError("card: expected a list of card lines", str(file))
+        sources.append((file, "card", shipped))
     lines = []
-    for i, entry in enumerate(data["settings"]):
-        where = f"{path}: settings[{i}]"
+    for path, key, i, entry in ((p, k, i, e) for p, k, entries in sources for i, e in enumerate(entries)):
+        where = f"{path}: {key}[{i}]"
         if not isinstance(entry, dict) or set(entry) - set(LINE_KEYS) or not {"models", "setting", "paper",
                                                                                "source"} <= set(entry):
             raise InputError(f"expected models, setting, paper, source (and ours with why), got {entry!r}", where)

@@ -101,8 +101,9 @@ def _train_pending(cfg: dict[str, Any], pending: list[tuple[int, Path]], group_s
         pl.seed_everything(seed, workers=True, verbose=False)  # as the solo run: initialisation from the seed
         module = family.build_module(cfg, data)
         if not stackable(module):
-            raise InputError(f"{cfg['family']} cannot train seeds as a group ({type(module).__name__} has no "
-                             "stacked form): train one seed per process (--seed)", "--seeds")
+            why = family.seed_stack_refusal or f"{type(module).__name__} has no stacked form"
+            raise InputError(f"{cfg['family']} cannot train seeds as a group ({why}): train one seed per process "
+                             "(--seed)", "--seeds")
         for folder in (run_dir, run_dir / "checkpoints"):
             remove_temporaries(folder)
         last = run_dir / "checkpoints" / "last.ckpt"

@@ -90,7 +90,8 @@ def task_groups(spec: ExperimentSpec, runs: list[Run], chosen: set[str], per_pro
         wanted = per_process or model.seeds_per_process or spec.seeds_per_process
         size = seeds_per_process(spec, model, lambda family: get_family(family).stacks_seeds)
         if wanted > 1 and model.source is None and not get_family(model.family).stacks_seeds:
-            note = (f"{model.family} cannot train seeds in groups (no stacked form): one seed per process")
+            why = get_family(model.family).seed_stack_refusal or "no stacked form"
+            note = f"{model.family} cannot train seeds in groups ({why}): one seed per process"
             notes += [] if note in notes else [note]
         elif per_process is not None and model.source is None:
             if per_process != size and changes_results(first.config) and max(size, per_process) > 1:

@@ -245,6 +245,9 @@ class Family(ABC):
     # whether S seeds of one config train in one process, parameters stacked (``train --seeds``, ``submit
     # --seeds-per-process``): its modules have a stacked form (``lightning_modules.models.seed_stack``)
     stacks_seeds: bool = False
+    # where it cannot: why its modules have no stacked form (said when a seed group is asked for); empty: "no
+    # stacked form"
+    seed_stack_refusal: str = ""
 
     def __init__(self, name: str):
         self.name = name

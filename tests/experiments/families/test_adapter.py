@@ -26,6 +26,7 @@ CAPABILITIES = {  # (family, config) -> what it is evaluated on (as the adapters
     ("palm-u", None): SENTENCE | {"parse"},
     ("awd-lstm", None): SENTENCE,
     ("som", None): SENTENCE | {"parse"},
+    ("rnng", None): SENTENCE | {"rerank"},
     ("hf", None): SENTENCE,
     ("proposal-parser", None): {"propose"},
     ("dep-parser", None): {"propose"},
@@ -82,11 +83,16 @@ def test_every_entry_point_reads_the_declared_defaults():
     assert inspect.signature(BeamScorer).parameters["fast_track"].default is tg.BEAM.options["fast_track"]
     assert inspect.signature(scorers.BeamScorer).parameters["beam"].default == pushdown.BEAM.options["beam"] == 300
     assert inspect.signature(dyck.evaluate).parameters["beam"].default == pushdown.DYCK_BEAM == 50
-    assert declared_defaults("beam") == "100 (dtg, tg, txl-trans, txl-trees); 300 (pushdown)"
-    assert declared_defaults("fast_track") == "0 (dtg, txl-trans); every word kept (tg, txl-trees)"
+    from experiments.families.rnng import methods as rnng
+    from experiments.families.rnng.beam import RNNGBeamScorer
+
+    params = inspect.signature(RNNGBeamScorer).parameters
+    assert {k: params[k].default for k in rnng.BEAM.options} == rnng.BEAM.options
+    assert declared_defaults("beam") == "100 (dtg, rnng, tg, txl-trans, txl-trees); 300 (pushdown)"
+    assert declared_defaults("fast_track") == "0 (dtg, txl-trans); 1 (rnng); every word kept (tg, txl-trees)"
     assert declared_defaults("n", "propose") == "300 (dep-parser, proposal-parser)"
     p = argparse.ArgumentParser()
     add_arguments(p)
     help_text = " ".join(p.format_help().split())
-    assert "action beam of --method beam (default: the family's paper's: 100 (dtg, tg, txl-trans, txl-trees); " \
+    assert "action beam of --method beam (default: the family's paper's: 100 (dtg, rnng, tg, txl-trans, txl-trees); " \
            "300 (pushdown))" in help_text

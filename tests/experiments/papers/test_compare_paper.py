@@ -13,9 +13,10 @@ from analysis.comparison_figures import BLIMP_PHENOMENON_HEATMAP, SG_CIRCUIT_HEA
 from analysis.report import write_report
 from analysis.statistics import NOT_COMPARED
 from experiments import papers
-from experiments.experiment_spec import load_spec
+from experiments.experiment_spec import family_entry_files, load_spec, parse_spec
 from experiments.papers import compare
 from experiments.reproduce import run_pipeline, spec_for
+from lightning_modules.errors import InputError
 from tests.experiments.evaluate.test_hf_scorer import build_tiny_gpt2
 
 SCALES = ("demo", "cpu-small", "paper")
@@ -37,8 +38,12 @@ def test_every_family_on_the_same_sentences_seeds_and_items(scale):
     spec = spec_for("compare", scale)
     models = {m.name: m for m in spec.models}
     assert set(compare.FAMILIES) <= {m.family for m in spec.models}
-    assert {m.seeds for m in spec.models if m.family in compare.FAMILIES} == {None}  # the spec's seeds for all
-    trained = {name for name, m in models.items() if m.family in compare.FAMILIES}
+    # the models the registered families ship for the spec (family_entries), located in their own files
+    shipped = {m.name for m in spec.models if not m.where.startswith(f"{spec.path}:")}
+    assert shipped and all(models[n].where.startswith(str(p)) for n in shipped
+                           for p in [family_entry_files(spec.name)[0].parent.parent])
+    trained = {name for name, m in models.items() if m.family in compare.FAMILIES} | shipped
+    assert {models[name].seeds for name in trained} == {None}  # the spec's seeds for all
     # the same test words: every model's perplexity on the constituency corpus's test split, none elsewhere
     for task in ("ppl", "sg", "blimp", "marvin-linzen"):
         entries = [e for e in spec.evaluations if e["name"] == task and not e.get("label")]
@@ -53,6 +58,13 @@ def test_every_family_on_the_same_sentences_seeds_and_items(scale):
     # training sentences: the PTB (sample)'s trees or their dependency conversions
     corpora = {m.overrides["data.corpus"] for m in spec.models}
     assert corpora == {TEST_WORDS[scale], f"{TEST_WORDS[scale]}-sd", f"{TEST_WORDS[scale]}-ud"}
+
+
+def test_family_entries_must_be_a_boolean(tmp_path):
+    with pytest.raises(InputError) as e:
+        parse_spec({"name": "x", "family_entries": "yes", "seeds": 0, "models": [{"family": "tg"}]},
+                   tmp_path / "x.yaml", {("family_entries",): 3})
+    assert str(e.value) == f"{tmp_path / 'x.yaml'}:3: family_entries: expected true or false"
 
 
 def test_the_constituency_and_dependency_test_sets_have_the_same_words(prepared_data_dir):
@@ -82,12 +94,14 @@ def test_demo_end_to_end_with_a_pretrained_model_beside(tmp_path, prepared_data_
     assert outcome.failed == {}, outcome.failed
     analysis = tmp_path / "runs" / spec.name / "analysis"
     settings = json.loads((analysis / "settings.json").read_text())
-    assert settings["runs"]["done"] == 35 and settings["scale"] == "demo"
+    shipped = {m.name for m in spec.models if not m.where.startswith(f"{spec.path}:")}  # the families' own
+    assert settings["runs"]["done"] == 35 + 2 * len(shipped) and settings["scale"] == "demo"
     text = outcome.report_md.read_text()
     section = text.split("## Comparison across models", 1)[1].split("\n## ", 1)[0]
     rows = {line.split(" | ")[0].lstrip("| ") for line in section.splitlines() if line.startswith("| ")}
     expected = {"tg", "txl-trees", "txl-terminals", "pushdown", "base-lm", "dtg", "dtg-eager", "dtg-swift",
-                "txl-trans", "awd-lstm", "palm-u", "palm-s", "palm-rb", "esom", "dsom", "hf-scratch", "gpt2-tiny"}
+                "txl-trans", "awd-lstm", "palm-u", "palm-s", "palm-rb", "esom", "dsom", "hf-scratch", "gpt2-tiny",
+                *shipped}
     assert expected <= rows
     assert "PPL − gold-tree PPL" in section and "training tokens/s" in section
     assert "upper bound (N = 4 proposals" in section and "exact" in section
