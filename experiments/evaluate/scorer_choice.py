@@ -206,7 +206,12 @@ def choose(args: argparse.Namespace, gold: TreeSource | None = None, documents: 
                           options={**options, "n": min(options["n"], trees.most)})
         if args.proposals is not None:
             data["proposals"] = args.proposals
-    scoring = adapter.scoring(path, meta, request)
+    try:
+        scoring = adapter.scoring(path, meta, request)
+    except InputError as e:  # what the checkpoint holds (its vocabularies, weights) is at the checkpoint
+        if e.location is not None:
+            raise
+        raise InputError(e.message, str(path)) from None
     from experiments.evaluate.scorers import stacked
     identity: dict[str, Any] = {"model_sha256": sha, "family": adapter.name, "method": method, **scoring.identity,
                                 **(extra if given_trees else {})}

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from experiments.families import register
-from experiments.families.adapter import Inspection, Method, Scoring, ScoringRequest
+from experiments.families.adapter import Inspection, Method, ParseView, Scoring, ScoringRequest
 from experiments.families.cag.methods import BEAM, GOLD, PROPOSALS
 from experiments.families.rnng import RNNGFamily
 
@@ -54,6 +54,12 @@ class CAGFamily(RNNGFamily):
                        {"beam": o["beam"], "word_beam": o["word_beam"], "fast_track": o["fast_track"]},
                        f"word-synchronous beam {o['beam']}/{o['word_beam']}, shift size {o['fast_track']} "
                        "(osekilab/CAG's beam_search.py)", 8)
+
+    def parse_view(self, config: dict[str, Any] | None = None) -> ParseView:
+        """``eval parse``: the beam's best parse against the gold tree, EVALB labelled (``parsing.py``)."""
+        from experiments.families.cag.parsing import VIEW
+
+        return VIEW
 
     def inspection(self) -> Inspection | None:
         return None  # the actions are the RNNG's top-down ones: ``synbench inspect rnng``

@@ -5,6 +5,7 @@ checkpoint."""
 from __future__ import annotations
 
 from experiments.families.rnng.scorers import RNNGModel
+from lightning_modules.errors import InputError
 from lightning_modules.families.rnng.encoding import ActionDict, WordDict
 
 
@@ -20,5 +21,9 @@ class CAGModel(RNNGModel):
         meta = ckpt["synbench"]
         words, actions = WordDict.from_json(meta["vocab"]["words"]), ActionDict.from_json(meta["vocab"]["actions"])
         module = build({**meta["config"]["model"], "vocab_size": len(words), "num_nts": len(actions.nonterminals)})
-        module.load_state_dict(ckpt["state_dict"])
+        try:
+            module.load_state_dict(ckpt["state_dict"])
+        except RuntimeError as e:  # the weights of another network (or config) under a cag label
+            first = str(e).split("\n\t")[1] if "\n\t" in str(e) else str(e)
+            raise InputError(f"not a CAG of its recorded config: {first.strip()[:200]}", checkpoint) from None
         return cls(module, words, actions, meta["family"], device)
