@@ -23,70 +23,42 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
-import pytorch_lightning as pl
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from lightning_modules.errors import InputError
 from lightning_modules.families.rnng.encoding import TOP_DOWN
-from lightning_modules.families.rnng.model import LOSS_NORMALIZE, RNNG, SHIFT_ID, Composition, FixedStack
+from lightning_modules.families.rnng.model import RNNG, SHIFT_ID, FixedStack, RNNGConfig
 from lightning_modules.models.config_fields import checked_values
 
 
 @dataclass(frozen=True)
-class CAGConfig:
-    """Architecture and optimisation (defaults: the official README's training command)."""
+class CAGConfig(RNNGConfig):
+    """The RNNG's fields (``RNNGConfig``) with the stack decoder's heads and the embeddings' dropout; defaults:
+    the official README's training command (top-down, LSTM composition)."""
 
-    vocab_size: int = 10000
-    num_nts: int = 26
-    w_dim: int = 256
-    h_dim: int = 256
     num_layers: int = 3
     num_heads: int = 4
     dropout: float = 0.1
     embd_dropout: float = 0.1
     stack_size: int = 100  # the official --max_stack_size: the decoder's positions are 0 .. stack_size
-    max_open_nts: int = 100
-    max_cons_nts: int = 8
-    lr: float = 0.001
-    grad_clip_norm: float = 5.0
-    loss_normalize: str = "batch"
-    param_init: float = 0.0  # > 0: every parameter uniform in [-param_init, param_init] (official --param_init)
-
-    strategy = TOP_DOWN  # the official CAG is top-down only
-    nt_begin = 3  # the first NT(X) action id (SHIFT 1, REDUCE 2)
-
-    @property
-    def num_actions(self) -> int:
-        return self.nt_begin + self.num_nts
 
     def validate(self, prefix: str = "model.") -> CAGConfig:
-        """Raise ``InputError`` naming the key of the first impossible value; return self."""
-        def bad(key: str, message: str) -> InputError:
-            return InputError(f"{message} (got {getattr(self, key)!r})", f"{prefix}{key}")
-
-        for key in ("vocab_size", "num_nts", "w_dim", "h_dim", "num_layers", "num_heads", "max_open_nts",
-                    "max_cons_nts"):
-            if getattr(self, key) < 1:
-                raise bad(key, "must be positive")
-        if self.h_dim != self.w_dim:
-            raise bad("h_dim", f"must equal w_dim ({self.w_dim}): the stack decoder reads the element vectors")
-        if self.h_dim % self.num_heads:
-            raise bad("num_heads", f"must divide h_dim ({self.h_dim})")
-        if self.stack_size < 3:
-            raise bad("stack_size", "must be at least 3")
-        for key in ("dropout", "embd_dropout"):
-            if not 0.0 <= getattr(self, key) < 1.0:
-                raise bad(key, "must be in [0, 1)")
-        if self.loss_normalize not in LOSS_NORMALIZE:
-            raise bad("loss_normalize", f"must be one of {', '.join(LOSS_NORMALIZE)}")
-        for key in ("lr", "grad_clip_norm", "param_init"):
-            if getattr(self, key) < 0:
-                raise bad(key, "must be >= 0")
+        """The RNNG's checks, then the CAG's: top-down only, the decoder's width and heads."""
+        super().validate(prefix)
+        checks = (("strategy", self.strategy == TOP_DOWN, "the official CAG is top-down only"),
+                  ("num_heads", self.num_heads >= 1, "must be positive"),
+                  ("h_dim", self.h_dim == self.w_dim, f"must equal w_dim ({self.w_dim}): the stack decoder reads "
+                                                      "the element vectors"),
+                  ("num_heads", self.h_dim % self.num_heads == 0, f"must divide h_dim ({self.h_dim})"),
+                  ("embd_dropout", 0.0 <= self.embd_dropout < 1.0, "must be in [0, 1)"))
+        for key, ok, message in checks:
+            if not ok:
+                raise InputError(f"{message} (got {getattr(self, key)!r})", f"{prefix}{key}")
         return self
 
 
@@ -97,7 +69,7 @@ def config_from_dict(config: Mapping[str, Any], prefix: str = "model.") -> CAGCo
 
 def build(config: Mapping[str, Any] | CAGConfig) -> CAG:
     """The LightningModule for a config (a ``CAGConfig`` or a flat dict of its fields)."""
-    return CAG(config if isinstance(config, CAGConfig) else config_from_dict(config))
+    return CAG(config)
 
 
 class Block(nn.Module):
@@ -181,31 +153,20 @@ class CAG(RNNG):
     with ``StackAttention`` in place of its stack LSTM."""
 
     def __init__(self, config: CAGConfig | Mapping[str, Any]):
-        pl.LightningModule.__init__(self)
-        self.config = config if isinstance(config, CAGConfig) else config_from_dict(config)
-        self.save_hyperparameters({"config": asdict(self.config)})
+        config = config if isinstance(config, CAGConfig) else config_from_dict(config)
+        super().__init__(config)  # the RNNG's embeddings, composition and output layers
+        del self._modules["stack_lstm"]  # replaced by the stack attention
         c = self.config
         self.drop = nn.Dropout(c.embd_dropout)
-        self.word_emb = nn.Embedding(c.vocab_size, c.w_dim, padding_idx=0)
-        self.nt_emb = nn.Embedding(c.num_nts, c.w_dim)
-        self.start_emb = nn.Embedding(1, c.w_dim)
         self.stack_attention = StackAttention(c.h_dim, c.num_layers, c.num_heads, c.stack_size + 1, c.dropout)
-        self.composition = Composition(c.w_dim, c.dropout)
-        self.state_out = nn.Linear(c.h_dim, c.w_dim)
-        self.action_out = nn.Linear(c.w_dim, c.num_actions)
-        self.word_out = nn.Linear(c.w_dim, c.vocab_size)
-        self.word_out.weight = self.word_emb.weight  # tied
-        if c.param_init > 0:
-            for p in self.parameters():
+        for name, p in self.stack_attention.named_parameters():
+            if c.param_init > 0:
                 nn.init.uniform_(p, -c.param_init, c.param_init)
-        else:  # GPT-2's initialisation of the decoder (as the official GPT2Model initialises itself)
-            for name, p in self.stack_attention.named_parameters():
-                if name.endswith("weight") and p.dim() == 2:
-                    std = 0.02 / math.sqrt(2 * c.num_layers) if name.endswith(("attn_out.weight", "fc_out.weight")) \
-                        else 0.02
-                    nn.init.normal_(p, 0.0, std)
-                elif name.endswith("bias") and "ln_" not in name:
-                    nn.init.zeros_(p)
+            elif name.endswith("weight") and p.dim() == 2:  # GPT-2's initialisation (the official GPT2Model's)
+                scaled = name.endswith(("attn_out.weight", "fc_out.weight"))
+                nn.init.normal_(p, 0.0, 0.02 / math.sqrt(2 * c.num_layers) if scaled else 0.02)
+            elif name.endswith("bias") and "ln_" not in name:
+                nn.init.zeros_(p)
 
     @property
     def stack_lstm(self) -> StackAttention:

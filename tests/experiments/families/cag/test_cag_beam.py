@@ -4,10 +4,8 @@ and their scores; a sentence longer than the fixed stack is a located error."""
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import asdict
-from pathlib import Path
 
 import pytest
 import torch
@@ -15,38 +13,24 @@ import torch
 from experiments.families.cag.beam import CAGBeamScorer
 from experiments.families.cag.scorers import CAGModel
 from lightning_modules.errors import InputError
-from lightning_modules.families.cag.model import build, official_state_dict
+from lightning_modules.families.cag.model import build
 from lightning_modules.families.rnng.encoding import ActionDict, WordDict, tree_actions
+from tests.lightning_modules.families.cag.official import (
+    golden_values,
+    official_module,
+    one_thread,  # noqa: F401 (autouse fixture)
+)
 from tests.tolerances import FLOAT32_RTOL
 
-GOLDEN = Path(__file__).resolve().parents[3] / "golden" / "cag"
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+golden = golden_values()
 
 
 @pytest.fixture(scope="module")
-def golden():
-    return json.loads((GOLDEN / "golden.json").read_text())
+def model() -> CAGModel:
+    return CAGModel(official_module(golden), WordDict(tuple(golden["i2w"])), ActionDict(tuple(golden["nonterminals"])),
+                    "cag")
 
-
-@pytest.fixture(scope="module")
-def model(golden) -> CAGModel:
-    m = golden["model"]
-    module = build({"vocab_size": len(golden["i2w"]), "num_nts": len(golden["nonterminals"]),
-                    "w_dim": m["word_dim"], "h_dim": m["hidden_dim"], "num_layers": m["num_layers"],
-                    "num_heads": m["num_heads"], "stack_size": m["max_stack_size"], "dropout": 0.0,
-                    "embd_dropout": 0.0})
-    module.load_state_dict(official_state_dict(torch.load(GOLDEN / "model.pt", weights_only=True)))
-    return CAGModel(module, WordDict(tuple(golden["i2w"])), ActionDict(tuple(golden["nonterminals"])), "cag")
-
-
-def test_the_official_beam(golden, model):
+def test_the_official_beam(model):
     b = golden["beam"]
     scorer = CAGBeamScorer(model, beam=b["beam_size"], word_beam=b["word_beam_size"], fast_track=b["shift_size"])
     searched = [s for s in golden["sentences"] if "beam" in s]
@@ -63,7 +47,7 @@ def test_the_official_beam(golden, model):
         assert math.isclose(sum(score.word_logprobs) + score.end_logprob, score.total, rel_tol=1e-9)
 
 
-def test_the_batch_changes_nothing(golden, model):
+def test_the_batch_changes_nothing(model):
     sentences = [s["tokens"] for s in golden["sentences"][:7]]
     alone = CAGBeamScorer(model, beam=6, word_beam=2, fast_track=2, batch_size=1).score(sentences)
     together = CAGBeamScorer(model, beam=6, word_beam=2, fast_track=2, batch_size=4).score(sentences)
@@ -80,7 +64,7 @@ def test_a_sentence_longer_than_the_fixed_stack_is_located(model):
     assert e.value.location == "sentence 1"
 
 
-def test_pushes_stop_at_the_fixed_stack(golden, model):
+def test_pushes_stop_at_the_fixed_stack(model):
     """On a stack of 8 the beam still parses a 6-word sentence, never pushing an element past position 8."""
     small = build({**asdict(model.module.config), "stack_size": 8})
     state = model.module.state_dict()

@@ -4,53 +4,29 @@ nothing; training lowers the loss; bad configs, foreign state_dicts and stack ov
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
 import torch
 
 from lightning_modules.data.tree import parse_tree
 from lightning_modules.errors import InputError
-from lightning_modules.families.cag.model import CAG, build, config_from_dict, official_state_dict
+from lightning_modules.families.cag.model import build, config_from_dict, official_state_dict
 from lightning_modules.families.rnng.encoding import ActionDict, Example, WordDict, encode, tree_actions
 from lightning_modules.families.rnng.model import collate
+from tests.lightning_modules.families.cag.official import (
+    golden_values,
+    official_module,
+    one_thread,  # noqa: F401 (autouse fixture)
+)
 from tests.tolerances import FLOAT32_RTOL
 
-GOLDEN = Path(__file__).resolve().parents[3] / "golden" / "cag"
+golden = golden_values()
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny step-by-step networks: one thread is fastest (and fair to a CI run beside)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-@pytest.fixture(scope="module")
-def golden():
-    return json.loads((GOLDEN / "golden.json").read_text())
-
-
-def official_model(golden) -> CAG:
-    m = golden["model"]
-    model = build({"vocab_size": len(golden["i2w"]), "num_nts": len(golden["nonterminals"]),
-                   "w_dim": m["word_dim"], "h_dim": m["hidden_dim"], "num_layers": m["num_layers"],
-                   "num_heads": m["num_heads"], "stack_size": m["max_stack_size"], "dropout": 0.0,
-                   "embd_dropout": 0.0})
-    state = torch.load(GOLDEN / "model.pt", map_location="cpu", weights_only=True)
-    model.load_state_dict(official_state_dict(state), strict=True)
-    return model.eval()
-
-
-def examples(golden) -> list[Example]:
+def examples() -> list[Example]:
     return [Example(tuple(s["token_ids"]), tuple(s["action_ids"]), s["top_down_max_stack_size"])
             for s in golden["sentences"]]
 
 
-def test_our_encoding_is_the_official_preprocessing(golden):
+def test_our_encoding_is_the_official_preprocessing():
     trees = [parse_tree(s["tree"]) for s in golden["sentences"]]
     words = WordDict.build([w for t in trees for w in t.leaves()], min_count=2)
     n_special = 1 + len(golden["specials"])
@@ -65,10 +41,10 @@ def test_our_encoding_is_the_official_preprocessing(golden):
         assert [words.i2w[i] for i in example.token_ids] == [golden["i2w"][i] for i in s["token_ids"]]
 
 
-def test_official_logprobs(golden):
-    model = official_model(golden)
+def test_official_logprobs():
+    model = official_module(golden)
     with torch.no_grad():
-        ours = model.action_logprobs(collate(examples(golden)))
+        ours = model.action_logprobs(collate(examples()))
     for b, s in enumerate(golden["sentences"]):
         expected = torch.tensor(s["logprobs"], dtype=torch.float64)
         got = ours[b, : len(expected)].double()
@@ -78,9 +54,9 @@ def test_official_logprobs(golden):
     assert abs(total - golden["loss"]) <= 1e-5 * abs(golden["loss"])
 
 
-def test_one_sentence_at_a_time_equals_the_batch(golden):
-    model = official_model(golden)
-    rows = examples(golden)[:5]
+def test_one_sentence_at_a_time_equals_the_batch():
+    model = official_module(golden)
+    rows = examples()[:5]
     with torch.no_grad():
         batched = model.action_logprobs(collate(rows))
         for b, row in enumerate(rows):
@@ -88,7 +64,7 @@ def test_one_sentence_at_a_time_equals_the_batch(golden):
             assert torch.allclose(alone, batched[b, : len(row)], rtol=FLOAT32_RTOL, atol=1e-5)
 
 
-def test_training_steps_lower_the_loss(golden):
+def test_training_steps_lower_the_loss():
     torch.manual_seed(0)
     words = WordDict.build([w for s in golden["sentences"] for w in s["tokens"]], min_count=1)
     actions = ActionDict(tuple(golden["nonterminals"]))
