@@ -65,21 +65,19 @@ def test_one_sentence_at_a_time_equals_the_batch():
 
 
 def test_training_steps_lower_the_loss():
-    torch.manual_seed(0)
-    words = WordDict.build([w for s in golden["sentences"] for w in s["tokens"]], min_count=1)
-    actions = ActionDict(tuple(golden["nonterminals"]))
-    batch = collate([encode(parse_tree(s["tree"]), words, actions, pos_tags=True) for s in golden["sentences"][:8]])
-    model = build({"vocab_size": len(words), "num_nts": len(actions.nonterminals), "w_dim": 16, "h_dim": 16,
-                   "num_layers": 1, "num_heads": 2, "dropout": 0.0, "embd_dropout": 0.0, "lr": 0.01})
-    optimizer = model.configure_optimizers()
-    first = None
-    for _ in range(15):
+    """Adam on the official random model over 8 golden trees: the official loss falls (gradients flow through
+    the cached keys and values, the composition and the tied word layer)."""
+    model = official_module(golden).train()
+    batch = collate(examples()[:8])
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    losses = []
+    for _ in range(12):
         loss = model.loss(model.loss_terms(batch))
-        first = first if first is not None else float(loss.detach())
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
-    assert float(loss.detach()) < 0.8 * first
+        losses.append(float(loss.detach()))
+    assert losses[-1] < 0.8 * losses[0]
 
 
 def test_a_push_past_the_fixed_stack_is_an_input_error():
