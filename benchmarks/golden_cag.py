@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     golden = {"source": "osekilab/CAG d870345 (transformers 4.11.3 with the official patch)", "seed": SEED,
               "model": {**SIZE, "dropout": 0.0, "embd_dropout": 0.0}, "beam": BEAM, "nonterminals": nts,
               "i2w": vocab.id2word, "specials": vocab.specials, "loss": loss.item(), "sentences": sentences}
-    (args.out / "golden.json").write_text(json.dumps(golden, indent=1) + "\n")
+    (args.out / "golden.json").write_text(json.dumps(golden, separators=(",", ":")) + "\n")  # compact: < 200 kB
     print(f"wrote {args.out}/golden.json and model.pt: {len(sentences)} sentences, {len(vocab.id2word)} words, "
           f"{len(nts)} nonterminals, loss {loss.item():.4f}")
     return 0
