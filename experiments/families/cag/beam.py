@@ -16,6 +16,8 @@ import torch
 from torch import Tensor
 
 from experiments.evaluate.scorer import SentenceScore
+from experiments.families.cag.methods import BEAM
+from experiments.families.cag.scorers import CAGModel
 from experiments.families.rnng.beam import Hypotheses, RNNGBeamScorer
 from lightning_modules.data.tree import Tree
 from lightning_modules.errors import InputError
@@ -24,6 +26,10 @@ from lightning_modules.families.rnng.model import SHIFT_ID
 
 class CAGBeamScorer(RNNGBeamScorer):
     """log p(x) bounded by the word-synchronous beam's finished parses (``RNNGBeamScorer``) over a CAG."""
+
+    def __init__(self, model: CAGModel, beam: int = BEAM.options["beam"], word_beam: int = BEAM.options["word_beam"],
+                 fast_track: int = BEAM.options["fast_track"], batch_size: int = 8):
+        super().__init__(model, beam, word_beam, fast_track, batch_size)  # the CAG README's widths by default
 
     def batches(self, sentences: Sequence[Sequence[str]]) -> list[list[tuple[SentenceScore, list[Tree]]]]:
         """The RNNG's batches, after checking every sentence fits the fixed stack (located by its index)."""
