@@ -13,9 +13,11 @@ tensors: ``hiddens[b, p]`` holds, for stack position p (0: the start embedding),
 in its last slot, the decoder's output (what the action and word layers read), ``cells[b, p]`` the values.
 So the RNNG's teacher-forced unrolling, loss and word-synchronous beam run on a CAG unchanged.
 
-Deviations, both inert in the golden runs and the presets: a single ``embd_dropout`` serves the embeddings
-and the output layer (officially the output layer uses ``dropout``; the paper sets both to 0.1); only the
-top-down order is built (the official in-order CAG is commented out of its ``train.py``).
+Deviations, all inert in the golden runs and the presets: a single ``embd_dropout`` serves the embeddings
+and the output layer (officially the output layer uses ``dropout``; the paper sets both to 0.1); ``h_dim``
+must equal ``w_dim`` (the official decoder adds its position embeddings to the element vectors and fails
+otherwise); only the top-down order is built (the official in-order CAG is commented out of its ``train.py``);
+masked attention scores are -inf (GPT-2's are -1e4, which softmax makes the same to float32 precision).
 """
 
 from __future__ import annotations
