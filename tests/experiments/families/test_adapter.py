@@ -88,11 +88,18 @@ def test_every_entry_point_reads_the_declared_defaults():
 
     params = inspect.signature(RNNGBeamScorer).parameters
     assert {k: params[k].default for k in rnng.BEAM.options} == rnng.BEAM.options
-    assert declared_defaults("beam") == "100 (dtg, rnng, tg, txl-trans, txl-trees); 300 (pushdown)"
-    assert declared_defaults("fast_track") == "0 (dtg, txl-trans); 1 (rnng); every word kept (tg, txl-trees)"
+    from experiments.families.cag import methods as cag
+    from experiments.families.cag.beam import CAGBeamScorer
+
+    params = inspect.signature(CAGBeamScorer).parameters
+    assert {k: params[k].default for k in cag.BEAM.options} == cag.BEAM.options
+    assert declared_defaults("beam") == "100 (cag, dtg, rnng, tg, txl-trans, txl-trees); 300 (pushdown)"
+    assert declared_defaults("fast_track") == \
+        "5 (cag); 0 (dtg, txl-trans); 1 (rnng); every word kept (tg, txl-trees)"
     assert declared_defaults("n", "propose") == "300 (dep-parser, proposal-parser)"
     p = argparse.ArgumentParser()
     add_arguments(p)
     help_text = " ".join(p.format_help().split())
-    assert "action beam of --method beam (default: the family's paper's: 100 (dtg, rnng, tg, txl-trans, txl-trees); " \
-           "300 (pushdown))" in help_text
+    # (argparse wraps the help at the hyphen of txl-trees)
+    assert "action beam of --method beam (default: the family's paper's: 100 (cag, dtg, rnng, tg, txl-trans, txl-" \
+           in help_text and "trees); 300 (pushdown))" in help_text

@@ -1,0 +1,80 @@
+"""Composition Attention Grammars (Yoshida & Oseki, Findings of EMNLP 2022; osekilab/CAG): the family adapter.
+
+A joint model p(x, y) over top-down actions (``lightning_modules/families/cag``): the batched fixed-stack RNNG
+with self-attention over the composed stack in place of the stack LSTM. Training data, the final validation
+perplexities, the gold and proposal scorers are the RNNG family's (``experiments/families/rnng``); the
+default method is the official word-synchronous beam (``beam.py``) at the official README's widths.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from experiments.families import register
+from experiments.families.adapter import Inspection, Method, ParseView, Scoring, ScoringRequest
+from experiments.families.cag.methods import BEAM, GOLD, PROPOSALS
+from experiments.families.rnng import RNNGFamily
+
+
+@register
+class CAGFamily(RNNGFamily):
+    """The batched fixed-stack CAG (Yoshida & Oseki 2022)."""
+
+    names = ("cag",)
+
+    def methods(self, config: dict[str, Any] | None = None) -> tuple[Method, ...]:
+        return BEAM, PROPOSALS, GOLD
+
+    def build_data(self, cfg: dict[str, Any]) -> Any:
+        from lightning_modules.families.cag.data import build
+
+        return build(cfg)
+
+    def build_module(self, cfg: dict[str, Any], data: Any) -> Any:
+        from lightning_modules.families.cag.model import build
+
+        return build({**cfg["model"], "vocab_size": data.vocab_size,
+                      "num_nts": len(data.vocab["actions"]["nonterminals"])})
+
+    def load(self, checkpoint: str | Path, device: str = "cpu") -> Any:
+        from experiments.families.cag.scorers import CAGModel
+
+        return CAGModel.load(str(checkpoint), device)
+
+    def scoring(self, checkpoint: str | Path, meta: dict[str, Any], request: ScoringRequest) -> Scoring:
+        """The beam over the CAG (``beam.py``); gold trees and proposals as the RNNG family scores them."""
+        if request.method != "beam":
+            return super().scoring(checkpoint, meta, request)
+        from experiments.families.cag.beam import CAGBeamScorer
+
+        o = request.options
+        return Scoring(CAGBeamScorer(self.load(checkpoint, request.device), o["beam"], o["word_beam"],
+                                     o["fast_track"]),
+                       {"beam": o["beam"], "word_beam": o["word_beam"], "fast_track": o["fast_track"]},
+                       f"word-synchronous beam {o['beam']}/{o['word_beam']}, shift size {o['fast_track']} "
+                       "(osekilab/CAG's beam_search.py)", 8)
+
+    def parse_view(self, config: dict[str, Any] | None = None) -> ParseView:
+        """``eval parse``: the beam's best parse against the gold tree, EVALB labelled (``parsing.py``)."""
+        from experiments.families.cag.parsing import VIEW
+
+        return VIEW
+
+    def inspection(self) -> Inspection | None:
+        return None  # the actions are the RNNG's top-down ones: ``synbench inspect rnng``
+
+    def model_info(self, config: dict[str, Any], prefix: str) -> dict[str, Any]:
+        from dataclasses import asdict
+
+        import torch
+
+        from lightning_modules.families.cag.model import CAG, config_from_dict
+
+        cfg = config_from_dict(config, prefix=prefix)
+        with torch.device("meta"):
+            module = CAG(cfg)
+        parts = {name: sum(p.numel() for p in child.parameters()) for name, child in module.named_children()
+                 if name not in ("word_out", "drop")}
+        parts["word_out_bias"] = module.word_out.bias.numel()  # its weight is the word embedding's
+        return {"parameters": sum(p.numel() for p in module.parameters()), "parts": parts, "config": asdict(cfg)}

@@ -1,0 +1,43 @@
+"""The CAG parity tests' shared pieces: the golden files of the official osekilab/CAG (tests/golden/cag) and its
+random model's weights loaded into ours; the thread fixture imported by the test modules that use it."""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from lightning_modules.families.cag.model import CAG, build, official_state_dict
+
+GOLDEN = Path(__file__).resolve().parents[3] / "golden" / "cag"
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny step-by-step networks: one thread is fastest (and fair to a CI run beside)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@functools.cache
+def golden_values() -> dict[str, Any]:
+    """``golden.json`` (read once; callers do not change it)."""
+    return json.loads((GOLDEN / "golden.json").read_text())
+
+
+def official_module(golden: dict[str, Any]) -> CAG:
+    """Our CAG holding the official random model's weights (``model.pt``), in eval mode."""
+    m = golden["model"]
+    model = build({"vocab_size": len(golden["i2w"]), "num_nts": len(golden["nonterminals"]),
+                   "w_dim": m["word_dim"], "h_dim": m["hidden_dim"], "num_layers": m["num_layers"],
+                   "num_heads": m["num_heads"], "stack_size": m["max_stack_size"], "dropout": 0.0,
+                   "embd_dropout": 0.0})
+    state = torch.load(GOLDEN / "model.pt", map_location="cpu", weights_only=True)
+    model.load_state_dict(official_state_dict(state), strict=True)
+    return model.eval()
