@@ -71,3 +71,15 @@ def _default_data_dir(prepared_data_dir: Path):
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("SYNBENCH_DATA", str(prepared_data_dir))
         yield
+
+
+@pytest.fixture
+def one_thread():
+    """One torch thread for a test (``pytestmark = pytest.mark.usefixtures("one_thread")``): tiny sequential
+    networks run fastest on one, and two spin against each other on a loaded machine."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

@@ -64,17 +64,7 @@ class CAGFamily(RNNGFamily):
     def inspection(self) -> Inspection | None:
         return None  # the actions are the RNNG's top-down ones: ``synbench inspect rnng``
 
-    def model_info(self, config: dict[str, Any], prefix: str) -> dict[str, Any]:
-        from dataclasses import asdict
-
-        import torch
-
+    def network(self) -> tuple[type, Any]:
         from lightning_modules.families.cag.model import CAG, config_from_dict
 
-        cfg = config_from_dict(config, prefix=prefix)
-        with torch.device("meta"):
-            module = CAG(cfg)
-        parts = {name: sum(p.numel() for p in child.parameters()) for name, child in module.named_children()
-                 if name not in ("word_out", "drop")}
-        parts["word_out_bias"] = module.word_out.bias.numel()  # its weight is the word embedding's
-        return {"parameters": sum(p.numel() for p in module.parameters()), "parts": parts, "config": asdict(cfg)}
+        return CAG, config_from_dict

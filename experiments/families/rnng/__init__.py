@@ -116,16 +116,21 @@ class RNNGFamily(Family):
 
         return Inspection(("rnng",), record)
 
+    def network(self) -> tuple[type, Any]:
+        """The module class and its config reader (a subclass family swaps the network, e.g. the CAG)."""
+        from lightning_modules.families.rnng.model import RNNG, config_from_dict
+
+        return RNNG, config_from_dict
+
     def model_info(self, config: dict[str, Any], prefix: str) -> dict[str, Any]:
         from dataclasses import asdict
 
         import torch
 
-        from lightning_modules.families.rnng.model import RNNG, config_from_dict
-
+        network, config_from_dict = self.network()
         cfg = config_from_dict(config, prefix=prefix)
         with torch.device("meta"):
-            module = RNNG(cfg)
+            module = network(cfg)
         parts = {name: sum(p.numel() for p in child.parameters()) for name, child in module.named_children()
                  if name not in ("word_out", "drop")}
         parts["word_out_bias"] = module.word_out.bias.numel()  # its weight is the word embedding's

@@ -15,12 +15,10 @@ from experiments.families.cag.scorers import CAGModel
 from lightning_modules.errors import InputError
 from lightning_modules.families.cag.model import build
 from lightning_modules.families.rnng.encoding import ActionDict, WordDict, tree_actions
-from tests.lightning_modules.families.cag.official import (
-    golden_values,
-    official_module,
-    one_thread,  # noqa: F401 (autouse fixture)
-)
+from tests.lightning_modules.families.cag.official import golden_values, official_module
 from tests.tolerances import FLOAT32_RTOL
+
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 golden = golden_values()
 

@@ -16,15 +16,9 @@ from lightning_modules.errors import InputError
 from lightning_modules.families.rnng.encoding import ActionDict, WordDict, tree_actions
 from lightning_modules.families.rnng.model import build, official_state_dict
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 GOLDEN = Path(__file__).resolve().parents[3] / "golden" / "rnng"
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")

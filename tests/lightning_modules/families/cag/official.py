@@ -1,5 +1,5 @@
 """The CAG parity tests' shared pieces: the golden files of the official osekilab/CAG (tests/golden/cag) and its
-random model's weights loaded into ours; the thread fixture imported by the test modules that use it."""
+random model's weights loaded into ours."""
 
 from __future__ import annotations
 
@@ -8,21 +8,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pytest
 import torch
 
 from lightning_modules.families.cag.model import CAG, build, official_state_dict
 
 GOLDEN = Path(__file__).resolve().parents[3] / "golden" / "cag"
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny step-by-step networks: one thread is fastest (and fair to a CI run beside)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @functools.cache

@@ -12,12 +12,10 @@ from lightning_modules.errors import InputError
 from lightning_modules.families.cag.model import build, config_from_dict, official_state_dict
 from lightning_modules.families.rnng.encoding import ActionDict, Example, WordDict, encode, tree_actions
 from lightning_modules.families.rnng.model import collate
-from tests.lightning_modules.families.cag.official import (
-    golden_values,
-    official_module,
-    one_thread,  # noqa: F401 (autouse fixture)
-)
+from tests.lightning_modules.families.cag.official import golden_values, official_module
 from tests.tolerances import FLOAT32_RTOL
+
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 golden = golden_values()
 

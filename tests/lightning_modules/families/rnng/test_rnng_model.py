@@ -13,16 +13,9 @@ from lightning_modules.errors import InputError
 from lightning_modules.families.rnng.encoding import ActionDict, Example, WordDict, encode
 from lightning_modules.families.rnng.model import RNNG, build, collate, config_from_dict, official_state_dict
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 GOLDEN = Path(__file__).resolve().parents[3] / "golden" / "rnng"
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny step-by-step networks: one thread is fastest (and fair to a CI run beside)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")

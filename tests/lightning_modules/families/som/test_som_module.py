@@ -13,17 +13,10 @@ from lightning_modules.families.som import encoding as enc
 from lightning_modules.families.som import model as som
 from lightning_modules.families.som.data import collate
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 SMALL = {"vocab_size": 40, "d_sem": 12, "d_syn": 6, "n_slots": 6, "dropout": 0.0, "embedding_dropout": 0.0,
          "output_dropout": 0.0}
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny sequential ops: one thread (two spin against each other on a loaded machine, 50x slower)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def batch(seed: int = 0, n_slots: int = 6):
