@@ -125,7 +125,7 @@ def _described(task: str, record: dict[str, Any]) -> str:
     ``items_per_suite``, ...; not the scoring method's) and the number of items."""
     settings = record.get("settings") or {}
     own = [o for o in tasks.get(tasks.unlabelled(task)).options
-           if o not in (*tasks.COMMON_OPTIONS, *tasks.SCORING_OPTIONS, "corpus", "split")]
+           if o not in (*tasks.COMMON_OPTIONS, *tasks.SCORING_OPTIONS, *tasks.NETWORK_OPTIONS, "corpus", "split")]
     parts = [str(settings["corpus"])] if settings.get("corpus") else []
     for option in own:
         value = settings.get(option)
