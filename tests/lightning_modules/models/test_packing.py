@@ -1,6 +1,7 @@
 """Packed seed-group batches (``lightning_modules.models.packing``): rows filled first-fit, and every seed of a
-packed group trains as its solo run — per-step losses over 60 steps and the gradients of the first and last
-steps (dropout 0, fp32; parameters themselves drift apart at rounding level through Adam's normalisation),
+packed group trains as its solo run — per-step losses over 60 steps (within 1e-5, or within twice what the solo
+run's own rounding moves them) and the gradients of the first and last steps (dropout 0, fp32; parameters
+themselves drift apart at rounding level through Adam's normalisation),
 with sentences longer than the segment (the memory path) and seeds whose batches differ in length."""
 
 from __future__ import annotations
@@ -80,27 +81,33 @@ def test_each_seed_of_a_packed_group_trains_as_its_solo_run(family, corpora):
     from experiments.families import get_family
     from lightning_modules.models.seed_stack import SeedStack
 
-    torch.set_num_threads(1)
     cfg = config(family, corpora[family in DEPENDENCY])
     data = get_family(family).build_data(cfg)
     seeds = [0, 1, 2]
     batches = [[b for _, b in zip(range(STEPS), StepBatches(data.train, BATCH, s, data.collate))] for s in seeds]
     clip = float(cfg["model"].get("grad_clip_norm", 3.0))
 
-    solo_losses = []
-    for module, own in zip(fresh(family, cfg, data, seeds), batches, strict=True):
-        optimizer, scheduler = optimiser(module)
-        losses = []
-        for batch in own:
-            total, count = module.nll(batch)
-            loss = total / count
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(module.parameters(), clip)
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-            scheduler.step()
-            losses.append(float(loss.detach()))
-        solo_losses.append(losses)
+    def solo_losses(threads: int) -> list[list[float]]:
+        """Each seed's per-step training losses run alone, on ``threads`` torch threads."""
+        torch.set_num_threads(threads)
+        out = []
+        for module, own in zip(fresh(family, cfg, data, seeds), batches, strict=True):
+            optimizer, scheduler = optimiser(module)
+            losses = []
+            for batch in own:
+                total, count = module.nll(batch)
+                loss = total / count
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(module.parameters(), clip)
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+                scheduler.step()
+                losses.append(float(loss.detach()))
+            out.append(losses)
+        torch.set_num_threads(1)
+        return out
+
+    alone, rounded = solo_losses(1), solo_losses(2)  # the same runs with other float rounding (reductions split)
 
     stack = SeedStack(fresh(family, cfg, data, seeds))
     optimizer, scheduler = optimiser(stack.stacked)
@@ -129,5 +136,9 @@ def test_each_seed_of_a_packed_group_trains_as_its_solo_run(family, corpora):
     assert any(subsets) and not all(subsets)  # parts over some of the seeds, and over all
     lengths = [[sum(c.inputs.shape[1] for c in own[step]) for own in batches] for step in range(STEPS)]
     assert any(len(set(row)) > 1 for row in lengths)  # the seeds' batches differ in length
-    for i, losses in enumerate(solo_losses):
-        assert [g[i] for g in group_losses] == pytest.approx(losses, rel=1e-5)
+    # Equal within 1e-5, or within what the solo run's own rounding moves it: training amplifies rounding, and on
+    # some seeds (a DTG seed under AVX2) two solo runs differing only in their thread count part by 1e-4 by step 36.
+    for i, losses in enumerate(alone):
+        for step, expected in enumerate(losses):
+            margin = max(1e-5 * abs(expected), 2 * abs(rounded[i][step] - expected))
+            assert abs(group_losses[step][i] - expected) <= margin, (i, step)
