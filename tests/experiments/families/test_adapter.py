@@ -88,8 +88,8 @@ def test_every_entry_point_reads_the_declared_defaults():
 
     params = inspect.signature(RNNGBeamScorer).parameters
     assert {k: params[k].default for k in rnng.BEAM.options} == rnng.BEAM.options
-    from experiments.families.cag import methods as cag
-    from experiments.families.cag.beam import CAGBeamScorer
+    from experiments.families.rnng import cag_methods as cag
+    from experiments.families.rnng.cag_beam import CAGBeamScorer
 
     params = inspect.signature(CAGBeamScorer).parameters
     assert {k: params[k].default for k in cag.BEAM.options} == cag.BEAM.options

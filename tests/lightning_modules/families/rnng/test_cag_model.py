@@ -9,10 +9,10 @@ import torch
 
 from lightning_modules.data.tree import parse_tree
 from lightning_modules.errors import InputError
-from lightning_modules.families.cag.model import build, config_from_dict, official_state_dict
+from lightning_modules.families.rnng.cag_model import build, config_from_dict, official_state_dict
 from lightning_modules.families.rnng.encoding import ActionDict, Example, WordDict, encode, tree_actions
 from lightning_modules.families.rnng.model import collate
-from tests.lightning_modules.families.cag.official import golden_values, official_module
+from tests.lightning_modules.families.rnng.cag_official import golden_values, official_module
 from tests.tolerances import FLOAT32_RTOL
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -10,12 +10,12 @@ from dataclasses import asdict
 import pytest
 import torch
 
-from experiments.families.cag.beam import CAGBeamScorer
-from experiments.families.cag.scorers import CAGModel
+from experiments.families.rnng.cag_beam import CAGBeamScorer
+from experiments.families.rnng.cag_scorers import CAGModel
 from lightning_modules.errors import InputError
-from lightning_modules.families.cag.model import build
+from lightning_modules.families.rnng.cag_model import build
 from lightning_modules.families.rnng.encoding import ActionDict, WordDict, tree_actions
-from tests.lightning_modules.families.cag.official import golden_values, official_module
+from tests.lightning_modules.families.rnng.cag_official import golden_values, official_module
 from tests.tolerances import FLOAT32_RTOL
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -16,9 +16,9 @@ import torch
 from torch import Tensor
 
 from experiments.evaluate.scorer import SentenceScore
-from experiments.families.cag.methods import BEAM
-from experiments.families.cag.scorers import CAGModel
 from experiments.families.rnng.beam import Hypotheses, RNNGBeamScorer
+from experiments.families.rnng.cag_methods import BEAM
+from experiments.families.rnng.cag_scorers import CAGModel
 from lightning_modules.data.tree import Tree
 from lightning_modules.errors import InputError
 from lightning_modules.families.rnng.model import SHIFT_ID

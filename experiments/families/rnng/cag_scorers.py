@@ -15,7 +15,7 @@ class CAGModel(RNNGModel):
     @classmethod
     def load(cls, checkpoint: str, device: str = "cpu") -> CAGModel:
         from experiments.checkpoints import read_checkpoint
-        from lightning_modules.families.cag.model import build
+        from lightning_modules.families.rnng.cag_model import build
 
         ckpt = read_checkpoint(checkpoint, "cag")
         meta = ckpt["synbench"]

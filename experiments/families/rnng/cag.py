@@ -1,9 +1,10 @@
 """Composition Attention Grammars (Yoshida & Oseki, Findings of EMNLP 2022; osekilab/CAG): the family adapter.
 
-A joint model p(x, y) over top-down actions (``lightning_modules/families/cag``): the batched fixed-stack RNNG
-with self-attention over the composed stack in place of the stack LSTM. Training data, the final validation
-perplexities, the gold and proposal scorers are the RNNG family's (``experiments/families/rnng``); the
-default method is the official word-synchronous beam (``beam.py``) at the official README's widths.
+A joint model p(x, y) over top-down actions (``lightning_modules/families/rnng/cag_model.py``): the batched
+fixed-stack RNNG with self-attention over the composed stack in place of the stack LSTM, so it lives in the RNNG
+family's folders (as TXL (trees) in TG's). Training data, the final validation perplexities, the gold and
+proposal scorers are the RNNG's; the default method is the official word-synchronous beam (``cag_beam.py``) at
+the official README's widths.
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ from typing import Any
 
 from experiments.families import register
 from experiments.families.adapter import Inspection, Method, ParseView, Scoring, ScoringRequest
-from experiments.families.cag.methods import BEAM, GOLD, PROPOSALS
-from experiments.families.rnng import RNNGFamily
+from experiments.families.rnng.cag_methods import BEAM, GOLD, PROPOSALS
+from experiments.families.rnng.family import RNNGFamily
 
 
 @register
@@ -27,18 +28,18 @@ class CAGFamily(RNNGFamily):
         return BEAM, PROPOSALS, GOLD
 
     def build_data(self, cfg: dict[str, Any]) -> Any:
-        from lightning_modules.families.cag.data import build
+        from lightning_modules.families.rnng.cag_data import build
 
         return build(cfg)
 
     def build_module(self, cfg: dict[str, Any], data: Any) -> Any:
-        from lightning_modules.families.cag.model import build
+        from lightning_modules.families.rnng.cag_model import build
 
         return build({**cfg["model"], "vocab_size": data.vocab_size,
                       "num_nts": len(data.vocab["actions"]["nonterminals"])})
 
     def load(self, checkpoint: str | Path, device: str = "cpu") -> Any:
-        from experiments.families.cag.scorers import CAGModel
+        from experiments.families.rnng.cag_scorers import CAGModel
 
         return CAGModel.load(str(checkpoint), device)
 
@@ -46,7 +47,7 @@ class CAGFamily(RNNGFamily):
         """The beam over the CAG (``beam.py``); gold trees and proposals as the RNNG family scores them."""
         if request.method != "beam":
             return super().scoring(checkpoint, meta, request)
-        from experiments.families.cag.beam import CAGBeamScorer
+        from experiments.families.rnng.cag_beam import CAGBeamScorer
 
         o = request.options
         return Scoring(CAGBeamScorer(self.load(checkpoint, request.device), o["beam"], o["word_beam"],
@@ -57,7 +58,7 @@ class CAGFamily(RNNGFamily):
 
     def parse_view(self, config: dict[str, Any] | None = None) -> ParseView:
         """``eval parse``: the beam's best parse against the gold tree, EVALB labelled (``parsing.py``)."""
-        from experiments.families.cag.parsing import VIEW
+        from experiments.families.rnng.cag_parsing import VIEW
 
         return VIEW
 
@@ -65,6 +66,6 @@ class CAGFamily(RNNGFamily):
         return None  # the actions are the RNNG's top-down ones: ``synbench inspect rnng``
 
     def network(self) -> tuple[type, Any]:
-        from lightning_modules.families.cag.model import CAG, config_from_dict
+        from lightning_modules.families.rnng.cag_model import CAG, config_from_dict
 
         return CAG, config_from_dict

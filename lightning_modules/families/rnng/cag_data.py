@@ -8,8 +8,8 @@ from typing import Any
 
 from lightning_modules.data.train_data import TrainData
 from lightning_modules.errors import InputError
-from lightning_modules.families.cag.model import CAGConfig
 from lightning_modules.families.rnng import data as rnng_data
+from lightning_modules.families.rnng.cag_model import CAGConfig
 
 
 def build(cfg: dict[str, Any]) -> TrainData:

@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from lightning_modules.families.cag.model import CAG, build, official_state_dict
+from lightning_modules.families.rnng.cag_model import CAG, build, official_state_dict
 
 GOLDEN = Path(__file__).resolve().parents[3] / "golden" / "cag"
 
