@@ -32,12 +32,6 @@ class CAGFamily(RNNGFamily):
 
         return build(cfg)
 
-    def build_module(self, cfg: dict[str, Any], data: Any) -> Any:
-        from lightning_modules.families.rnng.cag_model import build
-
-        return build({**cfg["model"], "vocab_size": data.vocab_size,
-                      "num_nts": len(data.vocab["actions"]["nonterminals"])})
-
     def load(self, checkpoint: str | Path, device: str = "cpu") -> Any:
         from experiments.families.rnng.cag_scorers import CAGModel
 

@@ -46,10 +46,9 @@ class RNNGFamily(Family):
         return build(cfg)
 
     def build_module(self, cfg: dict[str, Any], data: Any) -> Any:
-        from lightning_modules.families.rnng.model import build
-
-        return build({**cfg["model"], "vocab_size": data.vocab_size,
-                      "num_nts": len(data.vocab["actions"]["nonterminals"])})
+        network, config_from_dict = self.network()
+        return network(config_from_dict({**cfg["model"], "vocab_size": data.vocab_size,
+                                         "num_nts": len(data.vocab["actions"]["nonterminals"])}))
 
     def final_metrics(self, module: Any, data: Any, best_path: str) -> dict[str, Any]:
         """The best checkpoint's validation perplexities as the official ``eval_action_ppl`` reports them:
