@@ -8,7 +8,9 @@
 # Each step runs under its own time limit (their sum is the 8-minute bound) and writes N-NAME.txt; a step that
 # fails or runs out of time is marked in its file and in summary.txt, and the next step still runs. Every script
 # prints its ratios against the reference measured in the same run (see each script's docstring).
-# Needs the prepared data ($SYNBENCH_DATA or ~/.cache/synbench/data: `synbench prepare`).
+# Needs the prepared data ($SYNBENCH_DATA or ~/.cache/synbench/data: `synbench prepare`), and for the CAG step
+# the official CAG's patched transformers 4.11.3 in .cache/cag-transformers-4.11.3 (the --cpu-check run builds it
+# from PyPI; the device reaches no network, so carry .cache there).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -74,11 +76,14 @@ if [ "$mode" = cuda ]; then
   # K runs packed on the GPU (--runs-per-gpu), with and without MPS when the driver's MPS tools are here, vs solo
   # runs; 20 steps per run, so start-up weighs as in short runs (limits rebalanced for this step: sum 480 s)
   mps=$(command -v nvidia-cuda-mps-control > /dev/null && echo --mps)
-  step 10 packed_runs 70 "$PY" benchmarks/packed_runs.py --device cuda --preset ptb --runs-per-gpu 1 2 4 8 $mps \
+  step 10 packed_runs 60 "$PY" benchmarks/packed_runs.py --device cuda --preset ptb --runs-per-gpu 1 2 4 8 $mps \
     --steps 20 --rounds 1
   # RNNG against the official rnng-pytorch code (the golden archive): the official PTB size, its beam 100/10/1
-  step 11 rnng 30 "$PY" benchmarks/rnng.py --device cuda --size 256 --layers 2 --batch 64 --steps 5 \
+  step 11 rnng 20 "$PY" benchmarks/rnng.py --device cuda --size 256 --layers 2 --batch 64 --steps 5 \
     --sentences 4 --max-words 15 --beam 100 --word-beam 10 --beam-batch 4
+  # CAG against the official osekilab/CAG code: the README's size (3 layers of 256, 4 heads), batch 32, 100/10/5
+  step 12 cag 20 "$PY" benchmarks/cag.py --device cuda --transformers .cache/cag-transformers-4.11.3 --batch 32 \
+    --steps 5 --sentences 4 --max-words 15 --beam-batch 4
 else
   step 2 training_step 90 "$PY" benchmarks/training_step.py --device cpu --tiny --steps 3 --warmup 1
   step 3 seed_group 120 "$PY" benchmarks/seed_group.py --device cpu --sizes 1 2 --steps 1 --batch-size 2 --repeats 1
@@ -99,6 +104,9 @@ else
     --steps 2 --rounds 1
   step 11 rnng 90 "$PY" benchmarks/rnng.py --device cpu --size 16 --layers 1 --batch 4 --steps 2 --sentences 2 \
     --max-words 8 --beam 4 --word-beam 2 --beam-batch 2
+  step 12 cag 120 "$PY" benchmarks/cag.py --device cpu --transformers .cache/cag-transformers-4.11.3 --size 16 \
+    --layers 1 --heads 2 --batch 4 --steps 2 --sentences 2 --max-words 8 --beam 4 --word-beam 2 --shift-size 1 \
+    --beam-batch 2
 fi
 echo "outputs: $out"
 ! grep -v " ok \| skipped " "$out/summary.txt" > /dev/null

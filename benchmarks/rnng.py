@@ -114,25 +114,30 @@ def interleaved(sides: dict[str, Callable[[int], Any]], rounds: int, device: str
     return total
 
 
-def main(argv: list[str] | None = None) -> dict[str, float]:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--official", type=Path, default=os.environ.get("SYNBENCH_RNNG_OFFICIAL", ARCHIVE),
-                    help="an aistairc/rnng-pytorch checkout, its git directory or a .tar.gz of its files (default "
-                         "$SYNBENCH_RNNG_OFFICIAL, else the golden archive of f30c0ed)")
-    ap.add_argument("--commit", default=COMMIT, help="the official commit read from a git directory")
+def add_race_arguments(ap: argparse.ArgumentParser, layers: int, shift_size: int) -> None:
+    """The options of ``race`` (sizes, steps, the beam's widths), with a family's official defaults."""
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--size", type=int, default=256, help="w_dim = h_dim (the official default 256)")
-    ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--layers", type=int, default=layers)
     ap.add_argument("--batch", type=int, default=64, help="training sentences per step")
     ap.add_argument("--steps", type=int, default=10, help="timed training steps per side")
     ap.add_argument("--sentences", type=int, default=8, help="beam: test sentences searched")
     ap.add_argument("--max-words", type=int, default=20)
     ap.add_argument("--beam", type=int, default=100)
     ap.add_argument("--word-beam", type=int, default=10)
-    ap.add_argument("--shift-size", type=int, default=1)
+    ap.add_argument("--shift-size", type=int, default=shift_size)
     ap.add_argument("--beam-batch", type=int, default=8, help="sentences per search call (both sides)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--data-dir", help="the prepared data (default: $SYNBENCH_DATA, ...)")
+
+
+def main(argv: list[str] | None = None) -> dict[str, float]:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--official", type=Path, default=os.environ.get("SYNBENCH_RNNG_OFFICIAL", ARCHIVE),
+                    help="an aistairc/rnng-pytorch checkout, its git directory or a .tar.gz of its files (default "
+                         "$SYNBENCH_RNNG_OFFICIAL, else the golden archive of f30c0ed)")
+    ap.add_argument("--commit", default=COMMIT, help="the official commit read from a git directory")
+    add_race_arguments(ap, layers=2, shift_size=1)
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     path = list(sys.path)
@@ -160,7 +165,16 @@ def _run(args: argparse.Namespace, official_code: Any, official_actions: Any) ->
     print(f"reference: the official rnng-pytorch code ({args.official}, {args.commit}); model: random top-down "
           f"RNNG, {args.layers} layer(s) of {args.size}, {len(words):,} words, {len(actions.nonterminals)} "
           f"nonterminals; device {args.device}, {torch.get_num_threads()} threads")
+    scorer = RNNGBeamScorer(RNNGModel(ours, words, actions, device=args.device), args.beam, args.word_beam,
+                            args.shift_size, batch_size=args.beam_batch)
+    return race(args, data, theirs, ours, scorer, "rnng.py")
 
+
+def race(args: argparse.Namespace, data: Any, theirs: Any, ours: Any, scorer: Any, name: str) -> dict[str, float]:
+    """The official model ``theirs`` and ours (the same weights) raced on training steps and on the beam
+    (module doc); shared by every fixed-stack family's benchmark (``benchmarks/cag.py``). ``name`` locates a
+    disagreement."""
+    words = WordDict.from_json(data.vocab["words"])
     # -- training step -----------------------------------------------------------------------------------------
     examples = sorted(data.train, key=lambda e: len(e.token_ids))  # the official batches: similar lengths
     batches = [collate(examples[i: i + args.batch]) for i in range(0, len(examples) - args.batch + 1, args.batch)]
@@ -170,8 +184,7 @@ def _run(args: argparse.Namespace, official_code: Any, official_actions: Any) ->
 
     def official_step(i: int) -> float:
         b = batches[i % len(batches)]
-        loss, _, _, _ = theirs(b.token_ids, b.action_ids, stack_size_bound=b.stack_size,
-                               subword_end_mask=b.token_ids != 0)
+        loss = theirs(b.token_ids, b.action_ids, stack_size_bound=b.stack_size, subword_end_mask=b.token_ids != 0)[0]
         loss = loss / b.token_ids.size(0)  # train.py's loss_normalize batch (its default)
         optimizers["official"].zero_grad()
         loss.backward()
@@ -190,7 +203,7 @@ def _run(args: argparse.Namespace, official_code: Any, official_actions: Any) ->
 
     first = official_step(0), our_step(0)  # the same weights, the same batch: the same loss
     if abs(first[0] - first[1]) > 1e-5 * abs(first[0]):
-        raise SystemExit(f"synbench: error: rnng.py: first-step losses differ: official {first[0]}, ours {first[1]}")
+        raise SystemExit(f"synbench: error: {name}: first-step losses differ: official {first[0]}, ours {first[1]}")
     words_per_step = sum(int((b.token_ids != 0).sum()) for b in batches) / len(batches)
     step = interleaved({"official": lambda i: official_step(i + 1), "synbench": lambda i: our_step(i + 1)},
                        args.steps, args.device)
@@ -204,8 +217,6 @@ def _run(args: argparse.Namespace, official_code: Any, official_actions: Any) ->
     ours.eval()
     test = [e for e in data.valid if len(e.token_ids) <= args.max_words][: args.sentences]
     sentences = [[words.i2w[i] for i in e.token_ids] for e in test]  # the words as ids map back (unknowns: class)
-    scorer = RNNGBeamScorer(RNNGModel(ours, words, actions, device=args.device), args.beam, args.word_beam,
-                            args.shift_size, batch_size=args.beam_batch)
     groups = [list(range(i, min(i + args.beam_batch, len(test)))) for i in range(0, len(test), args.beam_batch)]
 
     @torch.no_grad()
@@ -224,7 +235,7 @@ def _run(args: argparse.Namespace, official_code: Any, official_actions: Any) ->
         a, b = official_beam(group), our_beam(group)
         for k, x, y in zip(group, a, b, strict=True):
             if abs(x - y) > 1e-4 * max(1.0, abs(x)):
-                raise SystemExit(f"synbench: error: rnng.py: sentence {k}: official log p {x}, ours {y}")
+                raise SystemExit(f"synbench: error: {name}: sentence {k}: official log p {x}, ours {y}")
     beam = interleaved({"official": lambda i: [official_beam(g) for g in groups],
                         "synbench": lambda i: [our_beam(g) for g in groups]}, 2, args.device)
     rate = {k: 2 * len(test) / v for k, v in beam.items()}

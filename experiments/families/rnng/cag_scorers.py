@@ -27,3 +27,8 @@ class CAGModel(RNNGModel):
             first = str(e).split("\n\t")[1] if "\n\t" in str(e) else str(e)
             raise InputError(f"not a CAG of its recorded config: {first.strip()[:200]}", checkpoint) from None
         return cls(module, words, actions, meta["family"], device)
+
+    def stack_bound(self) -> int:
+        """``model.stack_size``: the stack decoder has a position embedding per element, so a deeper tree has
+        no representation."""
+        return self.module.config.stack_size

@@ -66,8 +66,8 @@ class RNNGModel:
 
     # -- TreeModel ---------------------------------------------------------------------------------------------
     def model_tree(self, tree: Any, pos_tags: bool, location: str) -> Tree:
-        """The tree cleaned and POS-free; a nonterminal the model does not know, or a tree deeper than its
-        fixed stack, is an ``InputError`` at ``location``."""
+        """The tree cleaned and POS-free; a nonterminal the model does not know, or a tree deeper than the
+        network can hold (``stack_bound``), is an ``InputError`` at ``location``."""
         if not isinstance(tree, Tree):
             raise InputError(f"{self.name} scores constituency trees", location)
         try:
@@ -76,10 +76,17 @@ class RNNGModel:
             raise InputError(e.message, location) from None
         view = drop_pos_tags(view) if pos_tags else view
         example = encode(view, self.words, self.actions, location)
-        if example.stack_size > self.module.config.stack_size:
+        bound = self.stack_bound()
+        if bound is not None and example.stack_size > bound:
             raise InputError(f"the tree needs a stack of {example.stack_size} elements; the model's fixed stack "
-                             f"holds {self.module.config.stack_size} (model.stack_size)", location)
+                             f"holds {bound} (model.stack_size)", location)
         return view
+
+    def stack_bound(self) -> int | None:
+        """The most stack elements a scored tree may need: none for the RNNG, whose stack is sized per batch
+        to its deepest tree (``collate``, as the official ``forward`` is given the batch's ``max_stack_size``:
+        ``model.stack_size`` bounds only the beam)."""
+        return None
 
     def tree_words(self, tree: Tree) -> list[str]:
         return tree.leaves()

@@ -18,6 +18,7 @@ from experiments.train import train
 from lightning_modules.data.corpora import load_corpus
 from lightning_modules.data.tree import parse_tree, to_bracketed
 from lightning_modules.errors import InputError
+from tests.experiments.families.rnng.leaderboard_check import check_on_the_leaderboard
 
 TINY = ["train.batch_size=8", "train.eval_batch_size=64", "train.max_steps=4", "train.val_every=4",
         "train.ckpt_every=4", "train.log_every=1", "runtime.wandb=disabled",
@@ -142,3 +143,9 @@ def test_a_training_tree_deeper_than_the_fixed_stack_is_located(prepared_data_di
     with pytest.raises(InputError, match="fixed stack holds 8") as e:
         get_family("cag").build_data(cfg)
     assert e.value.location.startswith("data.train_split tree ")
+
+
+def test_a_cag_run_is_evaluated_aggregated_and_on_the_leaderboard(checkpoint, tmp_path, capsys):
+    """As the RNNG's: its beam perplexity through the evaluation plan equals ``synbench eval``'s, and
+    ``aggregate`` and ``leaderboard`` show it as a cag row."""
+    check_on_the_leaderboard(checkpoint, "cag", tmp_path, capsys)

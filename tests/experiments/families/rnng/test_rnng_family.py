@@ -8,6 +8,7 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -16,6 +17,7 @@ from experiments.families import get_family
 from experiments.train import train
 from lightning_modules.data.tree import parse_tree
 from lightning_modules.errors import InputError
+from tests.experiments.families.rnng.leaderboard_check import check_on_the_leaderboard
 
 TINY = ["train.batch_size=8", "train.eval_batch_size=64", "train.max_steps=6", "train.val_every=6",
         "train.ckpt_every=6", "train.log_every=1", "runtime.wandb=disabled",
@@ -88,12 +90,6 @@ def test_bad_trees_and_checkpoints_are_input_errors(checkpoint, tmp_path):
     with pytest.raises(InputError, match="unknown action 'NT\\(NOPE\\)'") as e:
         model.model_tree(parse_tree("(NOPE (NN a))"), False, "file.txt:3")
     assert e.value.location == "file.txt:3"
-    deep = "(NP a)"
-    for _ in range(120):
-        deep = f"(NP {deep})"
-    with pytest.raises(InputError, match="fixed stack") as e:
-        model.model_tree(parse_tree(deep), False, "file.txt:4")
-    assert e.value.location == "file.txt:4"
     with pytest.raises(InputError, match="constituency"):
         model.model_tree("(S a)", False, "x")
     other = tmp_path / "other.ckpt"
@@ -103,6 +99,21 @@ def test_bad_trees_and_checkpoints_are_input_errors(checkpoint, tmp_path):
     with pytest.raises(InputError) as e:
         get_family("rnng").load(other)
     assert e.value.location == str(other)
+
+
+def test_a_tree_deeper_than_the_beams_stack_is_scored(checkpoint):
+    """The stack of a scored batch is sized to its deepest tree (the official ``forward`` is given the batch's
+    ``max_stack_size``); ``model.stack_size`` (100) bounds only the beam. A 122-element tree scores the same
+    alone as beside a shallow one."""
+    model = get_family("rnng").load(checkpoint)
+    deep = "(NP (NN a))"
+    for _ in range(120):
+        deep = f"(NP {deep})"
+    trees = [model.model_tree(parse_tree(t), True, "x") for t in (f"(S {deep})", "(S (NP (NN a)) (VP (VBD fell)))")]
+    examples = [model.encode_tree(t) for t in trees]
+    assert examples[0].example.stack_size > model.module.config.stack_size
+    alone, beside = model.label_logprobs(examples[:1])[0], model.label_logprobs(examples)[0]
+    assert np.isfinite(alone).all() and np.allclose(alone, beside, rtol=1e-5, atol=1e-6)
 
 
 def test_sentencepiece_terminals_are_refused(prepared_data_dir):
@@ -133,18 +144,13 @@ def _cli(capsys, *argv) -> tuple[int, str]:
 
 
 def test_bad_input_on_the_command_line_is_one_located_error_line(checkpoint, tmp_path, capsys):
-    """Trees with an unknown nonterminal or deeper than the fixed stack, a checkpoint of another family, a
-    checkpoint labelled rnng holding other weights, corrected word probabilities (one token per word): exit 2,
-    one ``synbench: error: WHERE: ...`` line."""
+    """A tree with an unknown nonterminal, a checkpoint of another family, a checkpoint labelled rnng holding
+    other weights, corrected word probabilities (one token per word): exit 2, one ``synbench: error: WHERE: ...``
+    line."""
     good = "(S (NP (DT The) (NN market)) (VP (VBD fell)) (. .))"
     unknown = tmp_path / "unknown.mrg"
     unknown.write_text(f"{good}\n(S (NOPE (DT A) (NN stock)) (VP (VBD rose)) (. .))\n")  # other words: the
     # gold trees are looked up by their words
-    deep = "(NP (NN a))"
-    for _ in range(120):
-        deep = f"(NP {deep})"
-    too_deep = tmp_path / "deep.mrg"
-    too_deep.write_text(f"(S {deep})\n")
     relabelled = tmp_path / "tg-label.ckpt"
     ckpt = torch.load(checkpoint, map_location="cpu", weights_only=True)
     ckpt["synbench"]["family"] = "tg"
@@ -156,7 +162,6 @@ def test_bad_input_on_the_command_line_is_one_located_error_line(checkpoint, tmp
     gold = ["--method", "gold", "--split", "file", "--json"]
     cases = [
         ([checkpoint, "--corpus", unknown, *gold], "sentence 1, tree 0: ", "unknown action 'NT(NOPE)'"),
-        ([checkpoint, "--corpus", too_deep, *gold], "sentence 0, tree 0: ", "fixed stack"),
         ([relabelled, "--corpus", unknown, *gold], f"{relabelled}: ", ""),  # what tg's loader finds missing
         ([foreign, "--corpus", unknown, *gold], f"{foreign}: ", "not an RNNG of its recorded config: 23 of"),
         ([checkpoint, "--corpus", unknown, *gold, "--word-prob", "corrected"], "--word-prob: ", "no --word-prob"),
@@ -184,43 +189,4 @@ def test_seed_groups_are_refused_with_the_reason(prepared_data_dir, tmp_path, ca
 def test_an_rnng_run_is_evaluated_aggregated_and_on_the_leaderboard(checkpoint, tmp_path, capsys):
     """The trained run as a spec's model (its folder): its beam perplexity through the evaluation plan equals
     ``synbench eval``'s, and ``aggregate`` and ``leaderboard`` show it as an rnng row."""
-    import yaml
-
-    from experiments.evaluation_plan import Planner
-    from experiments.experiment_runs import experiment_runs
-    from experiments.experiment_spec import load_spec
-    from experiments.submit import Plan, register_sources
-
-    ppl = {"name": "ppl", "corpus": "ptb-sample", "split": "test", "limit": 3, "beam": 4, "word_beam": 2}
-    path = tmp_path / "exp.yaml"
-    path.write_text(yaml.safe_dump({"models": [{"source": str(checkpoint.parent.parent), "name": "rnng-run"}],
-                                    "seeds": 1, "evaluations": [ppl]}, sort_keys=False))
-    spec = load_spec(path)
-    runs, root = experiment_runs(spec), tmp_path / "runs"
-    register_sources(Plan(spec, root, runs, [], [], {}))
-    [task] = Planner(spec, runs, root).eval_tasks()
-    argv = list(task.argv)
-    assert main_ok(capsys, argv[argv.index("eval"):])
-    planned = json.loads(task.done.read_text())
-    capsys.readouterr()
-    assert main_ok(capsys, ["eval", "ppl", str(checkpoint), "--corpus", "ptb-sample", "--split", "test", "--limit",
-                            "3", "--beam", "4", "--word-beam", "2", "--json"])
-    direct = json.loads(capsys.readouterr().out)
-    assert planned["metrics"]["word_ppl"] == pytest.approx(direct["metrics"]["word_ppl"], rel=1e-9)
-    assert planned["settings"]["scorer_convention"]["method"] == "beam"
-    assert main_ok(capsys, ["aggregate", str(path), "--runs-dir", str(root)])
-    capsys.readouterr()
-    assert main_ok(capsys, ["leaderboard", str(root / spec.name), "--json"])
-    [row] = json.loads(capsys.readouterr().out)["rows"]
-    assert (row["model"], row["family"]) == ("rnng-run", "rnng")
-    assert row["metrics"]["ppl"]["mean"] == pytest.approx(direct["metrics"]["word_ppl"], rel=1e-9)
-
-
-def main_ok(capsys, argv: list[str]) -> bool:
-    """``synbench ARGV`` exits 0 (its error output in the assertion otherwise)."""
-    from experiments.cli import main
-
-    code = main([str(a) for a in argv])
-    if code != 0:
-        raise AssertionError(capsys.readouterr().err)
-    return True
+    check_on_the_leaderboard(checkpoint, "rnng", tmp_path, capsys)
