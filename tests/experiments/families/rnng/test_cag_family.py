@@ -149,3 +149,14 @@ def test_a_cag_run_is_evaluated_aggregated_and_on_the_leaderboard(checkpoint, tm
     """As the RNNG's: its beam perplexity through the evaluation plan equals ``synbench eval``'s, and
     ``aggregate`` and ``leaderboard`` show it as a cag row."""
     check_on_the_leaderboard(checkpoint, "cag", tmp_path, capsys)
+
+
+def test_seed_groups_are_refused_with_the_reason(prepared_data_dir, tmp_path, capsys):
+    """``train cag --seeds``: refused with the RNNG's reason (the composition is its LSTM, the step its
+    fixed-stack step)."""
+    code, _, err = cli(capsys, "train", "cag", "--preset", "cpu-small", "--seeds", "0-1", "--runs-dir", tmp_path,
+                       *TINY, f"runtime.data_dir={prepared_data_dir}")
+    assert code == 2 and err.strip().splitlines()[-1] == (
+        "synbench: error: --seeds: cag cannot train seeds as a group (its LSTM cells have no vmap rule and its "
+        "fixed-stack step selects rows by action, shapes that differ between seeds): train one seed per process "
+        "(--seed)")
