@@ -293,6 +293,16 @@ class Family(ABC):
         raise InputError(f"{self.name} checkpoints cannot be loaded", str(checkpoint))
 
     # -- optional parts ------------------------------------------------------------------------------------
+    def seed_stack(self, modules: Sequence[Any]) -> Any:
+        """S seeds' networks of one config as one batched network (``SeedStack``: parameters stacked on a
+        seed axis), for training seed groups and for scoring the same inputs with every seed at once; None where
+        the modules have no stacked form (``stacks_seeds`` false, or a module without ``stacked_form``)."""
+        from lightning_modules.models.seed_stack import SeedStack, stackable
+
+        if not self.stacks_seeds or not all(stackable(m) for m in modules):
+            return None
+        return SeedStack(modules)
+
     def methods(self, config: dict[str, Any] | None = None) -> tuple[Method, ...]:
         """Scoring methods of a run with ``config`` (None: the family), the default first; none: not scored."""
         return ()

@@ -218,6 +218,18 @@ class SeedStack:
         with sdpa_kernel(SDPBackend.MATH):
             return run(params, batch)
 
+    def outputs(self, *inputs: Any) -> Any:
+        """The network's forward on ``inputs`` (the same for every seed) with each seed's parameters: its
+        outputs with a leading seed axis (one vmapped forward; the kernels as chosen: without gradients the
+        rule of ``losses`` does not apply). Scoring the same inputs with every seed at once."""
+        from torch.func import functional_call, vmap
+
+        def one(params: dict[str, Tensor]) -> Any:
+            return functional_call(self.template, params, inputs)
+
+        self.template.train(self.stacked.training)
+        return vmap(one)(self.parameters())
+
     def compile(self, mode: str, backend: str = "inductor") -> SeedStack:
         """``runtime.compile`` (``lightning_modules.models.compiled``) for the group: ``losses``, the vmapped
         forward of all seeds, through ``torch.compile`` as one function (the modules given stay eager)."""

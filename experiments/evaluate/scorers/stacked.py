@@ -3,9 +3,9 @@
 An eval group (``experiments.eval_group``: S seeds of one (model, data) cell in one process) runs each member's
 ``synbench eval`` one after another. Members of one spec entry differ only in their checkpoint and ``--out``: they
 score the same sentences, proposal trees or gold trees, in the same batches. With stacked scoring on, the first
-member to reach a batch runs ONE forward of all S seeds' parameters (stacked on a leading seed axis as training's
-``lightning_modules.models.seed_stack.SeedStack`` stacks them, ``torch.func.functional_call`` under ``vmap``, the
-batch shared), returns its own seed's label log-probs and keeps the others' in their seeds' caches, keyed by the
+member to reach a batch runs ONE forward of all S seeds' parameters (the family's batched form of its seeds'
+networks, ``Family.seed_stack``, as a training seed group runs them: parameters stacked on a leading seed axis,
+the batch shared), returns its own seed's label log-probs and keeps the others' in their seeds' caches, keyed by the
 exact inputs (the encoded examples' arrays, on the host: the chunks are built, on the device, only for a
 forward); a later member making the same call gets its result from the cache (popped: memory is freed as it is
 consumed) without a forward. A call not cached is
@@ -65,12 +65,10 @@ def checkpoint_key(checkpoint: str) -> str:
 class StackedScorer:
     """The S seeds of one stack as one network, and each seed's cache of results computed for it by others."""
 
-    def __init__(self, models: Sequence[Any]):
-        from lightning_modules.models.seed_stack import SeedStack
-
-        self.seeds = SeedStack([m.module for m in models])
-        self.seeds.template.eval()
-        self.pending: list[dict[bytes, np.ndarray]] = [{} for _ in models]
+    def __init__(self, seeds: Any, size: int):
+        self.seeds = seeds  # the family's batched form of the S networks (``Family.seed_stack``)
+        self.seeds.train(False)
+        self.pending: list[dict[bytes, np.ndarray]] = [{} for _ in range(size)]
 
     def label_logprobs(self, index: int, examples: Sequence[Any], chunks_of: Callable[[], list[Any]]
                        ) -> list[np.ndarray]:
@@ -98,17 +96,8 @@ class StackedScorer:
         return per_example(mine, examples)
 
     def _forward(self, chunks: list[Any]) -> list[torch.Tensor]:
-        """Logits [S, B, L, V] per chunk: the template network under ``vmap`` over the stacked parameters."""
-        from torch.func import functional_call, vmap
-
-        template = self.seeds.template
-
-        def one(params: dict[str, torch.Tensor]) -> list[torch.Tensor]:
-            return functional_call(template, params, (chunks,))[0]
-
-        # the kernels as chosen (no gradient here: SeedStack.losses' CPU math-kernel rule does not apply; the
-        # chosen kernel is also the one closer to the solo forward's, on the CPU)
-        return vmap(one)(self.seeds.parameters())
+        """Logits [S, B, L, V] per chunk: one forward of every seed's parameters (``SeedStack.outputs``)."""
+        return self.seeds.outputs(chunks)[0]
 
 
 def _key(examples: Sequence[Any]) -> bytes:
@@ -192,11 +181,13 @@ def attach(model: Any, checkpoint: str, device: str) -> None:
     if path not in checkpoints or (mode == "auto" and torch.device(device).type != "cuda"):
         return
     if checkpoints not in _registry.built:
+        from experiments.families import get_family
         from lightning_modules.errors import InputError
 
         try:
             models = [model if c == path else type(model).load_solo(c, device) for c in checkpoints]
-            _registry.built[checkpoints] = StackedScorer(models) if compatible(models) else None
+            seeds = get_family(model.family).seed_stack([m.module for m in models]) if compatible(models) else None
+            _registry.built[checkpoints] = StackedScorer(seeds, len(models)) if seeds is not None else None
         except (InputError, ValueError):  # another family's checkpoint; buffers that differ between seeds
             _registry.built[checkpoints] = None
     stack = _registry.built[checkpoints]

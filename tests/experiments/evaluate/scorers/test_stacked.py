@@ -137,6 +137,7 @@ def test_flex_attention_config_is_stacked_on_the_dense_path(experiment, tiny_tre
     from experiments.evaluation_plan import Planner
     from experiments.experiment_runs import experiment_runs
     from experiments.experiment_spec import load_spec
+    from experiments.families import get_family
     from experiments.families.tg.scorers import TGModel
     from lightning_modules.data.tree import read_bracketed
 
@@ -148,7 +149,7 @@ def test_flex_attention_config_is_stacked_on_the_dense_path(experiment, tiny_tre
         model.module.config = dataclasses.replace(model.module.config, attention="flex")
     trees = [t for _, t in read_bracketed(tiny_treebank)][:2]
     examples = [models[0].encode_tree(models[0].model_tree(t, True, "test")) for t in trees]
-    scorer = stacked.StackedScorer(models)
+    scorer = stacked.StackedScorer(get_family(models[0].family).seed_stack([m.module for m in models]), 2)
     with torch.no_grad():
         together = [scorer.label_logprobs(s, examples, lambda s=s: models[s].chunks(examples)) for s in range(2)]
     for model, rows in zip(models, together, strict=True):
