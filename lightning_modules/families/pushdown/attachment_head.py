@@ -54,14 +54,17 @@ class AttachmentHead(nn.Module):
         return nn.functional.linear(self.key(states), self.compose[0].weight[:, : 2 * self.d_model])
 
     def forward(self, states: Tensor, next_words: Tensor, tape: Tensor, lengths: Tensor,
-                query_positions: Tensor | None = None, key_features: Tensor | None = None) -> Tensor:
+                query_positions: Tensor | None = None, key_features: Tensor | None = None,
+                segments: Tensor | None = None) -> Tensor:
         """Masked logits (-inf where no attachment is possible).
 
         ``states`` [B, S, D] final-layer states of tokens 0..S-1; ``next_words`` [B, Tq, D] embeddings of the
         words predicted at the query positions; ``tape`` [B, Tq, S] the tape row of each query;
         ``lengths`` [B] valid tokens per row; ``query_positions`` [Tq] (default 0..S-1, training);
         ``key_features`` [B, S, h] ``self.key_features(states)`` if already computed.
-        Column c of query t is the attachment to token c (c <= t) or shift (c = t + 1).
+        Column c of query t is the attachment to token c (c <= t) or shift (c = t + 1). ``segments`` [B, S]
+        (packed rows, training): token c is a column of query t only in t's segment (shift always is; an unused
+        slot, 0, has the columns a padding position has).
         """
         batch, source, _ = states.shape
         if query_positions is None:
@@ -94,4 +97,8 @@ class AttachmentHead(nn.Module):
 
         visible = (columns[None, :] <= query_positions[:, None] + 1)[None] & (
             columns[None, None, :] <= lengths[:, None, None])
+        if segments is not None:  # an unused slot (0) keeps the rule above, as padding does
+            keys = nn.functional.pad(segments, (0, 1), value=-1)  # [B, S + 1]
+            own = segments[:, query_positions, None]
+            visible = visible & ((own == keys[:, None, :]) | is_self[None] | (own == 0))
         return logits.masked_fill(~visible, float("-inf"))

@@ -56,6 +56,7 @@ from torch import Tensor, nn
 from lightning_modules.errors import InputError
 from lightning_modules.families.pushdown.attachment_head import AttachmentHead
 from lightning_modules.families.pushdown.attention import PushdownSelfAttention, causal_mask
+from lightning_modules.families.pushdown.packing import pack
 from lightning_modules.families.pushdown.score_function import PushdownPattern
 from lightning_modules.layers.relative_attention import FLEX_MIN_HEAD_DIM, fits_flex
 from lightning_modules.models.config_fields import checked_values
@@ -71,9 +72,10 @@ ATTENTION_PATHS = ("blocks", "dense", "flex", "auto")
 SENTENCE_ENDS = ("eos", "official")
 
 
-def batch_field(batch: Any, name: str) -> Tensor:
-    """``batch[name]`` for a mapping, ``batch.name`` otherwise (``pushdown_data.PushdownBatch``)."""
-    return batch[name] if isinstance(batch, Mapping) else getattr(batch, name)
+def batch_field(batch: Any, name: str) -> Tensor | None:
+    """``batch[name]`` for a mapping, ``batch.name`` otherwise (``pushdown_data.PushdownBatch``); None for a
+    field the batch does not have (``segments`` outside packed seed groups)."""
+    return batch.get(name) if isinstance(batch, Mapping) else getattr(batch, name, None)
 
 
 @dataclass(frozen=True)
@@ -250,8 +252,9 @@ class PushdownLM(ScheduledClipping, pl.LightningModule):
     """Pushdown-LM / Base-LM: forward, joint loss, optimisation, and the step API for beam search."""
 
     # seeds as one SeedStack: the batch fields (``batch.collate``) with their padding values, and the loss terms
-    seed_stack_form = StackedForm({"inputs": 0, "targets": 0, "attachment": 0, "tape": 0, "lengths": 0},
-                                  _pushdown_terms)
+    # (packed: ``packing.pack``, several sentences to a row, ``segments`` telling them apart)
+    seed_stack_form = StackedForm({"inputs": 0, "targets": 0, "attachment": 0, "tape": 0, "lengths": 0,
+                                   "segments": 0}, _pushdown_terms, pack)
 
     def __init__(self, config: PushdownConfig | Mapping[str, Any], family: str = "pushdown"):
         super().__init__()
@@ -282,9 +285,14 @@ class PushdownLM(ScheduledClipping, pl.LightningModule):
         dropping = self.training and c.dropout > 0
         return "flex" if device.type == "cuda" and not dropping and fits_flex(c.d_model, c.n_heads) else "blocks"
 
-    def hidden_states(self, inputs: Tensor, tape: Tensor | None, lengths: Tensor) -> Tensor:
-        """Final-layer states [B, T, D] of ``inputs`` [B, T] (``<s>`` first) under tape [B, T, T]."""
+    def hidden_states(self, inputs: Tensor, tape: Tensor | None, lengths: Tensor, segments: Tensor | None = None
+                      ) -> Tensor:
+        """Final-layer states [B, T, D] of ``inputs`` [B, T] (``<s>`` first) under tape [B, T, T]; ``segments``
+        [B, T] (packed rows, ``packing``): a query sees only keys of its own segment (an unused slot, 0, sees what
+        a padding position sees)."""
         mask = causal_mask(lengths, inputs.shape[1])
+        if segments is not None:  # unused slots (0) keep the causal rule, as padding does
+            mask = mask & ((segments[:, :, None] == segments[:, None, :]) | (segments == 0)[:, :, None])
         path = self.attention_path(inputs.device)
         pattern = None
         if path != "blocks":  # one block mask and tape index for all layers
@@ -301,10 +309,12 @@ class PushdownLM(ScheduledClipping, pl.LightningModule):
     def forward(self, batch: Any) -> tuple[Tensor, Tensor | None]:
         """Word logits [B, T, V] and attachment logits [B, T, T + 1] (None without the head)."""
         tape, lengths = batch_field(batch, "tape"), batch_field(batch, "lengths")
-        h = self.hidden_states(batch_field(batch, "inputs"), tape, lengths)
+        segments = batch_field(batch, "segments")
+        h = self.hidden_states(batch_field(batch, "inputs"), tape, lengths, segments)
         attach = None
         if self.attachment_head is not None:
-            attach = self.attachment_head(h, self.embedding(batch_field(batch, "targets")), tape, lengths)
+            attach = self.attachment_head(h, self.embedding(batch_field(batch, "targets")), tape, lengths,
+                                          segments=segments)
         return self.word_logits(h), attach
 
     def loss_terms(self, batch: Any) -> dict[str, Tensor]:
