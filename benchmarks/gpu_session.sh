@@ -59,9 +59,9 @@ step() {  # step N NAME SECONDS ARGV... : one measurement, its output in N-NAME.
 
 if [ "$mode" = cuda ]; then
   # bf16 dense peak of an H100/H200 SXM (989 TFLOP/s): MFU's denominator
-  step 2 training_step 65 "$PY" benchmarks/training_step.py --device cuda --preset ptb --precision bf16 --steps 20 \
+  step 2 training_step 60 "$PY" benchmarks/training_step.py --device cuda --preset ptb --precision bf16 --steps 20 \
     --peak-tflops 989
-  step 3 seed_group 75 "$PY" benchmarks/seed_group.py --device cuda --preset ptb --sizes 1 4 8 --steps 5 \
+  step 3 seed_group 60 "$PY" benchmarks/seed_group.py --device cuda --preset ptb --sizes 1 4 8 --steps 5 \
     --batch-size 16 --repeats 1
   step 4 marginalize 40 "$PY" benchmarks/marginalize.py --device cuda --preset ptb --sentences 4 --proposals 100 --bf16 \
     --proposal-kind k-best --skip-one --skip-beam --repeats 1
@@ -70,7 +70,7 @@ if [ "$mode" = cuda ]; then
   step 6 pushdown_beam 40 "$PY" benchmarks/pushdown_beam.py --device cuda --lengths 20 --beams 32 300 --sentences 2
   step 7 attention 30 "$PY" benchmarks/attention.py --device cuda --lengths 256 1024
   step 8 pushdown_attention 30 "$PY" benchmarks/pushdown_attention.py --device cuda --lengths 256 1024 --flex
-  step 9 paper_cost_eval 60 "$PY" benchmarks/paper_cost.py --eval --device cuda --preset ptb --sample 3
+  step 9 paper_cost_eval 50 "$PY" benchmarks/paper_cost.py --eval --device cuda --preset ptb --sample 3
   # K runs packed on the GPU (--runs-per-gpu), with and without MPS when the driver's MPS tools are here, vs solo
   # runs; 20 steps per run, so start-up weighs as in short runs (limits rebalanced for this step: sum 480 s)
   mps=$(command -v nvidia-cuda-mps-control > /dev/null && echo --mps)
@@ -79,6 +79,10 @@ if [ "$mode" = cuda ]; then
   # RNNG against the official rnng-pytorch code (the golden archive): the official PTB size, its beam 100/10/1
   step 11 rnng 30 "$PY" benchmarks/rnng.py --device cuda --size 256 --layers 2 --batch 64 --steps 5 \
     --sentences 4 --max-words 15 --beam 100 --word-beam 10 --beam-batch 4
+  # a seed group's attention folded into one SDPA call (memory-efficient kernel) vs the math path it replaced:
+  # kernels per step, attention time and peak memory (limits rebalanced for this step: 2, 3 and 9; sum 480 s)
+  step 12 seed_group_kernels 30 "$PY" benchmarks/seed_group.py --kernels --device cuda --preset ptb --sizes 1 8 \
+    --batch-size 16 --repeats 1
 else
   step 2 training_step 90 "$PY" benchmarks/training_step.py --device cpu --tiny --steps 3 --warmup 1
   step 3 seed_group 120 "$PY" benchmarks/seed_group.py --device cpu --sizes 1 2 --steps 1 --batch-size 2 --repeats 1
@@ -99,6 +103,8 @@ else
     --steps 2 --rounds 1
   step 11 rnng 90 "$PY" benchmarks/rnng.py --device cpu --size 16 --layers 1 --batch 4 --steps 2 --sentences 2 \
     --max-words 8 --beam 4 --word-beam 2 --beam-batch 2
+  step 12 seed_group_kernels 90 "$PY" benchmarks/seed_group.py --kernels --device cpu --sizes 1 2 --batch-size 2 \
+    --repeats 1 --length 32
 fi
 echo "outputs: $out"
 ! grep -v " ok \| skipped " "$out/summary.txt" > /dev/null

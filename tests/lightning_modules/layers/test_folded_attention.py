@@ -14,7 +14,8 @@ from tests.tolerances import FLOAT32
 B, H, L, K, D = 2, 2, 5, 7, 4
 
 
-def inputs(seeds: int, mask: str, generator: torch.Generator) -> tuple[list[torch.Tensor], torch.Tensor | None, int | None]:
+def inputs(seeds: int, mask: str, generator: torch.Generator) -> tuple[list[torch.Tensor], torch.Tensor | None,
+                                                                       int | None]:
     """q, k, v [S, B, H, *, D] needing gradients, the mask of kind ``mask`` and its vmapped axis."""
     q, k, v = (torch.randn(seeds, B, H, n, D, generator=generator).requires_grad_() for n in (L, K, K))
     if mask == "none":
