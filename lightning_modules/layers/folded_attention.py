@@ -25,7 +25,8 @@ S·B rows:
 Attention dropout is SDPA's (``dropout_p`` passed through): one call over the S·B rows draws an independent mask
 per row, which is ``vmap``'s ``randomness="different"`` (what the seed group uses); under ``"error"`` dropout
 raises as vmap does, and ``"same"`` (one mask shared by the seeds) is refused, since a folded call cannot share
-masks. Nested vmaps fold one level at a time.
+masks. Nested vmaps fold one level at a time. Autocast reaches the folded call as it reaches a solo one (bf16
+attention under ``bf16-mixed``); it did not reach SDPA under SDPA's own vmap rules (the attention ran in fp32).
 """
 
 from __future__ import annotations

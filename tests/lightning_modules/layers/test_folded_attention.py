@@ -105,3 +105,12 @@ def test_the_operator_on_plain_tensors_is_differentiable_sdpa():
     torch.library.opcheck(folded_sdpa, (q, k, v, bias, 0.0, False, None))
     with pytest.raises(RuntimeError, match="cannot be differentiated with dropout"):
         folded_sdpa(q, k, v, None, 0.5, False, None)
+
+
+def test_autocast_reaches_the_folded_call_as_a_solo_one():
+    q = torch.randn(3, B, H, L, D, generator=torch.Generator().manual_seed(0))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = vmap(lambda q: attention(q, q, q))(q)
+        loop = torch.stack([F.scaled_dot_product_attention(q[s], q[s], q[s]) for s in range(3)])
+    assert out.dtype == loop.dtype == torch.bfloat16
+    torch.testing.assert_close(out, loop, rtol=1.6e-2, atol=1e-2)  # bf16's resolution: kernels may round apart
