@@ -114,3 +114,18 @@ def test_autocast_reaches_the_folded_call_as_a_solo_one():
         loop = torch.stack([F.scaled_dot_product_attention(q[s], q[s], q[s]) for s in range(3)])
     assert out.dtype == loop.dtype == torch.bfloat16
     torch.testing.assert_close(out, loop, rtol=1.6e-2, atol=1e-2)  # bf16's resolution: kernels may round apart
+
+
+def test_gradients_taken_inside_the_vmap_equal_a_per_seed_loop():
+    """``vmap(grad(f))`` (torch.func's gradient inside the vmap, not the group's outer autograd) differentiates
+    the operator by its own backward."""
+    generator = torch.Generator().manual_seed(0)
+    q, bias = torch.randn(3, B, H, L, D, generator=generator), torch.randn(3, B, H, L, L, generator=generator)
+
+    def loss(sdpa):
+        return lambda q, b: sdpa(q, q, q, attn_mask=b).square().sum()
+
+    got = vmap(torch.func.grad(loss(attention), argnums=(0, 1)))(q, bias)
+    loop = [torch.func.grad(loss(F.scaled_dot_product_attention), argnums=(0, 1))(q[s], bias[s]) for s in range(3)]
+    for got_one, want in zip(got, zip(*loop, strict=True), strict=True):
+        torch.testing.assert_close(got_one, torch.stack(want), **FLOAT32)
