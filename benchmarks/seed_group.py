@@ -25,19 +25,42 @@ chunk count and length) and of the packed group the trainer runs (``SeedStack.ba
 ``useful-token fraction S=N: F`` per size. Computable without a GPU:
 
     python benchmarks/seed_group.py --padding --preset ptb --sizes 1 8 16 32 64 --batch-size 16
+
+``--kernels`` measures the group's attention against the path it replaced, in one process, interleaved (``math``,
+``folded``, ``math``, ... ``--repeats`` times each, best of): ``folded``, the group as it trains
+(``lightning_modules.layers.folded_attention``: the seed axis folded into the batch of one ordinary SDPA call,
+forward and backward); ``math``, the path before it (SDPA called directly under vmap, with its own vmap rules,
+inside ``sdpa_kernel(SDPBackend.MATH)``, which ``SeedStack.losses`` forced while training). Per S it prints the
+kernels of one training step (the group's loss, backward, per-seed clipping and Adam on one packed batch of the
+seeds' data; ``torch.profiler``: CUDA kernels on a GPU, leaf ``aten::`` operators on the CPU) and which SDPA
+operators ran with how many calls, the step's time without the profiler, and the time (and on CUDA the peak
+memory) of one attention call alone, forward and backward, at the step's attention shape: S seeds × batch × heads
+× ``--length`` queries and keys (default the config's segment length), an additive bias needing a gradient (as
+the Transformer-XL position bias) and the config's attention dropout. On the CPU both paths run SDPA's math
+kernel where the bias needs a gradient (SDPA's CPU flash kernel has none: ``folded_attention``):
+
+    python benchmarks/seed_group.py --kernels --sizes 1 4 --batch-size 4
+    python benchmarks/seed_group.py --kernels --device cuda --preset ptb --sizes 1 8 32 --batch-size 16
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import resource
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from lightning_modules.models.compiled import COMPILE_MODES
+
+if TYPE_CHECKING:
+    import torch
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -162,7 +185,185 @@ def padding(args: argparse.Namespace) -> None:
         print(f"useful-token fraction S={size}: {fraction:.2f}")
 
 
-def main() -> None:
+@contextlib.contextmanager
+def math_path() -> Iterator[None]:
+    """The reference: SDPA called directly under vmap in ``sdpa_kernel(SDPBackend.MATH)``, as before the folded
+    attention (every module that calls ``folded_attention.attention`` calls SDPA itself for the duration)."""
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    from lightning_modules.layers import folded_attention
+
+    folded = folded_attention.attention
+    users = [m for m in list(sys.modules.values())  # the callers; not the vmap rule's own call inside
+             if getattr(m, "attention", None) is folded and m is not folded_attention]
+    for module in users:
+        module.attention = F.scaled_dot_product_attention
+    try:
+        with sdpa_kernel(SDPBackend.MATH):
+            yield
+    finally:
+        for module in users:
+            module.attention = folded
+
+
+def _timed(fn: Callable[[], None], cuda: bool) -> float:
+    """Seconds of one call of ``fn`` (after the device finished)."""
+    import torch
+
+    if cuda:
+        torch.cuda.synchronize()
+    start = time.perf_counter()
+    fn()
+    if cuda:
+        torch.cuda.synchronize()
+    return time.perf_counter() - start
+
+
+def _profiled_kernels(fn: Callable[[], None], cuda: bool) -> tuple[int, dict[str, int]]:
+    """(kernels of one call of ``fn``, calls of each SDPA operator): CUDA kernels on a GPU, else leaf ``aten::``
+    operators (those that call no other operator: what runs a CPU kernel)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with profile(activities=activities) as prof:
+        fn()
+    events = prof.events()
+    if cuda:
+        from torch.autograd import DeviceType
+
+        kernels = sum(1 for e in events if e.device_type == DeviceType.CUDA)
+    else:
+        kernels = sum(1 for e in events if e.name.startswith("aten::") and not e.cpu_children)
+    sdpa: dict[str, int] = {}
+    for e in events:
+        if e.name.startswith("aten::_scaled_dot_product") or e.name.startswith("aten::_efficient_attention"):
+            sdpa[e.name.removeprefix("aten::")] = sdpa.get(e.name.removeprefix("aten::"), 0) + 1
+    return kernels, sdpa
+
+
+def _on(device: torch.device, batch: Any) -> Any:
+    """A batch (a list of chunks with ``.to``, a dict of tensors, ...) on ``device``."""
+    if isinstance(batch, list | tuple):
+        return [_on(device, b) for b in batch]
+    if isinstance(batch, dict):
+        return {k: _on(device, v) for k, v in batch.items()}
+    return batch.to(device) if hasattr(batch, "to") else batch
+
+
+def _group_step(family: Any, cfg: dict, data: Any, size: int, batch_size: int,
+                device: torch.device) -> Callable[[], None]:
+    """One training step of a group of seeds 0..size-1 (loss, backward, per-seed clipping, Adam) on one packed
+    batch of their data, the same batch at every call."""
+    import pytorch_lightning as pl
+    import torch
+
+    from experiments.batching import StepBatches
+    from lightning_modules.models.seed_stack import SeedStack
+
+    modules = []
+    for seed in range(size):
+        pl.seed_everything(seed, verbose=False)
+        modules.append(family.build_module(cfg, data).to(device).train())
+    stack = SeedStack(modules)
+    optimizer = torch.optim.Adam(stack.parameters().values(), lr=1e-4)
+    batch = stack.batch([_on(device, next(iter(StepBatches(data.train, batch_size, seed, data.collate))))
+                         for seed in range(size)])
+    clip = float(modules[0].config.grad_clip_norm)
+
+    def step() -> None:
+        loss, _, _ = stack.losses(batch)
+        loss.sum().backward()
+        stack.clip_per_seed(clip)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    return step
+
+
+def _attention_call(sdpa: Callable[..., torch.Tensor], shape: tuple[int, ...], dropout: float,
+                    device: torch.device) -> Callable[[], None]:
+    """Forward and backward of ``sdpa`` vmapped over S seeds: q, k, v [S, B, H, L, d] (``shape``) and an additive
+    bias [S, B, H, L, L] needing a gradient, attention dropout ``dropout`` (one mask per seed)."""
+    import torch
+
+    size, batch, heads, length, d_head = shape
+    generator = torch.Generator(device=device).manual_seed(size)
+    q, k, v = (torch.randn(shape, device=device, generator=generator).requires_grad_() for _ in range(3))
+    bias = torch.randn(size, batch, heads, length, length, device=device, generator=generator).requires_grad_()
+
+    def run() -> None:
+        out = torch.func.vmap(lambda q, k, v, b: sdpa(q, k, v, attn_mask=b, dropout_p=dropout),
+                              randomness="different")(q, k, v, bias)
+        out.sum().backward()
+
+    return run
+
+
+def kernels(args: argparse.Namespace) -> dict[int, dict[str, dict[str, float]]]:
+    """Kernels per training step and attention time of the folded path against the math path (``--kernels``,
+    module docstring); returns {S: {path: measurements}}."""
+    import torch
+
+    from experiments.config import resolve_train_config
+    from experiments.families import get_family
+    from lightning_modules.layers.folded_attention import attention
+
+    torch.set_num_threads(args.threads)
+    device = torch.device(args.device)
+    cuda = device.type == "cuda"
+    cfg = resolve_train_config(args.family, args.preset, args.override)
+    family = get_family(args.family)
+    data = family.build_data(cfg)
+    model = cfg["model"]
+    heads = int(model["n_heads"])
+    d_head = int(model["d_model"]) // heads
+    length = args.length or int(model.get("segment_length") or 128)
+    dropout = float(model.get("attention_dropout", model.get("dropout")) or 0.0)
+    paths = {"math": math_path, "folded": contextlib.nullcontext}
+    attentions = {"math": torch.nn.functional.scaled_dot_product_attention, "folded": attention}
+    print(f"# {args.family} {args.preset} on {args.device} ({args.threads} threads), batch {args.batch_size} per "
+          f"seed; attention alone: batch x {heads} heads x {length} queries and keys x {d_head}, a bias needing "
+          f"a gradient, dropout {dropout}; best of {args.repeats} interleaved; load average "
+          f"{os.getloadavg()[0]:.1f}")
+    print(f"{'S':>4} {'path':>7} {'kernels/step':>13} {'step ms':>9} {'attn ms':>9} {'attn MiB':>9}  SDPA operators "
+          f"(calls per step)")
+    results: dict[int, dict[str, dict[str, float]]] = {}
+    for size in args.sizes:
+        step = _group_step(family, cfg, data, size, args.batch_size, device)
+        shape = (size, args.batch_size, heads, length, d_head)
+        calls = {path: _attention_call(sdpa, shape, dropout, device) for path, sdpa in attentions.items()}
+        row: dict[str, dict[str, float]] = {}
+        sdpa_ops: dict[str, dict[str, int]] = {}
+        for _ in range(args.repeats):
+            for path, context in paths.items():
+                with context():
+                    step(), calls[path]()  # warm-up
+                    count, sdpa_ops[path] = _profiled_kernels(step, cuda)
+                    step_s = _timed(step, cuda)
+                    if cuda:
+                        torch.cuda.reset_peak_memory_stats()
+                        base = torch.cuda.memory_allocated()
+                    attn_s = _timed(calls[path], cuda)
+                    attn_mib = (torch.cuda.max_memory_allocated() - base) / 2**20 if cuda else float("nan")
+                best = row.get(path)
+                measured = {"kernels": count, "step_ms": step_s * 1e3, "attn_ms": attn_s * 1e3, "attn_mib": attn_mib}
+                row[path] = measured if best is None else {key: min(best[key], measured[key]) for key in measured}
+        for path in paths:
+            m = row[path]
+            ops = ", ".join(f"{name} x{n}" for name, n in sorted(sdpa_ops[path].items())) or "none"
+            mib = f"{m['attn_mib']:>9.1f}" if cuda else f"{'-':>9}"
+            print(f"{size:>4} {path:>7} {m['kernels']:>13.0f} {m['step_ms']:>9.1f} {m['attn_ms']:>9.2f} {mib}  {ops}")
+        math, folded = row["math"], row["folded"]
+        mib = f"{folded['attn_mib'] / math['attn_mib']:>8.2f}x" if cuda else f"{'-':>9}"
+        print(f"{size:>4} {'ratio':>7} {folded['kernels'] / math['kernels']:>12.2f}x "
+              f"{folded['step_ms'] / math['step_ms']:>8.2f}x {folded['attn_ms'] / math['attn_ms']:>8.2f}x {mib}  "
+              f"folded / math", flush=True)
+        results[size] = row
+    return results
+
+
+def main(argv: list[str] | None = None) -> dict[int, dict[str, dict[str, float]]] | None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--family", default="tg")
     ap.add_argument("--preset", default="cpu-small")
@@ -177,19 +378,23 @@ def main() -> None:
     ap.add_argument("--override", nargs="*", default=[], metavar="KEY=VALUE")
     ap.add_argument("--padding", action="store_true",
                     help="no training: useful-token fraction and attention area, solo vs padded vs packed group")
+    ap.add_argument("--kernels", action="store_true",
+                    help="kernels per training step and attention time: folded attention vs the math path")
+    ap.add_argument("--length", type=int, default=0,
+                    help="--kernels: queries and keys of the timed attention call (default: the segment length)")
     ap.add_argument("--one", nargs=2, metavar=("MODE", "S"), help=argparse.SUPPRESS)  # a child measurement
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
+    if args.kernels:
+        return kernels(args)
     if args.padding:
         padding(args)
         return
     if args.one:
         print(json.dumps(measure(args.one[0], int(args.one[1]), args)))
         return
-    import os
-
     import torch
 
-    forwarded = sys.argv[1:]
+    forwarded = sys.argv[1:] if argv is None else argv
     print(f"# {args.family} {args.preset} on {args.device} ({args.threads} threads, compile {args.compile}), "
           f"batch {args.batch_size}, "
           f"{args.steps} timed steps per seed, best of {args.repeats} interleaved; load average "

@@ -15,7 +15,8 @@ its table, whose one-hot row is empty); we append one zero column to the table f
 
 Two attention paths share that score function and the same boolean mask:
   * ``dense``: ``F.scaled_dot_product_attention`` with the gathered position logits as an additive float bias
-    (-inf where masked). Runs everywhere, supports backward and attention dropout; the reference.
+    (-inf where masked). Runs everywhere, supports backward and attention dropout; the reference. Under
+    ``vmap`` (a seed group) the seeds fold into the batch of one ordinary SDPA call (``folded_attention``).
   * ``flex``: ``torch.nn.attention.flex_attention`` with a block mask built from the mask and a ``score_mod``
     that reads the position logits at the index, so no [B, H, L, M+L] bias is materialised. GPU path (on CPU,
     FlexAttention has a forward only). It cannot drop attention weights.
@@ -32,6 +33,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.attention.flex_attention import BlockMask, flex_attention
 
+from lightning_modules.layers.folded_attention import attention
 from lightning_modules.layers.multi_head import MultiHeadProjections
 
 _compiled_flex_attention = None
@@ -138,7 +140,7 @@ def dense_attention(q: Tensor, k: Tensor, v: Tensor, pos_logits: Tensor | None, 
     else:
         bias = gather_position_logits(pos_logits, pattern.index)
     bias = bias.to(q.dtype).masked_fill(~keep, float("-inf"))
-    out = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=dropout_p, scale=scale)
+    out = attention(q, k, v, attn_mask=bias, dropout_p=dropout_p, scale=scale)  # SDPA; seeds folded under vmap
     return out * valid
 
 

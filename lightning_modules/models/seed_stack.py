@@ -24,6 +24,10 @@ FlexAttention has no ``vmap`` rule: a module configured for it (``attention: fle
 CUDA) runs stacked on its dense path, the same score function through SDPA (equal outputs and gradients, tested
 per family).
 
+Attention runs through ``lightning_modules.layers.folded_attention``: under vmap the seed axis folds into the
+batch axis of one ordinary SDPA call, forward and backward, so the group's attention uses the kernels a solo
+batch of all seeds' rows would (SDPA's own vmap rules have no backward through its fused kernels).
+
 Dropout under vmap draws one mask per seed from the one torch generator (``randomness="different"``): with
 dropout the masks are not those of the seed's solo run (see ``experiments.seed_group``).
 """
@@ -206,17 +210,7 @@ class SeedStack:
             return total / count.clamp(min=1), total, count
 
         self.template.train(self.stacked.training)
-        params = self.parameters()
-        if next(iter(params.values())).is_cuda and not torch.is_grad_enabled():
-            return run(params, batch)
-        # SDPA's vmap rule has no backward through its fused kernels: on the CPU it picks the flash kernel,
-        # which has no gradient for the position bias (the solo run falls back to the math kernel there); on
-        # CUDA the memory-efficient kernel's backward refuses the vmapped log-sum-exp ("LSE is not correctly
-        # aligned (strideH)", seen on an H200, torch 2.11). With gradients the group uses the math kernel.
-        from torch.nn.attention import SDPBackend, sdpa_kernel
-
-        with sdpa_kernel(SDPBackend.MATH):
-            return run(params, batch)
+        return run(self.parameters(), batch)
 
     def outputs(self, *inputs: Any) -> Any:
         """The network's forward on ``inputs`` (the same for every seed) with each seed's parameters: its

@@ -28,6 +28,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from lightning_modules.errors import InputError
+from lightning_modules.layers.folded_attention import attention
 from lightning_modules.models.config_fields import checked_values
 from lightning_modules.models.lr_schedule import stepwise_scheduler
 from lightning_modules.models.optimisation import ScheduledClipping
@@ -113,8 +114,8 @@ class Attention(nn.Module):
 
     def attend(self, x: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, causal: bool = False) -> Tensor:
         q = self.heads(self.q(x))
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal,
-                                           dropout_p=self.dropout if self.training else 0.0)
+        y = attention(q, k, v, attn_mask=mask, is_causal=causal,  # SDPA; seeds folded under vmap
+                      dropout_p=self.dropout if self.training else 0.0)
         return self.out(y.transpose(1, 2).flatten(2))
 
 
