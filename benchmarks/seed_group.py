@@ -144,7 +144,20 @@ def padding(args: argparse.Namespace) -> None:
     from experiments.batching import StepBatches
     from experiments.config import resolve_train_config
     from experiments.families import get_family
-    from lightning_modules.models.seed_stack import SeedStack
+    from lightning_modules.models.packing import Part
+    from lightning_modules.models.seed_stack import SeedStack, _field, as_chunks
+
+    def _lengths(chunk: Any) -> torch.Tensor:
+        """Each row's useful tokens: the queries that attend (a chunk's mask), or ``lengths`` (a batch of whole
+        sentences, as Pushdown-LM's)."""
+        mask = _field(chunk, "attn_mask")
+        return mask.any(-1).sum(-1) if mask is not None else _field(chunk, "lengths")
+
+    def _area(chunk: Any) -> int:
+        """Query x key pairs computed: the mask's size, or rows x T x T without one."""
+        mask = _field(chunk, "attn_mask")
+        inputs = _field(chunk, "inputs")
+        return mask.numel() if mask is not None else inputs.numel() * inputs.shape[-1]
 
     cfg = resolve_train_config(args.family, args.preset, args.override)
     family = get_family(args.family)
@@ -165,18 +178,19 @@ def padding(args: argparse.Namespace) -> None:
         for _ in range(args.steps + 1):
             batches = [next(stream) for stream in streams]
             for batch in batches:
-                lengths = sum(chunk.attn_mask.any(-1).sum(-1) for chunk in batch)
+                chunks = as_chunks(batch)
+                lengths = sum(_lengths(chunk) for chunk in chunks)
                 useful += float(lengths.sum())
                 useful_area += float((lengths.double() ** 2).sum())
-                solo += sum(chunk.inputs.numel() for chunk in batch)
-                solo_area += sum(chunk.attn_mask.numel() for chunk in batch)
+                solo += sum(_field(chunk, "inputs").numel() for chunk in chunks)
+                solo_area += sum(_area(chunk) for chunk in chunks)
             for chunk in stack.stack_chunks(batches):
                 padded += chunk["inputs"].numel()
-                padded_area += chunk["attn_mask"].numel()
+                padded_area += _area(chunk)
             for part in stack.batch(batches):
-                for chunk in part.chunks:
+                for chunk in part.chunks if isinstance(part, Part) else [part]:
                     packed += chunk["inputs"].numel()
-                    packed_area += chunk["attn_mask"].numel()
+                    packed_area += _area(chunk)
         fractions[size] = useful / packed
         print(f"{size:>4} {useful / solo:>12.2f} {useful / padded:>14.2f} {useful / packed:>14.2f} "
               f"{solo_area / useful_area:>9.1f}x {padded_area / useful_area:>11.1f}x "
