@@ -61,7 +61,7 @@ if [ "$mode" = cuda ]; then
   # bf16 dense peak of an H100/H200 SXM (989 TFLOP/s): MFU's denominator
   step 2 training_step 65 "$PY" benchmarks/training_step.py --device cuda --preset ptb --precision bf16 --steps 20 \
     --peak-tflops 989
-  step 3 seed_group 75 "$PY" benchmarks/seed_group.py --device cuda --preset ptb --sizes 1 4 8 --steps 5 \
+  step 3 seed_group 45 "$PY" benchmarks/seed_group.py --device cuda --preset ptb --sizes 1 4 --steps 5 \
     --batch-size 16 --repeats 1
   step 4 marginalize 40 "$PY" benchmarks/marginalize.py --device cuda --preset ptb --sentences 4 --proposals 100 --bf16 \
     --proposal-kind k-best --skip-one --skip-beam --repeats 1
@@ -79,6 +79,10 @@ if [ "$mode" = cuda ]; then
   # RNNG against the official rnng-pytorch code (the golden archive): the official PTB size, its beam 100/10/1
   step 11 rnng 30 "$PY" benchmarks/rnng.py --device cuda --size 256 --layers 2 --batch 64 --steps 5 \
     --sentences 4 --max-words 15 --beam 100 --word-beam 10 --beam-batch 4
+  # the group's loss (full logits vs chunked at labelled positions: peak memory per seed) and its optimizer phase
+  # (per-parameter vs flat buffers: kernels), in one process; S = 8 here (the 30 s taken from step 3's S = 8)
+  step 12 seed_group_phases 30 "$PY" benchmarks/seed_group.py --device cuda --preset ptb --phases --sizes 4 8 \
+    --steps 3 --batch-size 16 --repeats 1
 else
   step 2 training_step 90 "$PY" benchmarks/training_step.py --device cpu --tiny --steps 3 --warmup 1
   step 3 seed_group 120 "$PY" benchmarks/seed_group.py --device cpu --sizes 1 2 --steps 1 --batch-size 2 --repeats 1
@@ -99,6 +103,8 @@ else
     --steps 2 --rounds 1
   step 11 rnng 90 "$PY" benchmarks/rnng.py --device cpu --size 16 --layers 1 --batch 4 --steps 2 --sentences 2 \
     --max-words 8 --beam 4 --word-beam 2 --beam-batch 2
+  step 12 seed_group_phases 60 "$PY" benchmarks/seed_group.py --device cpu --phases --sizes 2 --steps 1 \
+    --batch-size 2 --repeats 1
 fi
 echo "outputs: $out"
 ! grep -v " ok \| skipped " "$out/summary.txt" > /dev/null

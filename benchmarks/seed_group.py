@@ -266,7 +266,7 @@ def phases(args: argparse.Namespace) -> None:
                 full, chunked = logits_bytes(batches[1:], size, vocab)
                 rows[mode].append({"rate": size * args.steps / seconds, "peak": peak,
                                    "logits": (full if mode == "full" else chunked) / 2**20})
-                del stack, batches
+                del stack, batches, step
         for mode in ("full", "chunked"):
             best = max(rows[mode], key=lambda r: r["rate"])
             peak = f"{best['peak']:.1f}" if cuda else "n/a (CPU)"

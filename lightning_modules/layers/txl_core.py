@@ -163,11 +163,14 @@ class TransformerXL(nn.Module):
 
     def forward(self, inputs: Tensor, attn_mask: Tensor, relpos: Tensor | None, mem_src: Tensor | None,
                 reset: Tensor | None, memory: Tensor | None, compose: Tensor | None = None, flex: bool = False,
-                compiled_flex: bool = False, added: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
-        """One chunk -> (logits [B, L, V], next memory [n_layers, B, M, D] or None): ``project`` of ``hidden``."""
+                compiled_flex: bool = False, added: Tensor | None = None,
+                logits: bool = True) -> tuple[Tensor, Tensor | None]:
+        """One chunk -> (logits [B, L, V], next memory [n_layers, B, M, D] or None): ``project`` of ``hidden``;
+        ``logits=False``: the final hidden states instead (the loss projects the labelled rows alone), through
+        the module's call, so a compiled network (``runtime.compile``) runs compiled either way."""
         h, memory = self.hidden(inputs, attn_mask, relpos, mem_src, reset, memory, compose, flex, compiled_flex,
                                 added)
-        return self.project(h, *self.head_parameters()), memory
+        return (self.project(h, *self.head_parameters()) if logits else h), memory
 
     def head_parameters(self) -> tuple[Tensor, ...]:
         """The parameters of the output head, in ``project``'s order: the tied embedding and the output bias."""

@@ -199,24 +199,24 @@ class TransformerGrammarLM(ScheduledClipping, pl.LightningModule):
     def forward(self, chunks: Sequence[Chunk],
                 memory: Tensor | None = None) -> tuple[list[Tensor], Tensor | None]:
         """Logits [B, L, V] per chunk, and the memory after the last one (None without memory)."""
-        return self._run(chunks, memory, self.network)
+        return self._run(chunks, memory, logits=True)
 
     def hidden(self, chunks: Sequence[Chunk],
                memory: Tensor | None = None) -> tuple[list[Tensor], Tensor | None]:
         """Final hidden states [B, L, D] per chunk (after the output dropout: what the head projects), and the
         memory after the last one."""
-        return self._run(chunks, memory, self.network.hidden)
+        return self._run(chunks, memory, logits=False)
 
     def _run(self, chunks: Sequence[Chunk], memory: Tensor | None,
-             step: Any) -> tuple[list[Tensor], Tensor | None]:
+             logits: bool) -> tuple[list[Tensor], Tensor | None]:
         outputs = []
         for chunk in chunks:
             inputs = field(chunk, "inputs")
             flex = self.use_flex(inputs.device)
-            out, memory = step(
+            out, memory = self.network(
                 inputs, field(chunk, "attn_mask"), field(chunk, "relpos"), field(chunk, "mem_src"),
                 field(chunk, "reset"), memory, compose=field(chunk, "compose"), flex=flex,
-                compiled_flex=flex and inputs.is_cuda, added=field(chunk, "added"),
+                compiled_flex=flex and inputs.is_cuda, added=field(chunk, "added"), logits=logits,
             )
             outputs.append(out)
         return outputs, memory
