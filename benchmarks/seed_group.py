@@ -27,7 +27,7 @@ chunk count and length) and of the packed group the trainer runs (``SeedStack.ba
     python benchmarks/seed_group.py --padding --preset ptb --sizes 1 8 16 32 64 --batch-size 16
 
 ``--phases`` (Transformer-XL core families) measures, in this one process, the loss and the optimizer of the
-group against what they were before (issue 38, items 3 and 4), on the same batches:
+group against what they replaced, on the same batches:
 
 * the loss: ``full`` (the reference: logits [S, B, L, V] at every position, upcast, as the loss was computed,
   ``labelled_loss.full_logits_nll``) against ``chunked`` (the module's loss: the head at labelled positions alone,
