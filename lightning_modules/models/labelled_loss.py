@@ -9,6 +9,10 @@ with ``torch.func.vjp`` on detached inputs, and handed to autograd through a sur
 gradient is them; no chunk's logits are kept for the backward. This is exact: the loss of a chunk is a sum over
 its rows, and what the surrogate passes on is that sum's gradient, scaled by whatever multiplies the loss.
 
+Dropout: the output dropout still acts on every position's hidden state before the gather (its masks are
+those of the full-logits loss); a head with dropout of its own (DTG's split head, whose presets set dropout to
+0) now draws it over the labelled rows of each chunk, other masks than before at the same seed.
+
 Precision is the solo run's: the head runs in the ambient autocast dtype (bf16 logits under ``bf16-mixed``) and
 the log-softmax and NLL in float32 (``.float()``), as before.
 
