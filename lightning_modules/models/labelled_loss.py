@@ -32,7 +32,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 IGNORE = 0  # the label of a position that predicts nothing
-CHUNK_FLOATS = 2**23  # rows per chunk: as many as keep one chunk's logits within this many values (32 MiB fp32)
+CHUNK_FLOATS = 2**22  # rows per chunk: as many as keep one chunk's logits within this many values per seed
+# (16 MiB in float32; a group of 64 seeds computes 64 such chunks at once, under vmap)
 
 # (hidden rows [N, D], *head parameters) -> logits (or log-probabilities) [N, V]
 Head = Callable[..., Tensor]
