@@ -63,7 +63,7 @@ if [ "$mode" = cuda ]; then
   # bf16 dense peak of an H100/H200 SXM (989 TFLOP/s): MFU's denominator
   step 2 training_step 60 "$PY" benchmarks/training_step.py --device cuda --preset ptb --precision bf16 --steps 20 \
     --peak-tflops 989
-  step 3 seed_group 60 "$PY" benchmarks/seed_group.py --device cuda --preset ptb --sizes 1 4 8 --steps 5 \
+  step 3 seed_group 45 "$PY" benchmarks/seed_group.py --device cuda --preset ptb --sizes 1 4 --steps 5 \
     --batch-size 16 --repeats 1
   step 4 marginalize 40 "$PY" benchmarks/marginalize.py --device cuda --preset ptb --sentences 4 --proposals 100 --bf16 \
     --proposal-kind k-best --skip-one --skip-beam --repeats 1
@@ -72,7 +72,7 @@ if [ "$mode" = cuda ]; then
   step 6 pushdown_beam 40 "$PY" benchmarks/pushdown_beam.py --device cuda --lengths 20 --beams 32 300 --sentences 2
   step 7 attention 30 "$PY" benchmarks/attention.py --device cuda --lengths 256 1024
   step 8 pushdown_attention 30 "$PY" benchmarks/pushdown_attention.py --device cuda --lengths 256 1024 --flex
-  step 9 paper_cost_eval 50 "$PY" benchmarks/paper_cost.py --eval --device cuda --preset ptb --sample 3
+  step 9 paper_cost_eval 45 "$PY" benchmarks/paper_cost.py --eval --device cuda --preset ptb --sample 3
   # K runs packed on the GPU (--runs-per-gpu), with and without MPS when the driver's MPS tools are here, vs solo
   # runs; 20 steps per run, so start-up weighs as in short runs (limits rebalanced for this step: sum 480 s)
   mps=$(command -v nvidia-cuda-mps-control > /dev/null && echo --mps)
@@ -82,13 +82,17 @@ if [ "$mode" = cuda ]; then
   step 11 rnng 20 "$PY" benchmarks/rnng.py --device cuda --size 256 --layers 2 --batch 64 --steps 5 \
     --sentences 4 --max-words 15 --beam 100 --word-beam 10 --beam-batch 4
   # a seed group's attention folded into one SDPA call (memory-efficient kernel) vs the math path it replaced:
-  # kernels per step, attention time and peak memory (limits rebalanced for this step and 13: 2, 3, 9, 10, 11;
+  # kernels per step, attention time and peak memory (limits rebalanced for steps 12-14: 2, 3, 9, 10, 11;
   # sum 480 s)
-  step 12 seed_group_kernels 30 "$PY" benchmarks/seed_group.py --kernels --device cuda --preset ptb --sizes 1 8 \
+  step 12 seed_group_kernels 25 "$PY" benchmarks/seed_group.py --kernels --device cuda --preset ptb --sizes 1 8 \
     --batch-size 16 --repeats 1
   # CAG against the official osekilab/CAG code: the README's size (3 layers of 256, 4 heads), batch 32, 100/10/5
-  step 13 cag 20 "$PY" benchmarks/cag.py --device cuda --transformers .cache/cag-transformers-4.11.3 --batch 32 \
+  step 13 cag 15 "$PY" benchmarks/cag.py --device cuda --transformers .cache/cag-transformers-4.11.3 --batch 32 \
     --steps 5 --sentences 4 --max-words 15 --beam-batch 4
+  # the group's loss (full logits vs chunked at labelled positions: peak memory per seed) and its optimizer phase
+  # (per-parameter vs flat buffers: kernels), in one process; S = 8 here (the 30 s taken from step 3's S = 8)
+  step 14 seed_group_phases 30 "$PY" benchmarks/seed_group.py --device cuda --preset ptb --phases --sizes 4 8 \
+    --steps 3 --batch-size 16 --repeats 1
 else
   step 2 training_step 90 "$PY" benchmarks/training_step.py --device cpu --tiny --steps 3 --warmup 1
   step 3 seed_group 120 "$PY" benchmarks/seed_group.py --device cpu --sizes 1 2 --steps 1 --batch-size 2 --repeats 1
@@ -114,6 +118,8 @@ else
   step 13 cag 120 "$PY" benchmarks/cag.py --device cpu --transformers .cache/cag-transformers-4.11.3 --size 16 \
     --layers 1 --heads 2 --batch 4 --steps 2 --sentences 2 --max-words 8 --beam 4 --word-beam 2 --shift-size 1 \
     --beam-batch 2
+  step 14 seed_group_phases 60 "$PY" benchmarks/seed_group.py --device cpu --phases --sizes 2 --steps 1 \
+    --batch-size 2 --repeats 1
 fi
 echo "outputs: $out"
 ! grep -v " ok \| skipped " "$out/summary.txt" > /dev/null

@@ -41,6 +41,27 @@ kernel where the bias needs a gradient (SDPA's CPU flash kernel has none: ``fold
 
     python benchmarks/seed_group.py --kernels --sizes 1 4 --batch-size 4
     python benchmarks/seed_group.py --kernels --device cuda --preset ptb --sizes 1 8 32 --batch-size 16
+
+
+``--phases`` (Transformer-XL core families) measures, in this one process, the loss and the optimizer of the
+group against what they replaced, on the same batches:
+
+* the loss: ``full`` (the reference: logits [S, B, L, V] at every position, upcast, as the loss was computed,
+  ``labelled_loss.full_logits_nll``) against ``chunked`` (the module's loss: the head at labelled positions alone,
+  a chunk of rows at a time), interleaved (full, chunked, full, ... ``--repeats`` times), each a fresh
+  ``SeedStack`` trained one warm-up and ``--steps`` timed steps; seed-steps/s, and peak memory per seed on CUDA
+  (``max_memory_allocated`` growth / S). On the CPU the peak is not measurable (the allocator is not torch's):
+  the logits avoided are given analytically instead, per seed and step, from the batches: full = the logits at
+  every computed position and their float32 log-softmax kept for the backward (2 x positions x V x 4 bytes);
+  chunked = at most one chunk's (2 x min(labelled, ``chunk_rows(V)``) x V x 4 bytes);
+* the optimizer and clipping phase of one step: ``per-parameter`` (the reference, as before the flat buffers:
+  one [S, ...] tensor per parameter, per-seed norms one kernel per parameter then stacked, one multiply per
+  parameter, the module's optimizer with torch's default implementation) against ``flat`` (``clip_per_seed`` and
+  the stack's optimizer: one [S, P] buffer per group, fused where available); operators (CPU: top-level aten
+  operators; CUDA: kernels) counted by ``torch.profiler``, and the phase's time (best of ``--repeats``,
+  interleaved).
+
+    python benchmarks/seed_group.py --phases --sizes 1 4 --steps 2 --batch-size 4
 """
 
 from __future__ import annotations
@@ -95,7 +116,7 @@ def measure(mode: str, size: int, args: argparse.Namespace) -> dict[str, float]:
 
     if mode == "group":
         stack = SeedStack(modules).compile(args.compile)
-        optimizer = torch.optim.Adam(stack.parameters().values(), lr=1e-4)
+        optimizer = stack.optimizer  # the module's own (TG: Adam) over the flat buffers
 
         def steps(n: int) -> None:
             for _ in range(n):
@@ -105,7 +126,7 @@ def measure(mode: str, size: int, args: argparse.Namespace) -> dict[str, float]:
                 optimizer.step()
                 optimizer.zero_grad(set_to_none=True)
     else:
-        optimizers = [torch.optim.Adam(m.parameters(), lr=1e-4) for m in modules]
+        optimizers = [m.configure_optimizers()["optimizer"] for m in modules]  # as a solo run's
 
         def steps(n: int) -> None:
             for module, optimizer, stream in zip(modules, optimizers, streams, strict=True):
@@ -199,6 +220,166 @@ def padding(args: argparse.Namespace) -> None:
         print(f"useful-token fraction S={size}: {fraction:.2f}")
 
 
+def full_logits_terms(module, chunks):
+    """The reference loss terms (``_txl_terms`` on the full logits): mean NLL, NLL sum, count."""
+    from lightning_modules.models.labelled_loss import full_logits_nll
+
+    total, count = full_logits_nll(module, chunks)
+    return total / count.clamp(min=1), total, count
+
+
+def logits_bytes(group_batches, size: int, vocab: int) -> tuple[float, float]:
+    """(full, chunked) bytes of logits alive at once per seed and step (``--phases``), the mean over the steps:
+    full, every computed position's logits and log-softmax in float32; chunked, at most one chunk's."""
+    from lightning_modules.models.labelled_loss import chunk_rows
+
+    full = chunked = 0.0
+    for batch in group_batches:
+        positions, most = 0, 0
+        for part in batch:  # a part over n seeds computes inputs.numel() / n positions for each of them
+            for chunk in part.chunks:
+                positions += chunk["inputs"].numel() / size
+                most = max(most, min(chunk["label_index"].shape[-1], chunk_rows(vocab)))
+        full += 2 * positions * vocab * 4
+        chunked += 2 * most * vocab * 4
+    return full / len(group_batches), chunked / len(group_batches)
+
+
+def phases(args: argparse.Namespace) -> None:
+    """The loss (full logits vs chunked at labelled positions) and the optimizer phase (per-parameter vs flat)
+    of the group, against each other on the same batches (module docstring)."""
+    import os
+
+    import pytorch_lightning as pl
+    import torch
+
+    from experiments.batching import StepBatches
+    from experiments.config import resolve_train_config
+    from experiments.families import get_family
+    from lightning_modules.models.seed_stack import SeedStack
+
+    torch.set_num_threads(args.threads)
+    device = torch.device(args.device)
+    cuda = device.type == "cuda"
+    cfg = resolve_train_config(args.family, args.preset, args.override)
+    family = get_family(args.family)
+    data = family.build_data(cfg)
+    print(f"# {args.family} {args.preset} on {args.device} ({args.threads} threads), batch {args.batch_size} per "
+          f"seed, 1 warm-up + {args.steps} timed steps, best of {args.repeats} interleaved; load average "
+          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    print(f"{'S':>4} {'loss':>8} {'seed-steps/s':>13} {'peak MiB/seed':>14} {'logits MiB/seed (analytic)':>27}")
+    for size in args.sizes:
+        modules = []
+        for seed in range(size):
+            pl.seed_everything(seed, verbose=False)
+            modules.append(family.build_module(cfg, data).to(device).train())
+        vocab = int(modules[0].config.vocab_size)
+        streams = [iter(StepBatches(data.train, args.batch_size, seed, data.collate)) for seed in range(size)]
+        raw = [[[chunk.to(device) for chunk in next(s)] for s in streams] for _ in range(args.steps + 1)]
+        rows: dict[str, list[dict[str, float]]] = {"full": [], "chunked": []}
+        for _ in range(args.repeats):
+            for mode in ("full", "chunked"):
+                stack = SeedStack(modules, terms=full_logits_terms if mode == "full" else None)
+                batches = [stack.batch(step) for step in raw]
+
+                def step(batch, stack=stack) -> None:
+                    loss, _, _ = stack.losses(batch)
+                    loss.sum().backward()
+                    stack.clip_per_seed(1.0)
+                    stack.optimizer.step()
+                    stack.optimizer.zero_grad(set_to_none=True)
+
+                step(batches[0])
+                if cuda:
+                    torch.cuda.synchronize()
+                    torch.cuda.reset_peak_memory_stats()
+                    base = torch.cuda.memory_allocated()
+                start = time.perf_counter()
+                for batch in batches[1:]:
+                    step(batch)
+                if cuda:
+                    torch.cuda.synchronize()
+                seconds = time.perf_counter() - start
+                peak = (torch.cuda.max_memory_allocated() - base) / 2**20 / size if cuda else float("nan")
+                full, chunked = logits_bytes(batches[1:], size, vocab)
+                rows[mode].append({"rate": size * args.steps / seconds, "peak": peak,
+                                   "logits": (full if mode == "full" else chunked) / 2**20})
+                del stack, batches, step
+        for mode in ("full", "chunked"):
+            best = max(rows[mode], key=lambda r: r["rate"])
+            peak = f"{best['peak']:.1f}" if cuda else "n/a (CPU)"
+            print(f"{size:>4} {mode:>8} {best['rate']:>13.2f} {peak:>14} {best['logits']:>27.2f}", flush=True)
+        rate = {m: max(r["rate"] for r in rows[m]) for m in rows}
+        print(f"loss S={size}: chunked {rate['chunked'] / rate['full']:.2f}x full's seed-steps/s, logits "
+              f"{rows['full'][0]['logits']:.2f} -> {rows['chunked'][0]['logits']:.2f} MiB/seed")
+        optimizer_phase(modules, raw[0], size, args.repeats, cuda)
+
+
+def optimizer_phase(modules, batches, size: int, repeats: int, cuda: bool) -> None:
+    """Operators and time of one step's clipping + optimizer step: per-parameter (before) vs flat (now)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    from lightning_modules.models.seed_stack import SeedStack
+
+    stack = SeedStack(modules)
+    loss, _, _ = stack.losses(stack.batch(batches))
+    loss.sum().backward()
+    grads = {name: g.clone() for name, g in stack.grads().items()}
+    flat_grads = [f.grad.clone() for f in stack._flats]
+    params = {name: torch.nn.Parameter(p.detach().clone()) for name, p in stack.parameters().items()}
+    groups = [{**{k: v for k, v in g.items() if k not in ("params", "fused", "foreach", "capturable")},
+               "params": [params[name] for name, _ in layout]}
+              for g, layout in zip(stack.optimizer.param_groups, stack._layout, strict=False)]
+    reference = type(stack.optimizer)(groups)  # the module's optimizer, torch's default implementation
+
+    def per_parameter() -> None:
+        for name, p in params.items():
+            p.grad = grads[name].clone()
+        gs = [p.grad for p in params.values()]
+        norms = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g.flatten(1), dim=1) for g in gs],
+                                                     dim=1), dim=1)
+        coef = (1.0 / (norms + 1e-6)).clamp(max=1.0)
+        for g in gs:
+            g.mul_(coef.view(-1, *([1] * (g.dim() - 1))))
+        reference.step()
+
+    def flat() -> None:
+        for f, g in zip(stack._flats, flat_grads, strict=True):
+            f.grad = g.clone()
+        stack.clip_per_seed(1.0)
+        stack.optimizer.step()
+
+    def counted(phase) -> int:
+        phase()  # warm-up (state allocated)
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+        with profile(activities=activities) as prof:
+            phase()
+            if cuda:
+                torch.cuda.synchronize()
+        events = prof.events()
+        if cuda:
+            return sum(1 for e in events if e.device_type == torch.autograd.DeviceType.CUDA)
+        return sum(1 for e in events if e.name.startswith("aten::") and e.cpu_parent is None)
+
+    counts = {"per-parameter": counted(per_parameter), "flat": counted(flat)}
+    times: dict[str, list[float]] = {"per-parameter": [], "flat": []}
+    for _ in range(max(repeats, 3)):
+        for name, phase in (("per-parameter", per_parameter), ("flat", flat)):
+            if cuda:
+                torch.cuda.synchronize()
+            start = time.perf_counter()
+            phase()
+            if cuda:
+                torch.cuda.synchronize()
+            times[name].append(time.perf_counter() - start)
+    unit = "CUDA kernels" if cuda else "top-level aten operators"
+    fused = bool(stack.optimizer.param_groups[0].get("fused"))
+    print(f"optimizer+clip S={size} ({len(params)} parameters, {len(stack._flats)} flat buffers, fused "
+          f"{fused}): per-parameter {counts['per-parameter']} {unit}, {min(times['per-parameter']) * 1e3:.2f} ms; "
+          f"flat {counts['flat']} {unit}, {min(times['flat']) * 1e3:.2f} ms", flush=True)
+
+
 @contextlib.contextmanager
 def math_path() -> Iterator[None]:
     """The reference: SDPA called directly under vmap in ``sdpa_kernel(SDPBackend.MATH)``, as before the folded
@@ -270,7 +451,6 @@ def _group_step(family: Any, cfg: dict, data: Any, size: int, batch_size: int,
     """One training step of a group of seeds 0..size-1 (loss, backward, per-seed clipping, Adam) on one packed
     batch of their data, the same batch at every call."""
     import pytorch_lightning as pl
-    import torch
 
     from experiments.batching import StepBatches
     from lightning_modules.models.seed_stack import SeedStack
@@ -280,7 +460,7 @@ def _group_step(family: Any, cfg: dict, data: Any, size: int, batch_size: int,
         pl.seed_everything(seed, verbose=False)
         modules.append(family.build_module(cfg, data).to(device).train())
     stack = SeedStack(modules)
-    optimizer = torch.optim.Adam(stack.parameters().values(), lr=1e-4)
+    optimizer = stack.optimizer
     batch = stack.batch([_on(device, next(iter(StepBatches(data.train, batch_size, seed, data.collate))))
                          for seed in range(size)])
     clip = float(modules[0].config.grad_clip_norm)
@@ -394,6 +574,8 @@ def main(argv: list[str] | None = None) -> dict[int, dict[str, dict[str, float]]
                     help="no training: useful-token fraction and attention area, solo vs padded vs packed group")
     ap.add_argument("--kernels", action="store_true",
                     help="kernels per training step and attention time: folded attention vs the math path")
+    ap.add_argument("--phases", action="store_true",
+                    help="the loss (full logits vs chunked) and the optimizer phase (per-parameter vs flat)")
     ap.add_argument("--length", type=int, default=0,
                     help="--kernels: queries and keys of the timed attention call (default: the segment length)")
     ap.add_argument("--one", nargs=2, metavar=("MODE", "S"), help=argparse.SUPPRESS)  # a child measurement
@@ -402,6 +584,9 @@ def main(argv: list[str] | None = None) -> dict[int, dict[str, dict[str, float]]
         return kernels(args)
     if args.padding:
         padding(args)
+        return
+    if args.phases:
+        phases(args)
         return
     if args.one:
         print(json.dumps(measure(args.one[0], int(args.one[1]), args)))

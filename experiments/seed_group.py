@@ -3,7 +3,8 @@
 
 What each seed gets is what its solo run (``experiments.train``) gets: its initialisation (``seed_everything``
 with its seed before the module is built), its batches (``StepBatches`` drawn from its seed), its own optimizer
-and scheduler state (slices of the stacked optimizer's), gradient clipping by its own global norm, validation,
+and scheduler state (slices of the stacked optimizer's, which steps one flat buffer of all seeds' parameters per
+parameter group, fused where the device has the kernel), gradient clipping by its own global norm, validation,
 ``best.ckpt`` (lowest ``val/loss``), ``last.ckpt`` (and those ``train.keep_every`` keeps), a CSV log
 (``csv/version_K``), a W&B run with its run id and ``DONE``, so ``evaluate``, ``aggregate``, ``status`` and
 every analysis see ordinary runs. With every dropout at 0 a seed ends where its solo run ends (float rounding
@@ -38,7 +39,6 @@ from experiments.runs import DONE, FAILED, kept_checkpoint, write_done, write_fa
 from experiments.seed_grouping import group_seed
 from lightning_modules.errors import InputError
 from lightning_modules.models.compiled import compile_mode
-
 
 # 32-true, or bf16 autocast with fp32 weights (Lightning's bf16-mixed, as a solo run on a GPU trains)
 GROUP_PRECISIONS = ("32-true", "bf16-mixed")
@@ -153,9 +153,9 @@ class _GroupRun:
         self.group_seed = group_seed
         self.tc = cfg["train"]
         self.stack = SeedStack([m.module for m in members]).compile(compile_mode(cfg["runtime"]))
-        configured = self.stack.stacked.configure_optimizers()
-        self.optimizer = configured["optimizer"]
-        scheduler = configured.get("lr_scheduler")
+        configured = self.stack.configured  # the module's configure_optimizers, over the stack's flat buffers
+        self.optimizer = self.stack.optimizer
+        scheduler = configured.get("lr_scheduler") if isinstance(configured, dict) else None
         if isinstance(scheduler, dict):
             if scheduler.get("interval", "epoch") != "step":
                 raise InputError("a seed group needs a learning rate stepped per optimizer step", "--seeds")
@@ -178,23 +178,14 @@ class _GroupRun:
             self.stack.load_state_dict(i, m.resume["state_dict"])
             states.append(m.resume["optimizer_states"][0])
             m.best = _best_score(m.resume)
-        stacked = {"param_groups": states[0]["param_groups"], "state": {}}
-        for key, first in states[0]["state"].items():
-            stacked["state"][key] = {
-                name: torch.stack([s["state"][key][name] for s in states]) if value.dim() > 0 else value
-                for name, value in first.items()}
-        self.optimizer.load_state_dict(stacked)
+        self.stack.load_optimizer_states(states)
         if self.scheduler is not None:
             self.scheduler.load_state_dict(self.members[0].resume["lr_schedulers"][0])
 
     def _checkpoint(self, i: int) -> dict[str, Any]:
         """Seed ``i``'s checkpoint in the solo format (its slices of the stacked state)."""
-        opt = self.optimizer.state_dict()
-        sliced = {"param_groups": opt["param_groups"],
-                  "state": {k: {n: (v[i] if v.dim() > 0 else v).clone() for n, v in s.items()}
-                            for k, s in opt["state"].items()}}
         m = self.members[i]
-        return {"state_dict": self.stack.state_dict(i), "optimizer_states": [sliced],
+        return {"state_dict": self.stack.state_dict(i), "optimizer_states": [self.stack.optimizer_state(i)],
                 "lr_schedulers": [self.scheduler.state_dict()] if self.scheduler is not None else [],
                 "global_step": self.step, "epoch": 0, "seed_group": {"best_val_loss": m.best},
                 "synbench": self.payload[m.seed]}

@@ -163,11 +163,32 @@ class TransformerXL(nn.Module):
 
     def forward(self, inputs: Tensor, attn_mask: Tensor, relpos: Tensor | None, mem_src: Tensor | None,
                 reset: Tensor | None, memory: Tensor | None, compose: Tensor | None = None, flex: bool = False,
-                compiled_flex: bool = False, added: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
-        """One chunk -> (logits [B, L, V], next memory [n_layers, B, M, D] or None); ``added`` [B, L]: ids whose
-        embeddings are added to the inputs' (0: none). ``mem_src`` None: a chunk whose sequences start and end in
-        it (a seed group's packed rows, ``lightning_modules.models.packing``): no memory in or out, and
-        ``attn_mask``/``relpos`` have no memory columns ([B, L, L])."""
+                compiled_flex: bool = False, added: Tensor | None = None,
+                logits: bool = True) -> tuple[Tensor, Tensor | None]:
+        """One chunk -> (logits [B, L, V], next memory [n_layers, B, M, D] or None): ``project`` of ``hidden``;
+        ``logits=False``: the final hidden states instead (the loss projects the labelled rows alone), through
+        the module's call, so a compiled network (``runtime.compile``) runs compiled either way."""
+        h, memory = self.hidden(inputs, attn_mask, relpos, mem_src, reset, memory, compose, flex, compiled_flex,
+                                added)
+        return (self.project(h, *self.head_parameters()) if logits else h), memory
+
+    def head_parameters(self) -> tuple[Tensor, ...]:
+        """The parameters of the output head, in ``project``'s order: the tied embedding and the output bias."""
+        return self.embedding.weight, self.output_bias
+
+    def project(self, h: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
+        """Final hidden states [..., D] (after the output dropout) -> logits [..., V], with the head's parameters
+        given (``head_parameters``; explicit so the loss can differentiate the head chunk by chunk)."""
+        return F.linear(h, weight, bias)
+
+    def hidden(self, inputs: Tensor, attn_mask: Tensor, relpos: Tensor | None, mem_src: Tensor | None,
+               reset: Tensor | None, memory: Tensor | None, compose: Tensor | None = None, flex: bool = False,
+               compiled_flex: bool = False, added: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
+        """One chunk -> (final hidden states [B, L, D] after the output dropout, next memory [n_layers, B, M, D]
+        or None); ``added`` [B, L]: ids whose embeddings are added to the inputs' (0: none). ``mem_src`` None: a
+        chunk whose sequences start and end in it (a seed group's packed rows,
+        ``lightning_modules.models.packing``): no memory in or out, and ``attn_mask``/``relpos`` have no memory
+        columns ([B, L, L])."""
         batch, length = inputs.shape
         if mem_src is None:
             memory = None
@@ -202,8 +223,7 @@ class TransformerXL(nn.Module):
                 new_memory.append(gather_memory(layer_memory, h, mem_src))
             h = layer(h, layer_memory if attend_memory else None, pattern, self.table, compose, flex,
                       compiled_flex)
-        logits = F.linear(self.output_dropout(h), self.embedding.weight, self.output_bias)
-        return logits, (torch.stack(new_memory) if new_memory else None)
+        return self.output_dropout(h), (torch.stack(new_memory) if new_memory else None)
 
 
     def new_pool(self, capacity: int = 256) -> KeyValuePool:
@@ -254,7 +274,7 @@ class TransformerXL(nn.Module):
             out = h[:, 0]
         else:
             out = h[predict, 0]
-        return F.linear(self.output_dropout(out), self.embedding.weight, self.output_bias)
+        return self.project(self.output_dropout(out), *self.head_parameters())
 
 
 def gather_memory(memory: Tensor, h: Tensor, mem_src: Tensor) -> Tensor:

@@ -3,14 +3,20 @@
 ``SeedStack`` takes S modules of one config (each initialised from its own seed) and holds
 
 * ``stacked``: a copy of the first module whose every parameter is the [S, ...] stack of the seeds' (a parameter
-  shared between sub-modules stays shared), so the module's own ``configure_optimizers`` builds the optimizer
-  and scheduler of all seeds at once. Adam(W) is element-wise, so seed s of the stacked optimizer moves exactly
-  as its solo optimizer would (the learning rate is the same at every step: the seeds step together);
+  shared between sub-modules stays shared), stored as slices of one flat [S, P] buffer per parameter group of
+  the module's own optimizer (``configure_optimizers`` of ``stacked``, which also builds the scheduler of all
+  seeds at once); that optimizer (``optimizer``, ``configured``) steps the flat buffers, fused where its class
+  and the device have the kernel (capturable on CUDA). Adam(W) is element-wise, so seed s of the flat optimizer
+  moves exactly as its solo optimizer would (the learning rate is the same at every step: the seeds step
+  together); ``optimizer_state`` and ``load_optimizer_states`` convert a seed's state to and from the solo
+  format (per parameter);
 * ``template``: a copy of the first module, the functional form the forward runs through
-  (``torch.func.functional_call`` under ``torch.func.vmap`` over the seed axis of the parameters and batches).
+  (``torch.func.functional_call`` under ``torch.func.vmap`` over the seed axis of the parameters, views of the
+  flat buffers, so the gradients of all parameters land in one flat gradient buffer per group).
 
 Gradient clipping is per seed (``clip_per_seed``: each seed's global norm, as ``clip_grad_norm_`` on its solo
-run). Buffers are shared, not stacked (the families' buffers are fixed tables, equal across seeds; checked).
+run: one norm over each flat gradient buffer's rows, one multiply). Buffers are shared, not stacked (the
+families' buffers are fixed tables, equal across seeds; checked).
 
 Batches: every seed draws its own batch; under vmap the S batches need one shape. The Transformer-XL core packs
 them (``lightning_modules.models.packing``: single-chunk sentences several to a row, block-diagonal masks, no
@@ -70,9 +76,16 @@ def _txl_terms(module: nn.Module, chunks: Sequence[Mapping[str, Tensor]]) -> tup
 
 
 def _txl_pack(batches: Sequence[Any], stack: Callable[[Sequence[Any]], list[dict[str, Tensor]]]) -> Any:
+    """``packing.pack``, every chunk given ``label_index``: each seed's labelled positions, computed here on the
+    host, so the vmapped loss gathers them (``labelled_loss``)."""
+    from lightning_modules.models.labelled_loss import padded_label_index
     from lightning_modules.models.packing import pack
 
-    return pack([as_chunks(b) for b in batches], TXL_CHUNK_PADDING, _field, stack)
+    parts = pack([as_chunks(b) for b in batches], TXL_CHUNK_PADDING, _field, stack)
+    for part in parts:
+        for chunk in part.chunks:
+            chunk["label_index"] = padded_label_index(chunk["labels"])
+    return parts
 
 
 # The chunk fields of the Transformer-XL core models (``txl_lm``); other modules declare their own stacked form
@@ -118,7 +131,9 @@ class _Loss(nn.Module):
 class SeedStack:
     """S modules of one config trained as one (see the module docstring); ``modules`` are not modified."""
 
-    def __init__(self, modules: Sequence[nn.Module]):
+    def __init__(self, modules: Sequence[nn.Module], terms: Terms | None = None):
+        """``terms``: the loss terms to run instead of the module's ``StackedForm.terms`` (a benchmark's
+        reference)."""
         if not modules:
             raise ValueError("a seed stack needs at least one module")
         first = modules[0]
@@ -139,22 +154,117 @@ class SeedStack:
         config = getattr(self.template, "config", None)
         if getattr(config, "attention", "dense") in ("flex", "auto"):  # FlexAttention has no vmap rule: the
             self.template.config = replace(config, attention="dense")  # dense path of the same score function
-        self._loss = _Loss(self.template, form.terms)
+        self._loss = _Loss(self.template, terms or form.terms)
         self.stacked = copy.deepcopy(first)
         names = dict(first.named_parameters())  # shared parameters appear once
         replacement: dict[int, nn.Parameter] = {}
         for name in names:
             stacked = torch.stack([dict(m.named_parameters())[name].detach() for m in modules])
             replacement[id(dict(self.stacked.named_parameters())[name])] = nn.Parameter(stacked)
-        for sub in self.stacked.modules():
-            for key, param in list(sub._parameters.items()):
-                if param is not None and id(param) in replacement:
-                    sub._parameters[key] = replacement[id(param)]
+        _replace_parameters(self.stacked, replacement)
+        self._flatten()
+
+    def _flatten(self) -> None:
+        """One flat [S, P] buffer per parameter group of the module's own optimizer (``configure_optimizers`` of
+        ``stacked``), its parameters re-pointed at them; ``stacked``'s parameters become views of the buffers."""
+        configured = self.stacked.configure_optimizers()
+        optimizer = configured.get("optimizer") if isinstance(configured, Mapping) else configured
+        if not isinstance(optimizer, torch.optim.Optimizer):
+            raise ValueError(f"{type(self.stacked).__name__}.configure_optimizers gives no single optimizer")
+        named = dict(self.stacked.named_parameters())
+        name_of = {id(p): n for n, p in named.items()}
+        groups = [[name_of[id(p)] for p in group["params"]] for group in optimizer.param_groups]
+        grouped = {n for names in groups for n in names}
+        rest = [n for n in named if n not in grouped]  # trained by no group (none in the families today)
+        self._solo_groups = copy.deepcopy(optimizer.state_dict()["param_groups"])
+        self._layout: list[list[tuple[str, torch.Size]]] = []
+        self._flats: list[nn.Parameter] = []
+        replacement: dict[int, nn.Parameter] = {}
+        for names in groups + ([rest] if rest else []):
+            flat = nn.Parameter(torch.cat([named[n].detach().flatten(1) for n in names], dim=1),
+                                requires_grad=any(named[n].requires_grad for n in names))
+            layout = [(n, named[n].shape[1:]) for n in names]
+            for (n, shape), piece in zip(layout, flat.detach().split([shape.numel() for _, shape in layout], 1),
+                                         strict=True):
+                replacement[id(named[n])] = nn.Parameter(piece.view(self.size, *shape), requires_grad=False)
+            self._flats.append(flat)
+            self._layout.append(layout)
+        _replace_parameters(self.stacked, replacement)
+        flags = _fused_flags(optimizer, self._flats[0].device)
+        for group, flat in zip(optimizer.param_groups, self._flats, strict=False):
+            group["params"] = [flat]
+            group.update(flags)
+        self.configured = configured
+        self.optimizer = optimizer
 
     # ---- parameters and state per seed -------------------------------------------------------------------
     def parameters(self) -> dict[str, nn.Parameter]:
-        """The stacked parameters by name (each shared parameter once)."""
+        """The stacked [S, ...] parameters by name (each shared parameter once): views of the flat buffers, for
+        reading (what trains is the flat buffers, ``optimizer``'s; their gradients: ``grads``)."""
         return dict(self.stacked.named_parameters())
+
+    def _views(self) -> dict[str, Tensor]:
+        """The stacked parameters by name as differentiable views of the flat buffers (what the forward uses, so
+        their gradients land in the flat gradient buffers, one per group)."""
+        out = {}
+        for flat, layout in zip(self._flats, self._layout, strict=True):
+            pieces = flat.split([shape.numel() for _, shape in layout], dim=1)
+            out.update({n: piece.view(self.size, *shape) for (n, shape), piece in zip(layout, pieces, strict=True)})
+        return out
+
+    def grads(self) -> dict[str, Tensor]:
+        """The stacked gradients by name ([S, ...] views of the flat gradient buffers; absent before a backward)."""
+        out = {}
+        for flat, layout in zip(self._flats, self._layout, strict=True):
+            if flat.grad is not None:
+                pieces = flat.grad.split([shape.numel() for _, shape in layout], dim=1)
+                out.update({n: p.view(self.size, *shape) for (n, shape), p in zip(layout, pieces, strict=True)})
+        return out
+
+    def optimizer_state(self, seed: int) -> dict[str, Any]:
+        """Seed ``seed``'s optimizer state dict as its solo run's optimizer writes it (per parameter, in the solo
+        parameter order and groups; its slices of the flat buffers' state)."""
+        live = self.optimizer.state_dict()
+        groups = []
+        for solo, group in zip(self._solo_groups, live["param_groups"], strict=False):
+            groups.append({**solo, **{k: v for k, v in group.items() if k not in _FLAT_KEYS}})
+        state: dict[int, dict[str, Any]] = {}
+        index = 0
+        for g, layout in enumerate(self._layout[:len(self._solo_groups)]):
+            flat_state = live["state"].get(g, {})
+            offset = 0
+            for _, shape in layout:
+                n = shape.numel()
+                if flat_state:
+                    state[index] = {k: (v[seed, offset:offset + n].view(shape).clone() if v.dim() > 0
+                                        else v.detach().to("cpu", torch.float32).clone())
+                                    for k, v in flat_state.items()}
+                offset += n
+                index += 1
+        return {"state": state, "param_groups": groups}
+
+    def load_optimizer_states(self, states: Sequence[Mapping[str, Any]]) -> None:
+        """Set the optimizer from every seed's solo optimizer state dict (``optimizer_state``'s form)."""
+        first = states[0]
+        groups = []
+        for g, (solo, group) in enumerate(zip(first["param_groups"], self.optimizer.param_groups, strict=False)):
+            groups.append({**{k: v for k, v in solo.items() if k not in _FLAT_KEYS},
+                           **{k: group[k] for k in _FLAT_KEYS if k in group}, "params": [g]})
+        flat_state: dict[int, dict[str, Tensor]] = {}
+        index = 0
+        for g, layout in enumerate(self._layout[:len(groups)]):
+            indices = list(range(index, index + len(layout)))
+            index += len(layout)
+            if indices[0] not in first["state"]:
+                continue
+            flat_state[g] = {}
+            for key, value in first["state"][indices[0]].items():
+                if value.dim() == 0:
+                    flat_state[g][key] = value
+                    continue
+                flat_state[g][key] = torch.stack([torch.cat([s["state"][k][key].flatten() for k in indices])
+                                                  for s in states]).to(self._flats[g])
+        self.optimizer.load_state_dict({"state": flat_state, "param_groups": groups})
 
     def state_dict(self, seed: int) -> dict[str, Tensor]:
         """Seed ``seed``'s (index in the stack) state dict, as its solo module's ``state_dict()``."""
@@ -210,19 +320,19 @@ class SeedStack:
             return total / count.clamp(min=1), total, count
 
         self.template.train(self.stacked.training)
-        return run(self.parameters(), batch)
+        return run(self._views(), batch)
 
     def outputs(self, *inputs: Any) -> Any:
         """The network's forward on ``inputs`` (the same for every seed) with each seed's parameters: its
-        outputs with a leading seed axis (one vmapped forward; the kernels as chosen: without gradients the
-        rule of ``losses`` does not apply). Scoring the same inputs with every seed at once."""
+        outputs with a leading seed axis (one vmapped forward, attention folded into SDPA's batch as in
+        ``losses``). Scoring the same inputs with every seed at once."""
         from torch.func import functional_call, vmap
 
         def one(params: dict[str, Tensor]) -> Any:
             return functional_call(self.template, params, inputs)
 
         self.template.train(self.stacked.training)
-        return vmap(one)(self.parameters())
+        return vmap(one)(self._views())
 
     def compile(self, mode: str, backend: str = "inductor") -> SeedStack:
         """``runtime.compile`` (``lightning_modules.models.compiled``) for the group: ``losses``, the vmapped
@@ -239,14 +349,16 @@ class SeedStack:
         return self
 
     def clip_per_seed(self, max_norm: float) -> Tensor:
-        """Scale each seed's gradients to global norm <= ``max_norm`` (``clip_grad_norm_`` per seed); returns
-        the norms [S] before clipping."""
-        grads = [p.grad for p in self.parameters().values() if p.grad is not None]
-        norms = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g.flatten(1), dim=1)
-                                                      for g in grads], dim=1), dim=1)
-        coef = (max_norm / (norms + 1e-6)).clamp(max=1.0)
+        """Scale each seed's gradients to global norm <= ``max_norm`` (``clip_grad_norm_`` per seed): one norm
+        per seed over its row of each flat gradient buffer, one multiply per buffer; returns the norms [S]."""
+        grads = [flat.grad for flat in self._flats if flat.grad is not None]
+        norms = torch.linalg.vector_norm(grads[0], dim=1)
+        if len(grads) > 1:
+            norms = torch.linalg.vector_norm(torch.stack([norms, *(torch.linalg.vector_norm(g, dim=1)
+                                                                   for g in grads[1:])]), dim=0)
+        coef = (max_norm / (norms + 1e-6)).clamp(max=1.0)[:, None]
         for g in grads:
-            g.mul_(coef.view(-1, *([1] * (g.dim() - 1))))
+            g.mul_(coef)
         return norms
 
     def batch(self, batches: Sequence[Any]) -> Any:
@@ -284,6 +396,33 @@ class SeedStack:
                 chunk[name] = torch.stack([_padded(t, shape, self.padding[name], reference) for t in tensors])
             out.append(chunk)
         return out
+
+
+# optimizer settings of the flat buffers that a solo run's optimizer state does not have
+_FLAT_KEYS = ("params", "fused", "foreach", "capturable")
+
+
+def _fused_flags(optimizer: torch.optim.Optimizer, device: torch.device) -> dict[str, Any]:
+    """The group settings that make ``optimizer`` fused on ``device`` (and capturable on CUDA), where its class
+    and the device support it (checked by building one on a one-element tensor); else none."""
+    if "fused" not in optimizer.defaults:
+        return {}
+    try:
+        type(optimizer)([nn.Parameter(torch.zeros(1, device=device))], fused=True)
+    except (RuntimeError, TypeError, ValueError):
+        return {}
+    flags: dict[str, Any] = {"fused": True, "foreach": False}
+    if device.type == "cuda" and "capturable" in optimizer.defaults:
+        flags["capturable"] = True
+    return flags
+
+
+def _replace_parameters(module: nn.Module, replacement: Mapping[int, nn.Parameter]) -> None:
+    """Swap the parameters of ``module`` (and its sub-modules) by id (a shared parameter stays shared)."""
+    for sub in module.modules():
+        for key, param in list(sub._parameters.items()):
+            if param is not None and id(param) in replacement:
+                sub._parameters[key] = replacement[id(param)]
 
 
 def _field(chunk: Any, name: str) -> Tensor | None:

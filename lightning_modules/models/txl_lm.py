@@ -18,7 +18,8 @@ is a mapping of tensors, or an object with them as attributes (B sequences, chun
   attention functions), optionally ``added`` [B,L] long (ids whose embeddings are added to the inputs': the
   Dependency TG's arc representations).
 
-Loss: cross-entropy summed over positions whose label is not 0, divided by their number (per batch).
+Loss: cross-entropy summed over positions whose label is not 0, divided by their number (per batch); the output
+head runs at those positions alone, a chunk of rows at a time (``lightning_modules.models.labelled_loss``).
 Optimisation as the official config: Adam(0.9, 0.999), ``linear_warmup_then_cosine_anneal`` stepped per
 optimizer step, gradients clipped to global norm 3.0. Deviation, by design: the official steps once per chunk
 of B streams; here one step covers whole sequences (identical when a sequence fits in one chunk).
@@ -33,7 +34,6 @@ from typing import Any
 
 import pytorch_lightning as pl
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from lightning_modules.data.train_data import TrainData, unigram_nll
@@ -41,6 +41,7 @@ from lightning_modules.errors import InputError
 from lightning_modules.layers.relative_attention import FLEX_MIN_HEAD_DIM, fits_flex
 from lightning_modules.layers.txl_core import TransformerXL
 from lightning_modules.models.config_fields import checked_values
+from lightning_modules.models.labelled_loss import chunked_nll, labelled_rows
 from lightning_modules.models.lr_schedule import stepwise_scheduler
 from lightning_modules.models.optimisation import ScheduledClipping, global_token_mean
 
@@ -198,27 +199,41 @@ class TransformerGrammarLM(ScheduledClipping, pl.LightningModule):
     def forward(self, chunks: Sequence[Chunk],
                 memory: Tensor | None = None) -> tuple[list[Tensor], Tensor | None]:
         """Logits [B, L, V] per chunk, and the memory after the last one (None without memory)."""
+        return self._run(chunks, memory, logits=True)
+
+    def hidden(self, chunks: Sequence[Chunk],
+               memory: Tensor | None = None) -> tuple[list[Tensor], Tensor | None]:
+        """Final hidden states [B, L, D] per chunk (after the output dropout: what the head projects), and the
+        memory after the last one."""
+        return self._run(chunks, memory, logits=False)
+
+    def _run(self, chunks: Sequence[Chunk], memory: Tensor | None,
+             logits: bool) -> tuple[list[Tensor], Tensor | None]:
         outputs = []
         for chunk in chunks:
             inputs = field(chunk, "inputs")
             flex = self.use_flex(inputs.device)
-            logits, memory = self.network(
+            out, memory = self.network(
                 inputs, field(chunk, "attn_mask"), field(chunk, "relpos"), field(chunk, "mem_src"),
                 field(chunk, "reset"), memory, compose=field(chunk, "compose"), flex=flex,
-                compiled_flex=flex and inputs.is_cuda, added=field(chunk, "added"),
+                compiled_flex=flex and inputs.is_cuda, added=field(chunk, "added"), logits=logits,
             )
-            outputs.append(logits)
+            outputs.append(out)
         return outputs, memory
 
     def nll(self, chunks: Sequence[Chunk]) -> tuple[Tensor, Tensor]:
-        """Summed negative log-likelihood over positions with a label, and their count."""
-        logits, _ = self(chunks)
-        total = logits[0].new_zeros(())
+        """Summed negative log-likelihood over positions with a label, and their count: the head applied at
+        the labelled positions alone, in chunks of rows, so the logits of the whole batch never exist
+        (``labelled_loss``; a chunk's ``label_index``, when given, names its labelled positions: a seed
+        group's)."""
+        hidden, _ = self.hidden(chunks)
+        params = self.network.head_parameters()
+        total = hidden[0].new_zeros((), dtype=torch.float32)
         count = torch.zeros((), dtype=torch.long, device=total.device)
-        for chunk_logits, chunk in zip(logits, chunks, strict=True):
+        for states, chunk in zip(hidden, chunks, strict=True):
             labels = field(chunk, "labels")
-            total = total + F.cross_entropy(chunk_logits.flatten(0, 1).float(), labels.flatten(),
-                                            ignore_index=0, reduction="sum")
+            rows, targets = labelled_rows(states, labels, field(chunk, "label_index"))
+            total = total + chunked_nll(rows, targets, self.network.project, params, self.config.vocab_size)
             count = count + (labels != 0).sum()
         return total, count
 

@@ -88,4 +88,4 @@ def test_dependency_parser_seeds_stacked_score_and_learn_as_solo():
         (nll / n).backward()
         assert float(total[i]) == pytest.approx(float(nll), rel=1e-5) and int(count[i]) == int(n)
         for name, p in model.named_parameters():
-            assert torch.allclose(stack.parameters()[name].grad[i], p.grad, rtol=1e-4, atol=1e-6), name
+            assert torch.allclose(stack.grads()[name][i], p.grad, rtol=1e-4, atol=1e-6), name

@@ -121,20 +121,11 @@ class ReluFeedForward(FeedForward):
         return self.outer(self.dropout(F.relu(self.inner(x))))
 
 
-class HiddenTap(nn.Dropout):
-    """The network's dropout before the output projection, keeping its output (the final hidden states) for
-    the split head: every path to the logits (``forward``, ``step``) goes through it."""
-
-    last: Tensor | None = None
-
-    def forward(self, x: Tensor) -> Tensor:
-        self.last = super().forward(x)
-        return self.last
-
-
 class SplitHeadTransformerXL(TransformerXL):
     """``TransformerXL`` with the official DTG action MLP: its outputs are log-probabilities of the split head
-    (module docstring), a distribution over the vocabulary (log_softmax leaves them as they are)."""
+    (module docstring), a distribution over the vocabulary (log_softmax leaves them as they are). The head is
+    ``project`` (its parameters: the word head's, then the action MLP's), so every path to the outputs
+    (``forward``, ``step``, the chunked loss) goes through it."""
 
     action_head: nn.Sequential
     arcs: tuple[int, int]
@@ -146,7 +137,6 @@ class SplitHeadTransformerXL(TransformerXL):
         network.__class__ = cls
         assert isinstance(network, SplitHeadTransformerXL)
         d = network.d_model
-        network.output_dropout = HiddenTap(network.output_dropout.p)
         network.action_head = nn.Sequential(nn.Linear(d, d), nn.ReLU(), nn.Dropout(dropout),
                                             nn.Linear(d, ACTION_CLASSES))
         network.arcs = arc_ids(network.embedding.num_embeddings)
@@ -157,25 +147,25 @@ class SplitHeadTransformerXL(TransformerXL):
                 nn.init.zeros_(linear.bias)
         return network
 
-    def split(self, logits: Tensor) -> Tensor:
-        """Word logits [..., V] (and the tapped hidden states) -> the split head's log-probabilities [..., V]."""
-        hidden, self.output_dropout.last = self.output_dropout.last, None  # no tensor kept (copies, vmap levels)
-        assert hidden is not None and hidden.shape[:-1] == logits.shape[:-1]
-        action = self.action_head(hidden).float().log_softmax(-1)
+    def head_parameters(self) -> tuple[Tensor, ...]:
+        """The word head's parameters, then the action MLP's (``project``'s order)."""
+        return (*super().head_parameters(), *self.action_head.parameters())
+
+    def project(self, h: Tensor, weight: Tensor, bias: Tensor, *action: Tensor) -> Tensor:
+        """Final hidden states [..., D] -> the split head's log-probabilities [..., V]."""
+        inner_weight, inner_bias, outer_weight, outer_bias = action  # the MLP of ``convert``
+        hidden = self.action_head[2](F.relu(F.linear(h, inner_weight, inner_bias)))
+        return self.split(super().project(h, weight, bias), F.linear(hidden, outer_weight, outer_bias))
+
+    def split(self, logits: Tensor, actions: Tensor) -> Tensor:
+        """Word logits [..., V] and action logits [..., 4] -> the split head's log-probabilities [..., V]."""
+        action = actions.float().log_softmax(-1)
         word = logits.float().log_softmax(-1)
         left, right = self.arcs
         out = action[..., 3:4] + word
         lost = torch.logaddexp(action[..., 0], action[..., 3] + word[..., [left, right, PLACEHOLDER]].logsumexp(-1))
         out[..., left], out[..., right], out[..., PLACEHOLDER] = action[..., 1], action[..., 2], lost
         return out.to(logits.dtype)
-
-    def forward(self, *args: Any, **kwargs: Any) -> tuple[Tensor, Tensor | None]:
-        logits, memory = super().forward(*args, **kwargs)
-        return self.split(logits), memory
-
-    def step(self, *args: Any, **kwargs: Any) -> Tensor | None:
-        logits = super().step(*args, **kwargs)
-        return None if logits is None else self.split(logits)
 
 
 class DependencyTransformerGrammarLM(TransformerGrammarLM):

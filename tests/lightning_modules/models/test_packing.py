@@ -110,7 +110,7 @@ def test_each_seed_of_a_packed_group_trains_as_its_solo_run(family, corpora):
     alone, rounded = solo_losses(1), solo_losses(2)  # the same runs with other float rounding (reductions split)
 
     stack = SeedStack(fresh(family, cfg, data, seeds))
-    optimizer, scheduler = optimiser(stack.stacked)
+    optimizer, scheduler = stack.optimizer, stack.configured["lr_scheduler"]["scheduler"]
     group_losses, parts, subsets = [], [], []
     for step in range(STEPS):
         batch = stack.batch([own[step] for own in batches])
@@ -124,7 +124,7 @@ def test_each_seed_of_a_packed_group_trains_as_its_solo_run(family, corpora):
                 total, count = solo.nll(own[step])
                 (total / count).backward()
                 for name, param in solo.named_parameters():
-                    torch.testing.assert_close(stack.parameters()[name].grad[i], param.grad, **FLOAT32)
+                    torch.testing.assert_close(stack.grads()[name][i], param.grad, **FLOAT32)
         stack.clip_per_seed(clip)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)

@@ -1,50 +1,110 @@
-"""``SeedStack``'s attention: each layer's attention of a packed part is one SDPA call over all its seeds' rows
-(``folded_attention``), with the kernel SDPA picks for such a solo batch, not a math kernel forced on the group."""
+"""The seed stack's flat buffers (``SeedStack``): the stacked parameters are views of one [S, P] buffer per
+parameter group of the module's optimizer, so per-seed clipping is one norm and one multiply per buffer and
+equals ``clip_grad_norm_`` on each seed's own parameters; the optimizer steps the buffers (fused where the
+device has the kernel) as each seed's solo optimizer steps its parameters; and each seed's optimizer state
+comes out, and goes back in, in the solo format."""
 
 from __future__ import annotations
 
-import pytorch_lightning as pl
+import pytest
 import torch
-from torch.profiler import profile
 
-from experiments.batching import StepBatches
-from experiments.config import resolve_train_config
-from experiments.families import get_family
-from lightning_modules.layers.relative_attention import RelativeMultiHeadAttention
+from lightning_modules.families.dtg import model as dtg
+from lightning_modules.models import txl_lm as tg
 from lightning_modules.models.seed_stack import SeedStack
+from tests.lightning_modules.models.test_txl_lm import TINY, random_chunks
+from tests.tolerances import FLOAT32
 
-TINY = ["model.d_model=32", "model.n_layers=2", "model.n_heads=2", "model.d_ff=64"]
-
-
-def sdpa_calls(run) -> dict[str, int]:
-    """Calls of each SDPA kernel operator while ``run()`` runs (forward and backward)."""
-    with profile() as prof:
-        run()
-    return {e.key.removeprefix("aten::"): e.count for e in prof.key_averages()
-            if e.key.startswith("aten::_scaled_dot_product")}
+SEEDS = 3
 
 
-def test_a_groups_attention_is_one_sdpa_call_per_layer_and_chunk_on_the_solo_kernel():
-    cfg = resolve_train_config("tg", "cpu-small", TINY)
-    family = get_family("tg")
-    data = family.build_data(cfg)
-    modules = []
-    for seed in range(3):
-        pl.seed_everything(seed, verbose=False)
-        modules.append(family.build_module(cfg, data))
-    stack = SeedStack(modules)
-    batch = stack.batch([next(iter(StepBatches(data.train, 2, seed, data.collate))) for seed in range(3)])
-    attentions = sum(isinstance(m, RelativeMultiHeadAttention) for m in stack.template.modules())
-    calls = attentions * sum(len(part.chunks) for part in batch)  # independent of the number of seeds
+def modules(kind: str) -> list[tg.TransformerGrammarLM]:
+    """Seeds of a TG (one optimizer group) or a DTG (two: the embedding at its own rate)."""
+    out = []
+    for seed in range(SEEDS):
+        torch.manual_seed(seed)
+        out.append(tg.build(TINY) if kind == "tg" else dtg.build({**TINY, "output_head": "split"}))
+    return [m.train() for m in out]
 
-    stack.train(False)
-    with torch.no_grad():  # no bias gradient: the CPU flash kernel, which the group's old math context excluded
-        evaluation = sdpa_calls(lambda: stack.losses(batch))
-    assert evaluation == {"_scaled_dot_product_flash_attention_for_cpu": calls}
 
-    stack.train(True)  # the position bias needs a gradient: SDPA's math kernel on the CPU, as the solo run's
-    training = sdpa_calls(lambda: stack.losses(batch)[0].sum().backward())
-    assert training == {"_scaled_dot_product_attention_math": calls}
-    solo = stack.solo_module(0).train()
-    alone = sdpa_calls(lambda: solo.nll(next(iter(StepBatches(data.train, 2, 0, data.collate))))[0].backward())
-    assert set(alone) == set(training)
+def solo_step(module: tg.TransformerGrammarLM, chunks: list[dict], clip: float) -> torch.optim.Optimizer:
+    """One solo training step: loss, ``clip_grad_norm_``, the module's own optimizer."""
+    optimizer = module.configure_optimizers()["optimizer"]
+    total, count = module.nll(chunks)
+    (total / count).backward()
+    torch.nn.utils.clip_grad_norm_(module.parameters(), clip)
+    optimizer.step()
+    return optimizer
+
+
+@pytest.mark.parametrize("kind", ["tg", "dtg"])
+def test_flat_clipping_is_clip_grad_norm_per_seed(kind):
+    group = modules(kind)
+    stack = SeedStack(group)
+    assert len(stack._flats) == (1 if kind == "tg" else 2)  # one flat buffer per optimizer group
+    batches = [random_chunks(batch=2, seed=s) for s in range(SEEDS)]
+    for module, chunks in zip(group, batches, strict=True):
+        total, count = module.nll(chunks)
+        (total / count).backward()
+    stacked = {name: torch.stack([dict(m.named_parameters())[name].grad for m in group])
+               for name, _ in group[0].named_parameters()}
+    with torch.no_grad():
+        for flat in stack._flats:  # the seeds' own gradients, laid out as the stack's
+            flat.grad = torch.zeros_like(flat)
+        for name, grad in stack.grads().items():
+            grad.copy_(stacked[name])
+    clip = 0.05  # below every seed's norm: all are scaled
+    norms = stack.clip_per_seed(clip)
+    for i, module in enumerate(group):
+        norm = torch.nn.utils.clip_grad_norm_(module.parameters(), clip)
+        torch.testing.assert_close(norms[i], norm, **FLOAT32)
+        for name, param in module.named_parameters():
+            torch.testing.assert_close(stack.grads()[name][i], param.grad, **FLOAT32, msg=name)
+
+
+@pytest.mark.parametrize("kind", ["tg", "dtg"])
+def test_the_flat_optimizer_steps_each_seed_as_its_solo_optimizer(kind):
+    group = modules(kind)
+    stack = SeedStack(group)
+    if "fused" in stack.optimizer.defaults:  # torch's CPU has fused Adam: the stack uses it
+        assert all(g["fused"] for g in stack.optimizer.param_groups)
+    batches = [random_chunks(batch=2, seed=s) for s in range(SEEDS)]
+    clip = 0.05
+    loss, _, _ = stack.losses(stack.batch(batches))
+    loss.sum().backward()
+    stack.clip_per_seed(clip)
+    stack.optimizer.step()
+    for i, (module, chunks) in enumerate(zip(group, batches, strict=True)):
+        solo = solo_step(module, chunks, clip)
+        theirs, ours = solo.state_dict(), stack.optimizer_state(i)
+        assert ours["param_groups"] == theirs["param_groups"]  # the solo format, flat settings left out
+        assert ours["state"].keys() == theirs["state"].keys()
+        for k, state in theirs["state"].items():
+            for key, value in state.items():
+                assert ours["state"][k][key].shape == value.shape and ours["state"][k][key].dtype == value.dtype
+                torch.testing.assert_close(ours["state"][k][key], value, **FLOAT32)
+        for name, value in module.state_dict().items():
+            torch.testing.assert_close(stack.state_dict(i)[name], value, **FLOAT32, msg=name)
+
+
+def test_optimizer_and_parameters_go_back_in_per_seed():
+    group = modules("dtg")
+    stack = SeedStack(group)
+    batches = [random_chunks(batch=2, seed=s) for s in range(SEEDS)]
+    loss, _, _ = stack.losses(stack.batch(batches))
+    loss.sum().backward()
+    stack.optimizer.step()
+    saved = [(stack.state_dict(i), stack.optimizer_state(i)) for i in range(SEEDS)]
+    other = SeedStack(modules("dtg"))
+    for i, (params, _) in enumerate(saved):
+        other.load_state_dict(i, params)
+    other.load_optimizer_states([opt for _, opt in saved])
+    assert all(g.get("fused") == h.get("fused") for g, h in zip(other.optimizer.param_groups,
+                                                                 stack.optimizer.param_groups, strict=True))
+    for ours, theirs in zip(other._flats, stack._flats, strict=True):  # parameters are views of the buffers
+        assert torch.equal(ours, theirs)
+    for i in range(SEEDS):
+        again = other.optimizer_state(i)
+        for k, state in saved[i][1]["state"].items():
+            for key, value in state.items():
+                assert torch.equal(again["state"][k][key], value)

@@ -120,7 +120,7 @@ def test_each_seed_of_a_packed_group_trains_as_its_solo_run(family, treebank):
 
     alone, rounded = solo_losses(1), solo_losses(2)
     stack = SeedStack(fresh(family, cfg, data, seeds))
-    optimizer, scheduler = optimiser(stack.stacked)
+    optimizer, scheduler = stack.optimizer, stack.configured["lr_scheduler"]["scheduler"]
     group_losses, shared_rows = [], []
     for step in range(STEPS):
         batch = stack.batch([own[step] for own in batches])
@@ -132,7 +132,7 @@ def test_each_seed_of_a_packed_group_trains_as_its_solo_run(family, treebank):
                 solo = stack.solo_module(i).train()
                 solo.joint_loss(solo.loss_terms(own[step])).backward()
                 for name, param in solo.named_parameters():
-                    torch.testing.assert_close(stack.parameters()[name].grad[i], param.grad, **FLOAT32)
+                    torch.testing.assert_close(stack.grads()[name][i], param.grad, **FLOAT32)
         stack.clip_per_seed(clip)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
