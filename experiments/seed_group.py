@@ -147,12 +147,11 @@ class _GroupRun:
 
     def __init__(self, cfg: dict[str, Any], family: Any, data: Any, members: list[_Member], group_seed: int):
         from experiments.checkpoints import FORMAT_VERSION
-        from lightning_modules.models.seed_stack import SeedStack
 
         self.cfg, self.family, self.data, self.members = cfg, family, data, members
         self.group_seed = group_seed
         self.tc = cfg["train"]
-        self.stack = SeedStack([m.module for m in members]).compile(compile_mode(cfg["runtime"]))
+        self.stack = family.seed_stack([m.module for m in members]).compile(compile_mode(cfg["runtime"]))
         configured = self.stack.configured  # the module's configure_optimizers, over the stack's flat buffers
         self.optimizer = self.stack.optimizer
         scheduler = configured.get("lr_scheduler") if isinstance(configured, dict) else None

@@ -114,9 +114,9 @@ def pack(batches: Sequence[Sequence[Any]], padding: Mapping[str, int | bool], fi
     longer = [s for s, (_, _, long) in enumerate(splits) if long]
     if longer:
         most = max(len(splits[s][2]) for s in longer)
-        parts.append(Part(longer if len(longer) < len(batches) else None, stack([[_rows(chunk, splits[s][2], most, padding, field)
-                                           for chunk in batches[s][:_last(batches[s], splits[s][2], field)]]
-                                          for s in longer])))
+        rows = [[_rows(chunk, splits[s][2], most, padding, field)
+                 for chunk in batches[s][:_last(batches[s], splits[s][2], field)]] for s in longer]
+        parts.append(Part(longer if len(longer) < len(batches) else None, stack(rows)))
     return parts
 
 
