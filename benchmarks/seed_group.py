@@ -169,10 +169,13 @@ def padding(args: argparse.Namespace) -> None:
     from lightning_modules.models.seed_stack import SeedStack, _field, as_chunks
 
     def _lengths(chunk: Any) -> torch.Tensor:
-        """Each row's useful tokens: the queries that attend (a chunk's mask), or ``lengths`` (a batch of whole
-        sentences, as Pushdown-LM's)."""
+        """Each row's useful tokens: the queries that attend (a chunk's mask), ``lengths`` (a batch of whole
+        sentences, as Pushdown-LM's), or the gold ``actions`` (a parser's decoder steps)."""
         mask = _field(chunk, "attn_mask")
-        return mask.any(-1).sum(-1) if mask is not None else _field(chunk, "lengths")
+        if mask is not None:
+            return mask.any(-1).sum(-1)
+        lengths = _field(chunk, "lengths")
+        return lengths if lengths is not None else (_field(chunk, "actions") != 0).sum(-1)
 
     def _area(chunk: Any) -> int:
         """Query x key pairs computed: the mask's size, or rows x T x T without one."""

@@ -20,11 +20,12 @@ families' buffers are fixed tables, equal across seeds; checked).
 
 Batches: every seed draws its own batch; under vmap the S batches need one shape. The Transformer-XL core packs
 them (``lightning_modules.models.packing``: single-chunk sentences several to a row, block-diagonal masks, no
-memory columns; only longer sentences padded across seeds); other modules pad each chunk's tensors to the largest
-seed's (``stack_chunks``), with the values the collate function pads with (padding attends to nothing and
-predicts nothing, so a seed's loss is unchanged). A batch that is not a list of chunks (Pushdown's) is one
-chunk. What a module's batches hold, how they pad or pack and what its training loss and validation NLL are is
-its ``StackedForm`` (``stacked_form``): a module without one cannot be stacked.
+memory columns; only longer sentences padded across seeds), a module whose ``StackedForm`` has a ``pack`` its own
+way; other modules pad each chunk's tensors to the largest seed's (``stack_chunks``), with the values the
+collate function pads with (padding attends to nothing and predicts nothing, so a seed's loss is unchanged). A
+batch that is not a list of chunks (Pushdown's) is one chunk. What a module's batches hold, how they pad or
+pack and what its training loss and validation NLL are is its ``StackedForm`` (``stacked_form``): a module
+without one cannot be stacked.
 
 FlexAttention has no ``vmap`` rule: a module configured for it (``attention: flex``, or ``auto``, which is flex on
 CUDA) runs stacked on its dense path, the same score function through SDPA (equal outputs and gradients, tested

@@ -1,16 +1,20 @@
-"""benchmarks/seed_group.py --padding for a family whose batches are whole sentences (Pushdown-LM): the packed
-group computes fewer token slots per useful token than the padded one, and the summary lines are printed."""
+"""benchmarks/seed_group.py --padding for families whose batches are whole sentences (Pushdown-LM; the proposal
+parser, whose useful tokens are its gold actions): the packed group computes fewer token slots per useful token
+than the padded one, and the summary lines are printed."""
 
 from __future__ import annotations
 
 import re
 
+import pytest
+
 from benchmarks import seed_group as bench
 
 
-def test_padding_report_of_pushdown_batches(prepared_data_dir, monkeypatch, capsys) -> None:
+@pytest.mark.parametrize("family", ["pushdown", "proposal-parser"])
+def test_padding_report_of_sentence_batches(family, prepared_data_dir, monkeypatch, capsys) -> None:
     monkeypatch.setenv("SYNBENCH_DATA", str(prepared_data_dir))
-    bench.main(["--padding", "--family", "pushdown", "--preset", "cpu-small", "--sizes", "1", "4", "--batch-size",
+    bench.main(["--padding", "--family", family, "--preset", "cpu-small", "--sizes", "1", "4", "--batch-size",
                 "8", "--steps", "1"])
     out = capsys.readouterr().out
     rows = {int(m[0]): [float(v) for v in m[1:4]] for m in re.findall(

@@ -56,7 +56,7 @@ def test_each_seed_of_a_group_ends_where_its_solo_run_ends(family, small_treeban
 
 def test_dependency_parser_seeds_stacked_score_and_learn_as_solo():
     """dep-parser (the constituency parser's module on dependency actions): two seeds, each its own batch of
-    another length, stacked: losses and gradients equal each solo module's (padding changes nothing)."""
+    another length, stacked (packed): losses and gradients equal each solo module's (packing changes nothing)."""
     import torch
 
     from experiments.families import get_family

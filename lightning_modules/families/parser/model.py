@@ -28,6 +28,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from lightning_modules.errors import InputError
+from lightning_modules.families.parser.packing import pack
 from lightning_modules.layers.folded_attention import attention
 from lightning_modules.models.config_fields import checked_values
 from lightning_modules.models.lr_schedule import stepwise_scheduler
@@ -156,12 +157,14 @@ class DecoderBlock(nn.Module):
         self.drop = nn.Dropout(c.dropout)
 
     def forward(self, x: Tensor, memory: tuple[Tensor, Tensor], memory_mask: Tensor,
-                cache: list[Tensor] | None = None) -> Tensor:
-        """``x`` [B, Q, D]. Training: Q decoder steps of B sentences (causal). Search: one step of Q rows
-        per sentence, each row with its own past keys/values in ``cache`` ([B*Q, H, t, D/H], updated)."""
+                cache: list[Tensor] | None = None, self_mask: Tensor | None = None) -> Tensor:
+        """``x`` [B, Q, D]. Training: Q decoder steps of B sentences (causal, or ``self_mask`` [B, 1, Q, Q]
+        for packed rows). Search: one step of Q rows per sentence, each row with its own past keys/values in
+        ``cache`` ([B*Q, H, t, D/H], updated)."""
         h = self.ln1(x)
         if cache is None:
-            x = x + self.drop(self.self_attn.attend(h, *self.self_attn.keys_values(h), causal=True))
+            x = x + self.drop(self.self_attn.attend(h, *self.self_attn.keys_values(h), mask=self_mask,
+                                                    causal=self_mask is None))
         else:
             rows = h.reshape(-1, 1, h.shape[-1])  # [B*Q, 1, D]: every row is its own sequence
             k, v = self.self_attn.keys_values(rows)
@@ -182,6 +185,12 @@ class Encoded:
     memory_mask: Tensor  # [B, 1, 1, S] True where a source position exists
 
 
+def _within(queries: Tensor, keys: Tensor) -> Tensor:
+    """[B, 1, Q, K] attention mask of packed rows: a query sees the keys of its own sentence (segment ids
+    ``queries`` [B, Q], ``keys`` [B, K], from 1); an unused slot (0) sees every key, so none is without keys."""
+    return ((queries[:, :, None] == keys[:, None, :]) | (queries == 0)[:, :, None])[:, None]
+
+
 def _parser_terms(module: Any, chunks: Any) -> tuple[Tensor, Tensor, Tensor]:
     """Proposal parsers (constituency and dependency): mean -log q per gold action, validation likewise."""
     nll, count, _ = module.loss_terms(chunks[0])
@@ -193,8 +202,10 @@ class ProposalParser(ScheduledClipping, pl.LightningModule):
 
     # seeds as one SeedStack: the batch fields with their padding values (a padded step's mask allows every
     # action: a finite softmax whose target 0 is ignored) and the loss terms
+    # (packed: ``packing.pack``, several sentences to a row, segments and positions telling them apart)
     seed_stack_form = StackedForm({"source": 0, "word_first": 0, "n_words": 0, "inputs": 0, "actions": 0, "front": 0,
-                                   "mask": True}, _parser_terms)
+                                   "mask": True, "positions": 0, "segments": 0, "source_positions": 0,
+                                   "source_segments": 0}, _parser_terms, pack)
 
     def __init__(self, config: ParserConfig):
         super().__init__()
@@ -220,26 +231,34 @@ class ProposalParser(ScheduledClipping, pl.LightningModule):
             nn.init.zeros_(module.bias)
 
     # ---- the network ---------------------------------------------------------------------------------------
-    def encode(self, source: Tensor, word_first: Tensor, n_words: Tensor) -> Encoded:
-        """Run the encoder over ``source`` [B, S] (0 = padding) once per sentence."""
+    def encode(self, source: Tensor, word_first: Tensor, n_words: Tensor, positions: Tensor | None = None,
+               segments: Tensor | None = None) -> Encoded:
+        """Run the encoder over ``source`` [B, S] (0 = padding) once per sentence. Packed rows
+        (``packing``): ``positions`` [B, S] restart with every sentence and ``segments`` [B, S] keep a
+        query's keys within its sentence (an unused slot, 0, sees the whole row: no query without keys)."""
         key_mask = (source != 0)[:, None, None, :]
-        x = self.source_embedding(source) + sinusoid(source.shape[1], self.config.d_model, source.device)
+        table = sinusoid(source.shape[1], self.config.d_model, source.device)
+        x = self.source_embedding(source) + (table if positions is None else table[positions])
         x = self.drop(x)
+        self_mask = key_mask if segments is None else _within(segments, segments)
         for block in self.encoder:
-            x = block(x, key_mask)
+            x = block(x, self_mask)
         x = self.encoder_norm(x)
         words = x.gather(1, word_first[..., None].expand(-1, -1, x.shape[-1]))
         memory = [block.cross_attn.keys_values(x) for block in self.decoder]
         return Encoded(words, n_words, memory, key_mask)
 
-    def decoder_input(self, enc: Encoded, prev: Tensor, front: Tensor, position: Tensor) -> Tensor:
+    def decoder_input(self, enc: Encoded, prev: Tensor, front: Tensor, position: Tensor,
+                      length: int | None = None) -> Tensor:
         """Embedding of the previous action + the buffer-front word (``front`` [B, Q] word index, n = empty)
-        + the position (a tensor of step indices broadcastable to [B, Q])."""
+        + the position (a tensor of step indices broadcastable to [B, Q], all below ``length`` if given: no
+        host read of a tensor, as under vmap)."""
         index = front.clamp(max=enc.words.shape[1] - 1)
         word = enc.words.gather(1, index[..., None].expand(-1, -1, enc.words.shape[-1]))
         empty = (front >= enc.n_words[:, None])[..., None]
         buffer = torch.where(empty, self.empty_buffer, self.buffer(word))
-        table = sinusoid(int(position.max()) + 1, self.config.d_model, prev.device)
+        size = int(position.max()) + 1 if length is None else length
+        table = sinusoid(size, self.config.d_model, prev.device)
         return self.drop(self.action_embedding(prev) + buffer + table[position])
 
     def logits(self, x: Tensor) -> Tensor:
@@ -247,11 +266,20 @@ class ProposalParser(ScheduledClipping, pl.LightningModule):
 
     def forward(self, batch: Mapping[str, Tensor]) -> Tensor:
         """Teacher-forced action logits [B, T, V] (unmasked)."""
-        enc = self.encode(batch["source"], batch["word_first"], batch["n_words"])
-        steps = torch.arange(batch["inputs"].shape[1], device=self.device)
-        x = self.decoder_input(enc, batch["inputs"], batch["front"], steps[None, :])
+        segments = batch.get("segments")  # packed seed-group rows (``packing``): several sentences to a row
+        enc = self.encode(batch["source"], batch["word_first"], batch["n_words"], batch.get("source_positions"),
+                          batch.get("source_segments"))
+        positions = batch.get("positions")
+        if positions is None:
+            positions = torch.arange(batch["inputs"].shape[1], device=self.device)[None, :]
+        x = self.decoder_input(enc, batch["inputs"], batch["front"], positions, batch["inputs"].shape[1])
+        self_mask, cross_mask = None, enc.memory_mask
+        if segments is not None:
+            steps = segments.shape[1]
+            causal = torch.ones(steps, steps, dtype=torch.bool, device=segments.device).tril()
+            self_mask, cross_mask = causal & _within(segments, segments), _within(segments, batch["source_segments"])
         for block, memory in zip(self.decoder, enc.memory, strict=True):
-            x = block(x, memory, enc.memory_mask)
+            x = block(x, memory, cross_mask, self_mask=self_mask)
         return self.logits(x)
 
     def empty_cache(self, rows: int) -> list[list[Tensor]]:
