@@ -223,6 +223,19 @@ def padding(args: argparse.Namespace) -> None:
         print(f"useful-token fraction S={size}: {fraction:.2f}")
 
 
+def _setup(args: argparse.Namespace) -> tuple[Any, dict, Any, Any]:
+    """The device, config, family and data of a measurement (``--threads`` torch threads)."""
+    import torch
+
+    from experiments.config import resolve_train_config
+    from experiments.families import get_family
+
+    torch.set_num_threads(args.threads)
+    cfg = resolve_train_config(args.family, args.preset, args.override)
+    family = get_family(args.family)
+    return torch.device(args.device), cfg, family, family.build_data(cfg)
+
+
 def full_logits_terms(module, chunks):
     """The reference loss terms (``_txl_terms`` on the full logits): mean NLL, NLL sum, count."""
     from lightning_modules.models.labelled_loss import full_logits_nll
@@ -257,16 +270,10 @@ def phases(args: argparse.Namespace) -> None:
     import torch
 
     from experiments.batching import StepBatches
-    from experiments.config import resolve_train_config
-    from experiments.families import get_family
     from lightning_modules.models.seed_stack import SeedStack
 
-    torch.set_num_threads(args.threads)
-    device = torch.device(args.device)
+    device, cfg, family, data = _setup(args)
     cuda = device.type == "cuda"
-    cfg = resolve_train_config(args.family, args.preset, args.override)
-    family = get_family(args.family)
-    data = family.build_data(cfg)
     print(f"# {args.family} {args.preset} on {args.device} ({args.threads} threads), batch {args.batch_size} per "
           f"seed, 1 warm-up + {args.steps} timed steps, best of {args.repeats} interleaved; load average "
           f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
@@ -369,13 +376,7 @@ def optimizer_phase(modules, batches, size: int, repeats: int, cuda: bool) -> No
     times: dict[str, list[float]] = {"per-parameter": [], "flat": []}
     for _ in range(max(repeats, 3)):
         for name, phase in (("per-parameter", per_parameter), ("flat", flat)):
-            if cuda:
-                torch.cuda.synchronize()
-            start = time.perf_counter()
-            phase()
-            if cuda:
-                torch.cuda.synchronize()
-            times[name].append(time.perf_counter() - start)
+            times[name].append(_timed(phase, cuda))
     unit = "CUDA kernels" if cuda else "top-level aten operators"
     fused = bool(stack.optimizer.param_groups[0].get("fused"))
     print(f"optimizer+clip S={size} ({len(params)} parameters, {len(stack._flats)} flat buffers, fused "
@@ -502,16 +503,10 @@ def kernels(args: argparse.Namespace) -> dict[int, dict[str, dict[str, float]]]:
     module docstring); returns {S: {path: measurements}}."""
     import torch
 
-    from experiments.config import resolve_train_config
-    from experiments.families import get_family
     from lightning_modules.layers.folded_attention import attention
 
-    torch.set_num_threads(args.threads)
-    device = torch.device(args.device)
+    device, cfg, family, data = _setup(args)
     cuda = device.type == "cuda"
-    cfg = resolve_train_config(args.family, args.preset, args.override)
-    family = get_family(args.family)
-    data = family.build_data(cfg)
     model = cfg["model"]
     heads = int(model["n_heads"])
     d_head = int(model["d_model"]) // heads
