@@ -4,29 +4,23 @@ checkpoint."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from experiments.families.rnng.scorers import RNNGModel
-from lightning_modules.errors import InputError
-from lightning_modules.families.rnng.encoding import ActionDict, WordDict
 
 
 class CAGModel(RNNGModel):
     """The CAG network with its vocabularies (the RNNG's, ``RNNGModel``)."""
 
-    @classmethod
-    def load(cls, checkpoint: str, device: str = "cpu") -> CAGModel:
-        from experiments.checkpoints import read_checkpoint
+    family = "cag"
+    label = "a CAG"
+
+    @staticmethod
+    def build(config: dict[str, Any]) -> Any:
+        """The CAG network of a flat model config."""
         from lightning_modules.families.rnng.cag_model import build
 
-        ckpt = read_checkpoint(checkpoint, "cag")
-        meta = ckpt["synbench"]
-        words, actions = WordDict.from_json(meta["vocab"]["words"]), ActionDict.from_json(meta["vocab"]["actions"])
-        module = build({**meta["config"]["model"], "vocab_size": len(words), "num_nts": len(actions.nonterminals)})
-        try:
-            module.load_state_dict(ckpt["state_dict"])
-        except RuntimeError as e:  # the weights of another network (or config) under a cag label
-            first = str(e).split("\n\t")[1] if "\n\t" in str(e) else str(e)
-            raise InputError(f"not a CAG of its recorded config: {first.strip()[:200]}", checkpoint) from None
-        return cls(module, words, actions, meta["family"], device)
+        return build(config)
 
     def stack_bound(self) -> int:
         """``model.stack_size``: the stack decoder has a position embedding per element, so a deeper tree has

@@ -44,23 +44,34 @@ class RNNGModel:
         self.module = module.to(device).eval()
         self.words, self.actions, self.name, self.device = words, actions, name, device
 
+    family = "rnng"  # the checkpoint family this class loads
+    label = "an RNNG"  # how an error names the network
+
+    @staticmethod
+    def build(config: dict[str, Any]) -> RNNG:
+        """The network of a flat model config."""
+        from lightning_modules.families.rnng.model import build
+
+        return build(config)
+
     @classmethod
     def load(cls, checkpoint: str, device: str = "cpu") -> RNNGModel:
         from experiments.checkpoints import read_checkpoint
-        from lightning_modules.families.rnng.model import build
 
-        ckpt = read_checkpoint(checkpoint, "rnng")
+        ckpt = read_checkpoint(checkpoint, cls.family)
         meta = ckpt["synbench"]
         words, actions = WordDict.from_json(meta["vocab"]["words"]), ActionDict.from_json(meta["vocab"]["actions"])
-        module = build({**meta["config"]["model"], "vocab_size": len(words), "num_nts": len(actions.nonterminals)})
+        module = cls.build({**meta["config"]["model"], "vocab_size": len(words),
+                            "num_nts": len(actions.nonterminals)})
         ours, theirs = set(module.state_dict()), set(ckpt["state_dict"])
-        if ours != theirs:  # weights of another network under an rnng label
-            raise InputError(f"not an RNNG of its recorded config: {len(ours - theirs)} of its parameters missing, "
-                             f"{len(theirs - ours)} unknown ({', '.join(sorted(theirs - ours)[:3])})", checkpoint)
+        if ours != theirs:  # weights of another network under this label
+            raise InputError(f"not {cls.label} of its recorded config: {len(ours - theirs)} of its parameters "
+                             f"missing, {len(theirs - ours)} unknown ({', '.join(sorted(theirs - ours)[:3])})",
+                             checkpoint)
         try:
             module.load_state_dict(ckpt["state_dict"])
         except RuntimeError as e:  # shapes of another config
-            raise InputError(f"not an RNNG of its recorded config ({' '.join(str(e).split())[:200]})",
+            raise InputError(f"not {cls.label} of its recorded config ({' '.join(str(e).split())[:200]})",
                              checkpoint) from None
         return cls(module, words, actions, meta["family"], device)
 
