@@ -69,27 +69,61 @@ class AttachmentHead(nn.Module):
         batch, source, _ = states.shape
         if query_positions is None:
             query_positions = torch.arange(source, device=states.device)
-        query_states = states[:, query_positions]  # [B, Tq, D]
-        q = self.query_mlp(torch.cat([self.query(query_states), next_words], dim=-1))  # [B, Tq, 2d]
-        self_key = self.self_key_mlp(torch.cat([q, next_words], dim=-1))
+        q, self_logits = self._queries(states[:, query_positions], next_words)  # [B, Tq, 2d], [B, Tq, 1]
 
         # compose(cat[k_j, E'[w]]) with the first layer split by input and the second folded into q
-        first, act, drop, second = self.compose
-        width = q.shape[-1]
+        _, act, drop, second = self.compose
         key_part = self.key_features(states) if key_features is None else key_features  # [B, S, h]
-        depth_part = nn.functional.linear(self.depth.weight, first.weight[:, width:], first.bias)  # [V, h]
         index = tape.long().clamp(0, self.depth.num_embeddings - 1)
-        hidden = drop(act(key_part[:, None, :, :] + depth_part[index]))  # [B, Tq, S, h]
+        hidden = drop(act(key_part[:, None, :, :] + self.depth_features()[index]))  # [B, Tq, S, h]
         folded = q @ second.weight  # [B, Tq, h]
         reduce_logits = torch.einsum("bqh,bqsh->bqs", folded, hidden) + (q @ second.bias)[..., None]
-        self_logits = (q * self_key).sum(-1, keepdim=True)  # [B, Tq, 1]
+        return self._complete(q, reduce_logits, self_logits, query_positions, lengths, segments)
+
+    def depth_features(self) -> Tensor:
+        """The per-depth half of MLP_c's first layer with its bias, ``W1[:, 2d:] E'[w] + b1`` [V, h]."""
+        first = self.compose[0]
+        width = first.weight.shape[1] - self.depth.embedding_dim
+        return nn.functional.linear(self.depth.weight, first.weight[:, width:], first.bias)
+
+    def step(self, query_state: Tensor, next_words: Tensor, table: Tensor, rows: Tensor, tape_row: Tensor
+             ) -> Tensor:
+        """Decoding: the logits [N, t + 2] of the newest position t of N hypotheses (``forward`` at one query
+        position, not masked: every column is visible), from its state [N, D] and the embeddings of the words
+        it predicts [N, D]. ``table`` [V + R, h] holds ``depth_features()`` in its first V rows and the key
+        features of the hypotheses' tokens in rows ``rows`` [N, t + 1]; ``tape_row`` [N, t + 1]. Each key's
+        hidden layer (key features + depth features) is one ``embedding_bag`` over the two rows: the gather
+        and the sum in one pass, no [N, t + 1, h] tensor of either half."""
+        count, keys = rows.shape
+        q, self_logits = self._queries(query_state[:, None], next_words[:, None])
+        second = self.compose[3]
+        depth = tape_row.long().clamp(0, self.depth.num_embeddings - 1)
+        pairs = torch.stack([rows, depth], dim=-1).view(-1, 2)
+        hidden = nn.functional.embedding_bag(pairs, table, mode="sum").relu_()  # [N (t + 1), h]
+        folded = q @ second.weight  # [N, 1, h]
+        reduce_logits = torch.bmm(folded, hidden.view(count, keys, -1).mT) + (q @ second.bias)[..., None]
+        positions = torch.tensor([keys - 1], device=q.device)
+        lengths = torch.full((count,), keys, dtype=torch.long, device=q.device)
+        return self._complete(q, reduce_logits, self_logits, positions, lengths)[:, 0]
+
+    def _queries(self, query_states: Tensor, next_words: Tensor) -> tuple[Tensor, Tensor]:
+        """q [B, Tq, 2d] and the shift column's logit q · k_self [B, Tq, 1]."""
+        q = self.query_mlp(torch.cat([self.query(query_states), next_words], dim=-1))  # [B, Tq, 2d]
+        self_key = self.self_key_mlp(torch.cat([q, next_words], dim=-1))
+        return q, (q * self_key).sum(-1, keepdim=True)
+
+    def _complete(self, q: Tensor, reduce_logits: Tensor, self_logits: Tensor, query_positions: Tensor,
+                  lengths: Tensor, segments: Tensor | None = None) -> Tensor:
+        """The reduce columns [B, Tq, S] and the shift column [B, Tq, 1] with their relative positions, masked."""
+        batch, source = reduce_logits.shape[0], reduce_logits.shape[-1]
+        device = q.device
         logits = torch.cat([reduce_logits, torch.zeros_like(self_logits)], dim=-1)  # [B, Tq, S + 1]
-        columns = torch.arange(source + 1, device=states.device)
+        columns = torch.arange(source + 1, device=device)
         is_self = columns[None, :] == (query_positions[:, None] + 1)  # [Tq, S + 1]
         logits = torch.where(is_self[None], self_logits, logits)
 
         # relative position of token c to the new word at t + 1: r'(c - t - 1), gathered by distance
-        distances = -torch.arange(source + 1, device=states.device)
+        distances = -torch.arange(source + 1, device=device)
         rel = self.position(interleaved_sinusoids(distances, self.d_model).to(q.dtype))  # [S + 1, 2d]
         distance = (query_positions[:, None] + 1 - columns[None, :]).clamp(min=0)  # [Tq, S + 1]
         position_logits = torch.gather(q @ rel.t(), -1, distance.expand(batch, *distance.shape))

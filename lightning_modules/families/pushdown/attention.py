@@ -37,6 +37,7 @@ over 100x below Fig. 7's.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Protocol
 
 import torch
@@ -44,6 +45,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from lightning_modules.layers.multi_head import MultiHeadProjections
+
+# decoding: stores a position's keys and values [N, H, 1, d], returns every cached position's [N, H, L, d]
+Extend = Callable[[Tensor, Tensor], tuple[Tensor, Tensor]]
 
 
 class AttentionPattern(Protocol):
@@ -211,26 +215,26 @@ class PushdownSelfAttention(MultiHeadProjections):
         sinusoids = interleaved_sinusoids(torch.arange(1 - length, 1, device=like.device), like.shape[-1])
         return self._heads(self.position(sinusoids.to(like.dtype))).contiguous()
 
-    def step(self, x: Tensor, cache: tuple[Tensor, Tensor] | None, rel_keys: Tensor, tape_row: Tensor | None
-             ) -> tuple[Tensor, tuple[Tensor, Tensor]]:
+    def step(self, x: Tensor, extend: Extend, rel_keys: Tensor, tape_row: Tensor | None) -> Tensor:
         """The newest position p of N sequences whose earlier keys and values are cached (decoding, no dropout).
 
-        x [N, 1, D]; ``cache`` (keys, values) [N, H, p, d] or None at p = 0; ``rel_keys`` [H, >p, d] from
-        ``relative_keys`` (ending with r(0)); ``tape_row`` [N, p + 1] the depth tape row of position p.
-        Returns the output [N, 1, D] and the cache with position p appended: equal to ``forward`` on the whole
-        prefix, since a position's keys and values depend only on positions and tape rows up to its own.
+        x [N, 1, D]; ``extend(k, v)`` stores the position's keys and values [N, H, 1, d] and returns every
+        position's of each sequence, [N, H, p + 1, d] (``decoding.DecodingBuffers.extend_keys``); ``rel_keys``
+        [H, >p, d] from ``relative_keys`` (ending with r(0)); ``tape_row`` [N, p + 1] the depth tape row of
+        position p. Returns the output [N, 1, D]: equal to ``forward`` on the whole prefix, since a position's
+        keys and values depend only on positions and tape rows up to its own. The relative-position term is
+        one matmul per head (the table is shared by the N sequences: never expanded to N copies).
         """
         q = self._heads(self.query(x)) * (1.0 / math.sqrt(self.d_head))  # [N, H, 1, d]
-        k, v = self._heads(self.key(x)), self._heads(self.value(x))
-        if cache is not None:
-            k, v = torch.cat([cache[0], k], dim=2), torch.cat([cache[1], v], dim=2)
-        keys = k.shape[2]
-        bias = torch.matmul(q, rel_keys[:, rel_keys.shape[1] - keys:].transpose(-1, -2))  # column j: r(j - p)
+        keys, values = extend(self._heads(self.key(x)), self._heads(self.value(x)))
+        length = keys.shape[2]
+        # column j: r(j - p), per head over the N sequences: [H, N, d] x [H, d, L] -> [N, H, L]
+        bias = torch.bmm(q[:, :, 0].transpose(0, 1), rel_keys[:, rel_keys.shape[1] - length:].mT).transpose(0, 1)
         if self.depth is not None:
             if tape_row is None:
                 raise ValueError("a Pushdown Layer needs the stack tape")
-            table = torch.matmul(q, self.depth.weight.to(q.dtype).t())  # [N, H, 1, V]
-            index = tape_row.long().clamp(0, self.depth.num_embeddings - 1)[:, None, None, :]
-            bias = bias + torch.gather(table, -1, index.expand(-1, self.n_heads, -1, -1))
-        out = attend(q, k, v, bias)
-        return self.output(out.transpose(1, 2).reshape(x.shape)), (k, v)
+            table = torch.matmul(q[:, :, 0], self.depth.weight.to(q.dtype).t())  # [N, H, V]
+            index = tape_row.long().clamp(0, self.depth.num_embeddings - 1)[:, None, :]
+            bias = bias + torch.gather(table, -1, index.expand(-1, self.n_heads, -1))
+        out = attend(q, keys, values, bias[:, :, None])
+        return self.output(out.transpose(1, 2).reshape(x.shape))

@@ -46,6 +46,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
+from functools import partial
 from typing import Any
 
 import pytorch_lightning as pl
@@ -55,7 +56,8 @@ from torch import Tensor, nn
 
 from lightning_modules.errors import InputError
 from lightning_modules.families.pushdown.attachment_head import AttachmentHead
-from lightning_modules.families.pushdown.attention import PushdownSelfAttention, causal_mask
+from lightning_modules.families.pushdown.attention import Extend, PushdownSelfAttention, causal_mask
+from lightning_modules.families.pushdown.decoding import DecodingBuffers, DecodingState
 from lightning_modules.families.pushdown.packing import pack
 from lightning_modules.families.pushdown.score_function import PushdownPattern
 from lightning_modules.layers.relative_attention import FLEX_MIN_HEAD_DIM, fits_flex
@@ -213,31 +215,11 @@ class Block(nn.Module):
         h = self.ln1(h + self.dropout(self.attention(h, mask, tape, pattern)))
         return self.ln2(h + self.dropout(self.outer(self.dropout(F.relu(self.inner(h))))))
 
-    def step(self, h: Tensor, cache: tuple[Tensor, Tensor] | None, rel_keys: Tensor, tape_row: Tensor | None
-             ) -> tuple[Tensor, tuple[Tensor, Tensor]]:
-        """``forward`` for the newest position only (decoding): h [N, 1, D], the attention's key/value cache."""
-        out, cache = self.attention.step(h, cache, rel_keys, tape_row)
-        h = self.ln1(h + out)
-        return self.ln2(h + self.outer(F.relu(self.inner(h)))), cache
-
-
-@dataclass
-class DecodingState:
-    """What an incremental pass keeps per hypothesis: every block's keys and values, and the final-layer states
-    of the positions read so far with their attachment-head key features (the head reads them all), plus each
-    block's relative-position keys for the whole sequence (shared). ``select`` reorders hypotheses as the beam
-    does."""
-
-    caches: list[tuple[Tensor, Tensor] | None]
-    states: Tensor | None  # [N, t, D]
-    key_features: Tensor | None  # [N, t, h] (None without the attachment head)
-    rel_keys: list[Tensor]
-
-    def select(self, origins: Tensor) -> DecodingState:
-        """Hypothesis i of the result is hypothesis ``origins[i]`` of this state (origins may repeat)."""
-        caches = [None if c is None else (c[0][origins], c[1][origins]) for c in self.caches]
-        return DecodingState(caches, *(None if t is None else t[origins] for t in (self.states, self.key_features)),
-                             self.rel_keys)
+    def step(self, h: Tensor, extend: Extend, rel_keys: Tensor, tape_row: Tensor | None) -> Tensor:
+        """``forward`` for the newest position only (decoding): h [N, 1, D]; ``extend`` stores its keys and
+        values and returns the hypotheses' cached ones (``PushdownSelfAttention.step``)."""
+        h = self.ln1(h + self.attention.step(h, extend, rel_keys, tape_row))
+        return self.ln2(h + self.outer(F.relu(self.inner(h))))
 
 
 def _pushdown_terms(module: Any, chunks: Any) -> tuple[Tensor, Tensor, Tensor]:
@@ -361,9 +343,13 @@ class PushdownLM(ScheduledClipping, pl.LightningModule):
     @torch.no_grad()
     def start(self, max_length: int) -> DecodingState:
         """An empty decoding state for sequences of at most ``max_length`` positions (``<s>`` included)."""
-        like = self.embedding.weight
-        return DecodingState([None] * len(self.blocks), None, None,
-                             [block.attention.relative_keys(max_length, like) for block in self.blocks])
+        like, c = self.embedding.weight, self.config
+        head = self.attachment_head
+        depth_features = like.new_empty((0, 0)) if head is None else head.depth_features()
+        buffers = DecodingBuffers(max_length, len(self.blocks), c.n_heads, c.d_model // c.n_heads, c.d_model,
+                                  depth_features, like)
+        rel_keys = [block.attention.relative_keys(max_length, like) for block in self.blocks]
+        return DecodingState(buffers, 0, None, rel_keys)
 
     @torch.no_grad()
     def step(self, state: DecodingState, tokens: Tensor, tape_row: Tensor, next_words: Tensor
@@ -377,25 +363,26 @@ class PushdownLM(ScheduledClipping, pl.LightningModule):
         (which then sets reduced positions to -inf without renormalising; apply ``StackStates.legal`` the same
         way; None without the head), and the new state. Equal to the training forward on the whole prefix
         with each position's own tape row (tested), at O(t) per step instead of O(t²): a position's keys and
-        values depend only on the tokens and tape rows up to its own, so they are computed once and cached.
+        values depend only on the tokens and tape rows up to its own, so they are computed once and cached in
+        preallocated buffers (``decoding``: nothing allocated per position; a reorder copies each survivor's
+        keys and values once and the head's cached features not at all).
         """
+        count = tokens.shape[0]
+        state = state.extended(count)
+        buffers, position = state.buffers, state.length - 1
         h = self.embedding(tokens)[:, None] * math.sqrt(self.config.d_model)  # [N, 1, D]
-        caches = []
-        for block, cache, rel_keys in zip(self.blocks, state.caches, state.rel_keys):
-            h, cache = block.step(h, cache, rel_keys, tape_row if block.attention.is_pushdown else None)
-            caches.append(cache)
-        states = h if state.states is None else torch.cat([state.states, h], dim=1)
-        words = self.word_logits(h[:, 0]).float().log_softmax(-1)
-        if self.attachment_head is None:
-            return words, None, DecodingState(caches, states, None, state.rel_keys)
-        features = self.attachment_head.key_features(h)
-        features = features if state.key_features is None else torch.cat([state.key_features, features], dim=1)
-        count, length = states.shape[:2]
-        lengths = torch.full((count,), length, dtype=torch.long, device=states.device)
-        last = torch.tensor([length - 1], device=states.device)
-        attach = self.attachment_head(states, self.embedding(next_words)[:, None], tape_row[:, None], lengths,
-                                      query_positions=last, key_features=features)
-        return words, attach[:, 0].float().log_softmax(-1), DecodingState(caches, states, features, state.rel_keys)
+        for index, (block, rel_keys) in enumerate(zip(self.blocks, state.rel_keys)):
+            extend = partial(buffers.extend_keys, state.live, index, position)
+            h = block.step(h, extend, rel_keys, tape_row if block.attention.is_pushdown else None)
+        h = h[:, 0]
+        words = self.word_logits(h).float().log_softmax(-1)
+        head = self.attachment_head
+        buffers.write(position, h, None if head is None else head.key_features(h))
+        if head is None:
+            return words, None, state
+        attach = head.step(h, self.embedding(next_words), buffers.features, buffers.feature_rows(state.slots),
+                           tape_row)
+        return words, attach.float().log_softmax(-1), state
 
     # ---- Lightning hooks -----------------------------------------------------------------------------------
     def training_step(self, batch: Any, batch_idx: int) -> Tensor:
