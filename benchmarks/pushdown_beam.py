@@ -1,12 +1,13 @@
 """Pushdown-LM beam search: the cached incremental step against re-reading the prefix, measured in the same run.
 
 ``BeamScorer`` (word-synchronous beam over attachment decisions) drives the model through ``start``/``step``:
-each position's keys and values are computed once and reordered with the beam (``DecodingState.select``), so
-a step costs O(t), and the ``--sentences`` sentences of a length advance together (one ``step`` per token over
-all their hypotheses). The references: the same cached search one sentence at a time (what it did before),
-and what a beam search without a cache does, one sentence at a time: every step runs the training forward
-over the whole prefix of every hypothesis with its tape rows (O(t^2) per step). All give the same
-log-probabilities (checked on every sentence); the printed table has the time per sentence and the ratios.
+each position's keys and values are computed once into buffers preallocated per hypothesis
+(``lightning_modules.families.pushdown.decoding``), so a step costs O(t), and the ``--sentences`` sentences of
+a length advance together (one ``step`` per token over all their hypotheses). The references: the same cached
+search one sentence at a time (what it did before), and what a beam search without a cache does, one sentence
+at a time: every step runs the training forward over the whole prefix of every hypothesis with its tape rows
+(O(t^2) per step). All give the same log-probabilities (checked on every sentence); the printed table has the
+time per sentence and the ratios.
 
 Model: the ``cpu-small`` Pushdown preset with random weights over a 2,000-token vocabulary (the timing does not
 depend on the weights), one torch thread. Sentences: random token sequences of each ``--lengths``.
@@ -24,6 +25,39 @@ seconds per sentence)::
         20    32     0.079  0.165      0.455          5.8x      2.1x
         40     8     0.077  0.211      0.434          5.6x      2.7x
         40    32     0.204  0.270      0.904          4.4x      1.3x
+
+The ratio fell from length 20 to 40 at beam 32 although the cached step is O(t) and re-encoding O(t^2). The
+profile (torch.profiler and cProfile, length 40, beam 32, the 4 sentences together, 1 thread; 2026-11-29) said
+why: about 60 % of a step was O(t) copying into freshly allocated tensors of several MB. ``aten::index`` 22 %
+(``DecodingState.select`` indexing every block's keys and values, the final states and the attachment head's
+key features into new tensors; the head's depth-feature gather), ``add`` 12 % and ``clamp_min`` 11 % (the
+head's [N, t, 2d + p] hidden layer, key + depth features and ReLU, two more new tensors), ``cat`` 10 %
+(every cache grown by concatenation), ``copy_`` 7 % (the relative-position term's matmul broadcast the [H, t,
+d] table to N copies); the linear layers (constant per step) 18 %. On this CPU a fresh multi-MB tensor costs
+its page faults: appending to and reordering one block's 0.65 MB key cache took 1.3 ms by cat + index and 0.27
+ms by ``index_select`` into a preallocated buffer; the head's hidden layer 7.4 ms as before and 2.0 ms as one
+``embedding_bag`` (gather and sum in one pass) + in-place ReLU + one batched matmul. Now (``decoding``): keys
+and values in preallocated per-hypothesis buffers, written in place, a reorder copying the survivors'
+prefixes once into a second buffer set; the head's key features and the states written once per position and
+addressed by slot (a reorder moves no feature), the states gathered only when asked; the relative term one
+matmul per head. The same profile (load 1.0-1.2 both times): 0.65 s instead of 1.12 s, the linear layers now
+the largest part (30 %), then the reorder's ``index_select`` (20 %) and the attention's batched matmuls (16 %).
+
+Measured 2026-11-29 after that change (same command, 4 sentences per length, 1 thread; the 2-core CPU shared
+with another agent's runs, load average 1.9 before and after; seconds per sentence)::
+
+    length  beam  together  alone  recompute  vs recompute  vs alone
+        10     8     0.028  0.049      0.084          3.0x      1.7x
+        10    32     0.034  0.062      0.102          3.0x      1.8x
+        20     8     0.038  0.081      0.153          4.1x      2.2x
+        20    32     0.060  0.098      0.314          5.2x      1.6x
+        40     8     0.065  0.180      0.388          6.0x      2.8x
+        40    32     0.161  0.301      1.160          7.2x      1.9x
+
+Two runs just before it (load 1.6-2.0) gave 6.3x and 6.1x at 40/32 and 5.6x and 4.4x at 20/32: one timing per
+cell, so a cell moves by a quarter or more with the load. The ratio now grows with the length at beam 32. At length
+10-20 the constant part of a step bounds it: the linear layers (the attachment head's MLPs and the word
+logits over N hypotheses), which re-encoding pays as well.
 """
 
 from __future__ import annotations
