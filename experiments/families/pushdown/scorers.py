@@ -302,15 +302,18 @@ class BeamScorer:
         going = searches
         for k in range(1, max(s.n for s in searches) + 2):  # token k; k = n + 1 is a sentence's <eos>
             counts = [len(s.scores) for s in going]
+            next_words = torch.tensor([s.enc.ids[k] for s, c in zip(going, counts) for _ in range(c)], device=device)
             lp_words, lp_attach, decoding = module.step(
                 decoding, torch.tensor([s.enc.ids[k - 1] for s, c in zip(going, counts) for _ in range(c)],
                                        device=device),
-                torch.from_numpy(np.concatenate([s.states.depth[:, :k] for s in going])).to(device),
-                torch.tensor([s.enc.ids[k] for s, c in zip(going, counts) for _ in range(c)], device=device))
+                torch.from_numpy(np.concatenate([s.states.depth[:, :k] for s in going])).to(device), next_words)
+            # what the pruning reads, moved to the host once per step for all sentences (not once per sentence)
+            picked = lp_words.gather(1, next_words[:, None])[:, 0].double().cpu().numpy()
+            attach = lp_attach.double().cpu().numpy()
             origins, still, offset = [], [], 0
             for s, count in zip(going, counts):
                 rows = slice(offset, offset + count)
-                own = self._step(s, k, lp_words[rows], lp_attach[rows], decoding, rows)
+                own = self._step(s, k, picked[rows], attach[rows], lp_words[rows], lp_attach[rows], decoding, rows)
                 if own is not None:
                     origins.append(own + offset)
                     still.append(s)
@@ -321,13 +324,15 @@ class BeamScorer:
             decoding = decoding.select(torch.from_numpy(np.concatenate(origins)).to(device))
         return [s.result for s in searches]  # type: ignore[misc]
 
-    def _step(self, s: _Search, k: int, lp_words: torch.Tensor, lp_attach: torch.Tensor, decoding: Any,
-              rows: slice) -> np.ndarray | None:
+    def _step(self, s: _Search, k: int, picked: np.ndarray, attach: np.ndarray, lp_words: torch.Tensor,
+              lp_attach: torch.Tensor, decoding: Any, rows: slice) -> np.ndarray | None:
         """Token k of sentence ``s`` from its hypotheses' distributions: its marginals, then every hypothesis x
         every allowed attachment, pruned to the beam; returns the hypothesis each survivor extends, or None at
-        ``<eos>`` (``s.result`` set). Its hypotheses are ``rows`` of ``decoding`` (read by the official end)."""
+        ``<eos>`` (``s.result`` set). ``picked`` [count] log p(x_k | ...) and ``attach`` [count, k + 1] the
+        attachment log-probs on the host (float64), ``lp_words`` and ``lp_attach`` the same on the device (the
+        boundary mass and the official end read them). Its hypotheses are ``rows`` of ``decoding``."""
         ids, n, enc = s.enc.ids, s.n, s.enc
-        with_word = s.scores + lp_words[:, ids[k]].double().cpu().numpy()
+        with_word = s.scores + picked
         if self.boundary is not None and (k == n + 1 or enc.first[k] == k):
             begins = lp_words[:, self.boundary].logsumexp(-1).double().cpu().numpy()
             s.with_boundary.append(logsumexp(s.scores + begins))
@@ -356,7 +361,7 @@ class BeamScorer:
             legal[:, :k] = False  # a non-final piece shifts
         elif enc.first[k] < k:
             legal[:, enc.first[k] + 1:] = False  # the final piece closes its word
-        s.states, s.scores, origins = self._advance(s.states, with_word, lp_attach, legal)
+        s.states, s.scores, origins = self._advance(s.states, with_word, attach, legal)
         return origins
 
     def _official_end(self, decoding: Any, states: StackStates, lp_attach: torch.Tensor, eos: int) -> np.ndarray:
@@ -404,20 +409,22 @@ class BeamScorer:
             if k == n + 1:
                 joint = torch.from_numpy(scores)[:, None] + lp
                 return (torch.logsumexp(joint, dim=0) - torch.logsumexp(torch.from_numpy(scores), dim=0)).numpy()
-            states, scores, origins = self._advance(states, scores + lp[:, ids[k]].numpy(), lp_attach,
+            states, scores, origins = self._advance(states, scores + lp[:, ids[k]].numpy(),
+                                                    lp_attach.double().cpu().numpy(),
                                                     states.legal(close_at_last=False))
             decoding = decoding.select(torch.from_numpy(origins).to(device))
         raise AssertionError("unreachable")
 
-    def _advance(self, states: StackStates, with_word: np.ndarray, lp_attach: torch.Tensor, legal: np.ndarray
+    def _advance(self, states: StackStates, with_word: np.ndarray, attach: np.ndarray, legal: np.ndarray
                  ) -> tuple[StackStates, np.ndarray, np.ndarray]:
         """Every hypothesis x every allowed attachment of the next token; the ``beam`` best, best first.
 
-        ``with_word`` [count] the hypotheses' scores with the token's log-prob; ``legal`` [count, k + 1] the
-        attachments allowed. Returns the new states, their scores and the hypothesis each extends.
+        ``with_word`` [count] the hypotheses' scores with the token's log-prob; ``attach`` [count, >= k + 1] their
+        attachment log-probs (float64, host); ``legal`` [count, k + 1] the attachments allowed. Returns the new
+        states, their scores and the hypothesis each extends.
         """
         k = states.position + 1
-        cand = with_word[:, None] + np.where(legal, lp_attach.double().cpu().numpy()[:, : k + 1], -np.inf)
+        cand = with_word[:, None] + np.where(legal, attach[:, : k + 1], -np.inf)
         flat = cand.ravel()
         keep = min(self.beam, int(np.isfinite(flat).sum()))
         top = np.argpartition(-flat, keep - 1)[:keep] if keep < flat.size else np.arange(flat.size)
