@@ -54,8 +54,9 @@ with another agent's runs, load average 1.9 before and after; seconds per senten
         40     8     0.065  0.180      0.388          6.0x      2.8x
         40    32     0.161  0.301      1.160          7.2x      1.9x
 
-Two runs just before it (load 1.6-2.0) gave 6.3x and 6.1x at 40/32 and 5.6x and 4.4x at 20/32: one timing per
-cell, so a cell moves by a quarter or more with the load. The ratio now grows with the length at beam 32. At length
+Two runs just before it (load 1.6-2.0) gave 6.3x and 6.1x at 40/32 and 5.6x and 4.4x at 20/32, one after the
+scorer's host transfers were batched per step (load 1.9-2.0) 6.2x and 5.1x: one timing per cell, so a cell moves
+by a quarter or more with the load. The ratio now grows with the length at beam 32. At length
 10-20 the constant part of a step bounds it: the linear layers (the attachment head's MLPs and the word
 logits over N hypotheses), which re-encoding pays as well.
 """
