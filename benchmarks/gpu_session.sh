@@ -64,7 +64,7 @@ if [ "$mode" = cuda ]; then
   step 2 training_step 60 "$PY" benchmarks/training_step.py --device cuda --preset ptb --precision bf16 --steps 20 \
     --peak-tflops 989
   step 3 seed_group 45 "$PY" benchmarks/seed_group.py --device cuda --preset ptb --sizes 1 4 --steps 5 \
-    --batch-size 16 --repeats 1
+    --batch-size 16 --repeats 1 --sync-check
   step 4 marginalize 40 "$PY" benchmarks/marginalize.py --device cuda --preset ptb --sentences 4 --proposals 100 --bf16 \
     --proposal-kind k-best --skip-one --skip-beam --repeats 1
   step 5 tg_beam 40 "$PY" benchmarks/tg_beam.py --device cuda --preset ptb --sentences 2 --beam 20 --word-beam 5 \
@@ -95,7 +95,8 @@ if [ "$mode" = cuda ]; then
     --steps 3 --batch-size 16 --repeats 1
 else
   step 2 training_step 90 "$PY" benchmarks/training_step.py --device cpu --tiny --steps 3 --warmup 1
-  step 3 seed_group 120 "$PY" benchmarks/seed_group.py --device cpu --sizes 1 2 --steps 1 --batch-size 2 --repeats 1
+  step 3 seed_group 120 "$PY" benchmarks/seed_group.py --device cpu --sizes 1 2 --steps 1 --batch-size 2 --repeats 1 \
+    --sync-check
   step 4 marginalize 60 "$PY" benchmarks/marginalize.py --device cpu --sentences 2 --proposals 8 --bf16 \
     --proposal-kind k-best --skip-one --skip-beam --repeats 1
   step 5 tg_beam 60 "$PY" benchmarks/tg_beam.py --device cpu --sentences 2 --max-words 8 --beam 5 --word-beam 2 \

@@ -95,6 +95,7 @@ def measure(mode: str, size: int, args: argparse.Namespace) -> dict[str, float]:
     from experiments.config import resolve_train_config
     from experiments.families import get_family
     from lightning_modules.models.compiled import compile_module
+    from lightning_modules.models.host_sync import no_host_sync
     from lightning_modules.models.seed_stack import SeedStack
 
     torch.set_num_threads(args.threads)
@@ -117,14 +118,15 @@ def measure(mode: str, size: int, args: argparse.Namespace) -> dict[str, float]:
     if mode == "group":
         stack = SeedStack(modules).compile(args.compile)
         optimizer = stack.optimizer  # the module's own (TG: Adam) over the flat buffers
+        weights = torch.ones(size, device=device)
 
-        def steps(n: int) -> None:
+        def steps(n: int, check: bool = False) -> None:  # the group trainer's step (experiments/seed_group.py)
             for _ in range(n):
-                loss, _, _ = stack.losses(stack.batch([on_device(next(s)) for s in streams]))
-                loss.sum().backward()
-                stack.clip_per_seed(clip)
-                optimizer.step()
-                optimizer.zero_grad(set_to_none=True)
+                slices = stack.step_batches([next(s) for s in streams])  # host: packing, the copies
+                with no_host_sync(device) if check else contextlib.nullcontext():  # device: no sync inside
+                    stack.backward(slices, weights)
+                    stack.update(clip)
+                    optimizer.zero_grad(set_to_none=True)
     else:
         optimizers = [m.configure_optimizers()["optimizer"] for m in modules]  # as a solo run's
 
@@ -145,7 +147,10 @@ def measure(mode: str, size: int, args: argparse.Namespace) -> dict[str, float]:
     else:
         base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     start = time.perf_counter()
-    steps(args.steps)
+    if mode == "group":
+        steps(args.steps, check=args.sync_check)
+    else:
+        steps(args.steps)
     if device.type == "cuda":
         torch.cuda.synchronize()
         peak = torch.cuda.max_memory_allocated()
@@ -568,6 +573,9 @@ def main(argv: list[str] | None = None) -> dict[int, dict[str, dict[str, float]]
     ap.add_argument("--compile", choices=COMPILE_MODES, default="none",
                     help="runtime.compile of both paths: each solo network, the group's vmapped loss")
     ap.add_argument("--override", nargs="*", default=[], metavar="KEY=VALUE")
+    ap.add_argument("--sync-check", action="store_true",
+                    help="run the group's timed steps under no_host_sync (CUDA: sync debug mode 'error'): a host "
+                         "sync inside a step fails the run")
     ap.add_argument("--padding", action="store_true",
                     help="no training: useful-token fraction and attention area, solo vs padded vs packed group")
     ap.add_argument("--kernels", action="store_true",
@@ -594,7 +602,8 @@ def main(argv: list[str] | None = None) -> dict[int, dict[str, dict[str, float]]
     forwarded = sys.argv[1:] if argv is None else argv
     print(f"# {args.family} {args.preset} on {args.device} ({args.threads} threads, compile {args.compile}), "
           f"batch {args.batch_size}, "
-          f"{args.steps} timed steps per seed, best of {args.repeats} interleaved; load average "
+          f"{args.steps} timed steps per seed, best of {args.repeats} interleaved"
+          f"{'; group steps under no_host_sync' if args.sync_check else ''}; load average "
           f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     print(f"{'S':>4} {'solo seed-steps/s':>18} {'group seed-steps/s':>19} {'speed-up':>9} "
           f"{'solo MiB/seed':>14} {'group MiB/seed':>15}")

@@ -166,6 +166,9 @@ class _GroupRun:
                                  "vocab": data.vocab} for m in members}
         self.received: int | None = None
         self._beat = 0.0
+        device = next(iter(self.stack.parameters().values())).device
+        self._weights = torch.ones(len(members), device=device)  # 0 for a seed that failed: no gradient
+        self._window: list[torch.Tensor] = []  # each step's losses [S] on the device, until ``_flush``
         if members[0].resume:
             self._restore()
 
@@ -184,8 +187,10 @@ class _GroupRun:
     def _checkpoint(self, i: int) -> dict[str, Any]:
         """Seed ``i``'s checkpoint in the solo format (its slices of the stacked state)."""
         m = self.members[i]
+        from lightning_modules.models.seed_stack import plain_state
+
         return {"state_dict": self.stack.state_dict(i), "optimizer_states": [self.stack.optimizer_state(i)],
-                "lr_schedulers": [self.scheduler.state_dict()] if self.scheduler is not None else [],
+                "lr_schedulers": [plain_state(self.scheduler.state_dict())] if self.scheduler is not None else [],
                 "global_step": self.step, "epoch": 0, "seed_group": {"best_val_loss": m.best},
                 "synbench": self.payload[m.seed]}
 
@@ -222,36 +227,38 @@ class _GroupRun:
             for m in self.members:
                 write_heartbeat(m.run_dir, self.step)
             while self.step < max_steps and any(m.alive for m in self.members):
-                losses = torch.zeros(len(self.members))
+                losses = torch.zeros(len(self.members), device=self._weights.device)
                 for a in range(acc):
                     torch.manual_seed(step_seed(self.group_seed, self.step * acc + a))
-                    batch = self.stack.batch([self._to_device(next(s)) for s in streams])
+                    slices = self.stack.step_batches([next(s) for s in streams])
                     with self._autocast():
-                        loss, _, _ = self.stack.losses(batch)
-                    alive = torch.tensor([m.alive for m in self.members], device=loss.device)
-                    (torch.where(alive, loss, torch.zeros_like(loss)).sum() / acc).backward()
-                    losses += loss.detach().cpu() / acc
+                        losses += self.stack.backward(slices, self._weights / acc) / acc
                     if (self.step * acc + a + 1) % val_every == 0 and a < acc - 1:  # Lightning counts batches
                         self._validate(self.step)
-                self.stack.clip_per_seed(clip)
-                self.optimizer.step()
+                self.stack.update(clip)
                 self.optimizer.zero_grad(set_to_none=True)
                 if self.scheduler is not None:
                     self.scheduler.step()
                 self.step += 1
-                self._after_step(losses, log_every)
+                self._window.append(losses)
+                self._heartbeat()
+                if self.step % log_every == 0:
+                    self._flush()
                 if (self.step * acc) % val_every == 0:
                     self._validate(self.step)
                 if keep_every and self.step % int(keep_every) == 0:  # before last.ckpt, as solo runs keep them
+                    self._flush()
                     for i, m in enumerate(self.members):
                         if m.alive:
                             self._save(i, kept_checkpoint(self.step))
                 if self.received is not None or (ckpt_every > 0 and self.step % ckpt_every == 0):
+                    self._flush()
                     for i, m in enumerate(self.members):
                         if m.alive:
                             self._save(i, "last.ckpt")
                 if self.received is not None:
                     self._preempt()
+            self._flush()
         finally:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
@@ -259,31 +266,42 @@ class _GroupRun:
 
     def _autocast(self) -> Any:
         """bf16 autocast of the forward under ``bf16-mixed`` (the parameters, gradients and Adam stay fp32)."""
-        device = next(iter(self.stack.parameters().values())).device
-        return torch.autocast(device.type, dtype=torch.bfloat16, enabled=self.bf16)
+        return torch.autocast(self._weights.device.type, dtype=torch.bfloat16, enabled=self.bf16)
 
-    def _to_device(self, batch: Sequence[Any]) -> Sequence[Any]:
-        device = next(iter(self.stack.parameters().values())).device
-        from lightning_modules.models.seed_stack import as_chunks
+    def _to_device(self, batch: Any) -> Any:
+        """A group batch, packed on the host, on the group's device: one copy per tensor (pinned, asynchronous on
+        CUDA)."""
+        from lightning_modules.models.seed_stack import group_batch_to
 
-        return batch if device.type == "cpu" else [chunk.to(device) for chunk in as_chunks(batch)]
+        return group_batch_to(batch, self._weights.device)
 
-    def _after_step(self, losses: torch.Tensor, log_every: int) -> None:
-        """Log each seed's training loss; a seed whose loss is not finite fails alone."""
+    def _flush(self) -> None:
+        """Read the losses of the steps since the last flush from the device (the only host sync of the loop
+        outside validation and checkpoints): log each seed's training loss every ``train.log_every`` steps; a seed
+        whose loss is not finite fails alone, at the first such step."""
+        if not self._window:
+            return
+        log_every = int(self.tc.get("log_every", 10))
+        window, first = torch.stack(self._window).cpu(), self.step - len(self._window)
+        self._window = []
         for i, m in enumerate(self.members):
-            if not m.alive:
-                continue
-            value = float(losses[i])
-            if not math.isfinite(value):
-                m.alive = False
-                error = InputError(f"training loss is {value} (diverged); lower model.peak_lr or check the data",
-                                   f"training step {self.step - 1}")
-                write_failed(m.run_dir, str(error))
-                print(f"synbench: seed {m.seed}: {error}", file=sys.stderr, flush=True)
-                self._close_logs(m, "failed")
-                continue
-            if self.step % log_every == 0:
-                self._log(m, {"train/loss": value}, self.step - 1)
+            for k, value in enumerate(window[:, i].tolist()):
+                if not m.alive:
+                    break
+                step = first + k
+                if not math.isfinite(value):
+                    m.alive = False
+                    self._weights[i] = 0.0
+                    error = InputError(f"training loss is {value} (diverged); lower model.peak_lr or check the data",
+                                       f"training step {step}")
+                    write_failed(m.run_dir, str(error))
+                    print(f"synbench: seed {m.seed}: {error}", file=sys.stderr, flush=True)
+                    self._close_logs(m, "failed")
+                elif (step + 1) % log_every == 0:
+                    self._log(m, {"train/loss": value}, step)
+
+    def _heartbeat(self) -> None:
+        """Every living seed's heartbeat, at most every 10 s."""
         now = time.time()
         if now - self._beat >= 10.0:
             self._beat = now
@@ -294,6 +312,7 @@ class _GroupRun:
     @torch.no_grad()
     def _validate(self, step: int) -> None:
         """Every seed's token-level validation NLL on the same batches; a better one is its ``best.ckpt``."""
+        self._flush()  # a seed that failed is neither validated nor saved
         limit = self.tc.get("limit_val_batches") or 1.0
         batches = list(self.data.valid_batches(int(self.tc.get("eval_batch_size", self.tc["batch_size"]))))
         batches = batches[:int(limit)] if isinstance(limit, int) else batches[:int(len(batches) * limit)]
@@ -302,7 +321,7 @@ class _GroupRun:
         count = torch.zeros(len(self.members), dtype=torch.float64)
         for batch in batches:
             with self._autocast():
-                _, t, c = self.stack.losses(self.stack.single(self._to_device(batch)), batched=False)
+                _, t, c = self.stack.losses(self._to_device(self.stack.single(batch)), batched=False)
             total += t.double().cpu()
             count += c.double().cpu()
         self.stack.train(True)

@@ -50,12 +50,13 @@ def label_index(labels: Tensor) -> Tensor:
     return torch.nonzero(labels.flatten() != IGNORE).squeeze(1)
 
 
-def padded_label_index(labels: Tensor) -> Tensor:
+def padded_label_index(labels: Tensor, full: bool = False) -> Tensor:
     """[S, ...] labels of S seeds -> [S, K] each seed's ``label_index`` padded with -1 to the most any seed has
-    (K): what ``labelled_rows`` gathers under ``vmap``."""
+    (K; ``full``: to every position, so that a static layout's shape does not depend on the count): what
+    ``labelled_rows`` gathers under ``vmap``."""
     flat = labels.flatten(1) != IGNORE
     counts = flat.sum(1)
-    most = int(counts.max()) if counts.numel() else 0
+    most = flat.shape[1] if full else int(counts.max()) if counts.numel() else 0
     # stable sort puts each seed's labelled positions first, in order
     order = torch.sort((~flat).to(torch.uint8), dim=1, stable=True).indices[:, :most]
     keep = torch.arange(most, device=labels.device)[None, :] < counts[:, None]

@@ -20,6 +20,15 @@ useful work:
 
 A part over some seeds runs the vmapped forward on those seeds' parameters alone (``SeedStack.losses``).
 
+**Static layouts** (``static=True``: a compiled group, ``SeedStack.compile``): a compiled step is specialised to
+its tensors' shapes, and a CUDA graph replays one layout only, so the layouts must come from a small set. Then
+both parts run over all seeds (a seed with fewer rows gets empty rows, which attend to and predict nothing), and
+their row counts are rounded up to a ``bucket`` (a power of two or 1.5 times one: at most a third of the rows
+empty), P is a power of two even above the batch's chunk length, and every chunk of the longer sequences is
+padded to the length of the first (which such a sequence fills). The layout of a step is then (P, bucketed
+rows, and for the longer sequences: chunks, bucketed rows), a few dozen at most for a preset, each compiled
+once.
+
 A seed's loss stays its solo run's: the sum of its tokens' NLL over both parts divided by their count. Each
 sequence's logits equal its solo ones (a row's attention is restricted to its own sentence and the packed
 positions carry its relative positions), float rounding apart.
@@ -32,6 +41,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 MIN_ROW = 16  # the shortest packed row: smaller rows save nothing and multiply shapes
@@ -45,6 +55,16 @@ def row_length(longest: int, limit: int) -> int:
     while size < longest:
         size *= 2
     return max(min(size, limit), longest)
+
+
+def bucket(n: int) -> int:
+    """The smallest of 1, 2, 3, 4, 6, 8, 12, 16, 24, ... (powers of two and 1.5 times them) that is >= ``n``."""
+    size = 1
+    while size < n:
+        if size >= 2 and size * 3 // 2 >= n:
+            return size * 3 // 2
+        size *= 2
+    return size
 
 
 def first_fit(lengths: Sequence[int], capacity: int) -> list[list[int]]:
@@ -86,17 +106,17 @@ class Part:
 
 
 def pack(batches: Sequence[Sequence[Any]], padding: Mapping[str, int | bool], field: Field,
-         stack: Callable[[Sequence[Any]], list[dict[str, Tensor]]]) -> list[Part]:
+         stack: Callable[[Sequence[Any]], list[dict[str, Tensor]]], static: bool = False) -> list[Part]:
     """S seeds' batches (lists of Transformer-XL chunks) -> the parts of one group step (see the module
     docstring): packed rows of [R, P] without memory — as many rows as every seed fills for all seeds, then the
     further rows over the seeds that fill them — and the rows of sequences longer than a chunk, ``stack``ed
-    across the seeds that have them."""
+    across the seeds that have them. ``static``: both parts over all seeds, their row counts ``bucket``ed."""
     splits = [_split(chunks, field) for chunks in batches]
     longest = max((n for _, lengths, _ in splits for n in lengths), default=0)
     parts: list[Part] = []
     if longest:
-        limit = max(field(chunks[0], "inputs").shape[1] for chunks in batches)
-        size = row_length(longest, limit)
+        limit = max(field(chunks[0], "inputs").shape[1] for chunks in batches)  # static: a power of two always
+        size = row_length(longest, 2 * longest if static else limit)
         layouts = [first_fit(lengths, size) for _, lengths, _ in splits]
         names = [n for n in padding if n not in ("mem_src", "reset") and field(batches[0][0], n) is not None]
 
@@ -106,18 +126,48 @@ def pack(batches: Sequence[Sequence[Any]], padding: Mapping[str, int | bool], fi
             return {n: torch.stack([p[n] for p in one]) for n in names}
 
         level, seeds = 0, list(range(len(batches)))
+        if static:
+            rows = bucket(max(len(layout) for layout in layouts))
+            parts.append(Part(None, [packed(seeds, slice(0, rows), rows)]))
+            seeds = []
         while seeds:  # rows level.. that the same seeds fill: one part over those seeds, no empty rows
             end = min(len(layouts[s]) for s in seeds)
             parts.append(Part(seeds if len(seeds) < len(batches) else None,
                               [packed(seeds, slice(level, end), end - level)]))
             level, seeds = end, [s for s in seeds if len(layouts[s]) > end]
     longer = [s for s, (_, _, long) in enumerate(splits) if long]
+    if longer and static:
+        longer = list(range(len(batches)))
     if longer:
         most = max(len(splits[s][2]) for s in longer)
+        most = bucket(most) if static else most
         rows = [[_rows(chunk, splits[s][2], most, padding, field)
                  for chunk in batches[s][:_last(batches[s], splits[s][2], field)]] for s in longer]
-        parts.append(Part(longer if len(longer) < len(batches) else None, stack(rows)))
+        chunks = stack(rows)
+        if static:  # every chunk as long as the first, which a sequence longer than a chunk fills
+            chunks = [_static_length(c, chunks[0]["inputs"].shape[2], padding) for c in chunks]
+        parts.append(Part(longer if len(longer) < len(batches) else None, chunks))
     return parts
+
+
+def _static_length(chunk: dict[str, Tensor], target: int, padding: Mapping[str, int | bool]) -> dict[str, Tensor]:
+    """A stacked chunk of [S, R, L, ...] fields with its length L (the collate trims a chunk to its longest
+    sequence) padded at the end to ``target``: the queries and their key columns (after the M memory ones),
+    padding that attends to and predicts nothing."""
+    length = chunk["inputs"].shape[2]
+    if target == length:
+        return chunk
+    out = {}
+    for name, value in chunk.items():
+        if name in ("mem_src", "reset"):  # per row, or over the memory: no query positions
+            out[name] = value
+            continue
+        pad = [0, target - length] if value.dim() == 3 else [0, target - length, 0, target - length]
+        if value.dtype == torch.bool:
+            out[name] = F.pad(value.to(torch.uint8), pad, value=int(padding[name])).bool()
+        else:
+            out[name] = F.pad(value, pad, value=padding[name])
+    return out
 
 
 def _last(chunks: Sequence[Any], rows: list[int], field: Field) -> int:

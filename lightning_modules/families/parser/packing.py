@@ -33,14 +33,16 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from lightning_modules.models.packing import first_fit, row_length
+from lightning_modules.models.packing import bucket, first_fit, row_length
 
 _SIDES = ("source", "word_first", "n_words", "inputs", "actions", "front", "mask")
 
 
-def pack(batches: Sequence[Any], stack: Callable[[Sequence[Any]], list[dict[str, Tensor]]]) -> list[dict[str, Tensor]]:
+def pack(batches: Sequence[Any], stack: Callable[[Sequence[Any]], list[dict[str, Tensor]]], static: bool = False
+         ) -> list[dict[str, Tensor]]:
     """S seeds' collated parser batches (or chunk lists of one) -> one group batch of [S, R, ...] tensors (module
-    doc); ``stack`` (padding) is not needed: the packed rows have one shape."""
+    doc); ``stack`` (padding) is not needed: the packed rows have one shape. ``static`` (a compiled group): the
+    row count ``bucket``ed, so the layouts come from a small set."""
     originals = [b[0] if isinstance(b, list | tuple) else b for b in batches]
     device = originals[0]["source"].device
     batches = [{k: b[k].cpu().numpy() for k in _SIDES} for b in originals]
@@ -50,10 +52,11 @@ def pack(batches: Sequence[Any], stack: Callable[[Sequence[Any]], list[dict[str,
     size = row_length(longest, 2 * longest)  # a power of two: room for shorter sentences beside the longest
     layouts = [first_fit([int(v) for v in n], size) for n in steps]
     rows = max(len(layout) for layout in layouts)
+    rows = bucket(rows) if static else rows
     fullest = max(int(n[members].sum()) for n, layout in zip(sources, layouts, strict=True) for members in layout)
     words = max(int(b["n_words"][members].sum()) for b, layout in zip(batches, layouts, strict=True)
                 for members in layout)
-    shape = (rows, size, row_length(fullest, 2 * fullest), words)
+    shape = (rows, size, row_length(fullest, 2 * fullest), bucket(words) if static else words)
     packed = [_packed(b, layout, shape) for b, layout in zip(batches, layouts, strict=True)]
     return [{name: torch.from_numpy(np.stack([p[name] for p in packed])).to(device) for name in packed[0]}]
 

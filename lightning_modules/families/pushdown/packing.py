@@ -28,18 +28,21 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from lightning_modules.models.packing import first_fit, row_length
+from lightning_modules.models.packing import bucket, first_fit, row_length
 
 
-def pack(batches: Sequence[Any], stack: Callable[[Sequence[Any]], list[dict[str, Tensor]]]) -> list[dict[str, Tensor]]:
+def pack(batches: Sequence[Any], stack: Callable[[Sequence[Any]], list[dict[str, Tensor]]], static: bool = False
+         ) -> list[dict[str, Tensor]]:
     """S seeds' ``PushdownBatch``es (or chunk lists of one) -> one group batch of [S, R, ...] tensors (module
-    doc); ``stack`` (padding) is not needed: the packed rows have one shape."""
+    doc); ``stack`` (padding) is not needed: the packed rows have one shape. ``static`` (a compiled group): the
+    row count ``bucket``ed, so the layouts come from a small set."""
     batches = [b[0] if isinstance(b, list | tuple) else b for b in batches]
     lengths = [b.lengths.cpu().numpy() for b in batches]
     longest = int(max(int(n.max()) for n in lengths))
     size = row_length(longest, 2 * longest)  # a power of two: room for shorter sentences beside the longest
     layouts = [first_fit([int(v) for v in n], size) for n in lengths]
     rows = max(len(layout) for layout in layouts)
+    rows = bucket(rows) if static else rows
     packed = [_packed(b, n, layout, rows, size) for b, n, layout in zip(batches, lengths, layouts, strict=True)]
     device = batches[0].inputs.device
     return [{name: torch.from_numpy(np.stack([p[name] for p in packed])).to(device) for name in packed[0]}]

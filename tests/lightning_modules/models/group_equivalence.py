@@ -55,13 +55,17 @@ def offsets(layout: list[list[int]], lengths: Sequence[int]) -> dict[int, tuple[
 
 
 def trains_as_solo(family: str, cfg: dict, data: Any, seeds: list[int], batches: Sequence[Sequence[Any]],
-                   loss_of: Callable[[torch.nn.Module, Any], torch.Tensor], clip: float) -> list[Any]:
+                   loss_of: Callable[[torch.nn.Module, Any], torch.Tensor], clip: float,
+                   static: bool = False) -> list[Any]:
     """Train ``seeds`` stacked on their own ``batches`` (per seed, per step) and check every seed against its solo
     run (``loss_of``: its training loss of a batch; gradients clipped to ``clip``, optimizer and scheduler its
     own): the gradients of the first and last steps within ``FLOAT32``, the losses within max(1e-5 rel, twice what
     the solo run's 1- vs 2-thread rounding moves them: training amplifies rounding, and on some seeds two solo
-    runs differing only in their thread count part by 1e-4 within 36 steps). Returns the group's batches, for the
-    caller's checks of their form."""
+    runs differing only in their thread count part by 1e-4 within 36 steps). The group steps as the trainer does
+    (``SeedStack.backward``, ``update``), with no host sync inside a step (``no_host_sync``); ``static``: the
+    bucketed layouts of a compiled group, run eagerly. Returns the group's batches, for the caller's checks of
+    their form."""
+    from lightning_modules.models.host_sync import no_host_sync
     from lightning_modules.models.seed_stack import SeedStack
 
     steps = len(batches[0])
@@ -87,24 +91,26 @@ def trains_as_solo(family: str, cfg: dict, data: Any, seeds: list[int], batches:
 
     alone, rounded = solo_losses(1), solo_losses(2)
     stack = SeedStack(fresh(family, cfg, data, seeds))
+    stack.static = static
     optimizer, scheduler = stack.optimizer, stack.configured["lr_scheduler"]["scheduler"]
+    weights, host = torch.ones(len(seeds)), torch.device("cpu")
     group_losses, group_batches = [], []
     for step in range(steps):
-        batch = stack.batch([own[step] for own in batches])
-        group_batches.append(batch)
-        loss, _, _ = stack.losses(batch)
-        loss.sum().backward()
+        group_batches.append(stack.batch([own[step] for own in batches]))
+        slices = stack.step_batches([own[step] for own in batches])
+        with no_host_sync(host):
+            loss = stack.backward(slices, weights)
         if step in (0, steps - 1):
             for i, own in enumerate(batches):
                 solo = stack.solo_module(i).train()
                 loss_of(solo, own[step]).backward()
                 for name, param in solo.named_parameters():
                     torch.testing.assert_close(stack.grads()[name][i], param.grad, **FLOAT32)
-        stack.clip_per_seed(clip)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        scheduler.step()
-        group_losses.append(loss.detach().tolist())
+        with no_host_sync(host):
+            stack.update(clip)
+            optimizer.zero_grad(set_to_none=True)
+            scheduler.step()
+        group_losses.append(loss.tolist())
     for i, losses in enumerate(alone):
         for step, expected in enumerate(losses):
             margin = max(1e-5 * abs(expected), 2 * abs(rounded[i][step] - expected))

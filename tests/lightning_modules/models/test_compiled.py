@@ -89,6 +89,48 @@ def test_a_compiled_seed_group_gives_the_eager_losses_and_gradients(treebank):
         torch.testing.assert_close(compiled_grads[name], grad, rtol=1e-4, atol=1e-6, msg=name)
 
 
+def test_a_compiled_group_compiles_each_layout_once_and_steps_as_eager(treebank):
+    """A compiled group (``SeedStack.compile``): its losses and its update (clipping and Adam) are compiled for
+    static shapes, and the packing keeps to bucketed layouts, so a step whose layout was seen before compiles
+    nothing, also while the warm-up schedule changes the learning rate every step (a tensor, filled in place);
+    the losses are eager's."""
+    cfg = config(treebank, *NO_DROPOUT, "model.warmup_steps=10")
+    family = get_family("tg")
+    data = family.build_data(cfg)
+
+    def run(mode: str) -> list[tuple[tuple, int, list[float]]]:
+        modules = []
+        for seed in (0, 1):
+            torch.manual_seed(seed)
+            modules.append(family.build_module(cfg, data).train())
+        stack = SeedStack(modules).compile(mode, backend="aot_eager")
+        stack.static = True  # eager too: the same layouts
+        scheduler = stack.configured["lr_scheduler"]["scheduler"]
+        streams = [iter(StepBatches(data.train, 4, seed, data.collate)) for seed in (0, 1)]
+        steps = []
+        for _ in range(8):
+            batches = [next(s) for s in streams]
+            layout = tuple(tuple(t.shape) for part in stack.batch(batches) for chunk in part.chunks
+                           for t in chunk.values())
+            before = counters["stats"]["unique_graphs"]
+            loss = stack.backward(stack.step_batches(batches), torch.ones(2))
+            stack.update(1.0)
+            stack.optimizer.zero_grad(set_to_none=True)
+            scheduler.step()
+            steps.append((layout, counters["stats"]["unique_graphs"] - before, loss.tolist()))
+        return steps
+
+    eager = run("none")
+    counters.clear()
+    compiled = run("default")
+    seen = set()
+    for layout, graphs, _ in compiled:
+        assert (graphs == 0) == (layout in seen), (layout in seen, graphs)  # compiled once per layout, at first
+        seen.add(layout)
+    assert len(seen) < len(compiled)  # a layout came back
+    torch.testing.assert_close([loss for *_, loss in compiled], [loss for *_, loss in eager], rtol=1e-5, atol=0)
+
+
 def test_compiling_keeps_parameter_names(treebank):
     cfg = config(treebank)
     family = get_family("tg")

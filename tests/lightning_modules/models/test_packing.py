@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from lightning_modules.models.packing import first_fit, row_length
+from lightning_modules.models.packing import bucket, first_fit, row_length
 from tests.lightning_modules.models.group_equivalence import trains_as_solo
 
 TINY = ["model.d_model=32", "model.n_layers=2", "model.n_heads=2", "model.d_ff=64", "model.warmup_steps=4",
@@ -27,6 +27,12 @@ def test_rows_are_filled_first_fit_by_decreasing_length():
     assert first_fit([5, 9, 3, 7, 4], 12) == [[1, 2], [3, 0], [4]]  # 9+3, 7+5, 4
     assert first_fit([], 8) == []
     assert row_length(17, 256) == 32 and row_length(3, 256) == 16 and row_length(40, 48) == 48
+
+
+def test_buckets_are_powers_of_two_and_one_and_a_half_times_them():
+    assert [bucket(n) for n in range(1, 14)] == [1, 2, 3, 4, 6, 6, 8, 8, 12, 12, 12, 12, 16]
+    assert bucket(0) == 1 and bucket(17) == 24 and bucket(25) == 32 and bucket(33) == 48
+    assert all(n <= bucket(n) <= max(1, 3 * n // 2 + 1) for n in range(1, 300))  # at most a third left empty
 
 
 @pytest.fixture(scope="module")
@@ -80,3 +86,40 @@ def test_each_seed_of_a_packed_group_trains_as_its_solo_run(family, corpora):
     assert any(subsets) and not all(subsets)  # parts over some of the seeds, and over all
     lengths = [[sum(c.inputs.shape[1] for c in own[step]) for own in batches] for step in range(STEPS)]
     assert any(len(set(row)) > 1 for row in lengths)  # the seeds' batches differ in length
+
+
+STATIC_STEPS = 24
+
+
+@pytest.mark.parametrize("family", ["tg", "txl-terminals"])
+def test_static_layouts_train_as_the_solo_run_from_a_small_set(family, corpora):
+    """A compiled group's bucketed layouts (``static``, run eagerly here): every part over all seeds with its
+    rows, its longer sequences' length and its labelled positions bucketed, each seed still its solo run; and
+    the layouts of the steps are few (each a compiled graph), far fewer than the exact shapes."""
+    from experiments.batching import StepBatches
+    from experiments.families import get_family
+
+    cfg = config(family, corpora[False])
+    data = get_family(family).build_data(cfg)
+    seeds = [0, 1, 2]
+    batches = [[b for _, b in zip(range(STATIC_STEPS), StepBatches(data.train, BATCH, s, data.collate))]
+               for s in seeds]
+
+    def loss_of(module, batch):
+        total, count = module.nll(batch)
+        return total / count
+
+    group = trains_as_solo(family, cfg, data, seeds, batches, loss_of,
+                           float(cfg["model"].get("grad_clip_norm", 3.0)), static=True)
+    assert all(part.seeds is None for batch in group for part in batch)  # every part over all seeds
+    layouts = {tuple((n, tuple(t.shape)) for part in batch for chunk in part.chunks for n, t in sorted(chunk.items()))
+               for batch in group}
+    exact = {tuple(tuple(c.inputs.shape) for own in batches for c in own[step]) for step in range(STATIC_STEPS)}
+    assert any(len(part.chunks) > 1 for batch in group for part in batch)  # the memory path, bucketed too
+    for batch in group:
+        for part in batch:
+            for chunk in part.chunks:
+                rows, length = chunk["inputs"].shape[1:3]
+                assert rows == bucket(rows) and length == part.chunks[0]["inputs"].shape[2]
+                assert chunk["label_index"].shape[1] == chunk["labels"][0].numel()
+    assert len(layouts) < len(exact) / 2, (len(layouts), len(exact))

@@ -11,7 +11,7 @@ import torch
 
 from lightning_modules.families.dtg import model as dtg
 from lightning_modules.models import txl_lm as tg
-from lightning_modules.models.seed_stack import SeedStack
+from lightning_modules.models.seed_stack import CPU_SLICE, SeedStack
 from tests.lightning_modules.models.test_txl_lm import TINY, random_chunks
 from tests.tolerances import FLOAT32
 
@@ -108,3 +108,24 @@ def test_optimizer_and_parameters_go_back_in_per_seed():
         for k, state in saved[i][1]["state"].items():
             for key, value in state.items():
                 assert torch.equal(again["state"][k][key], value)
+
+
+def test_a_step_in_slices_of_seeds_is_the_step_of_all_at_once():
+    """``SeedStack.backward`` runs ``slice_size`` seeds at a time (a CPU: ``CPU_SLICE``), each slice packed among
+    its own seeds: the losses and every seed's gradients are those of all seeds in one pass; a seed of weight 0
+    (one that failed) gets no gradient."""
+    batches = [random_chunks(batch=2 + s, seed=s) for s in range(SEEDS)]
+    weights = torch.tensor([1.0, 0.0, 0.5])
+    results = []
+    for size in (SEEDS, 2, 1):
+        stack = SeedStack(modules("tg"))  # dropout off in TINY: the same function whatever the slices
+        stack.slice_size = size
+        loss = stack.backward(stack.step_batches(batches), weights)
+        results.append((loss, {name: grad.clone() for name, grad in stack.grads().items()}))
+    (whole, whole_grads), *sliced = results
+    assert SeedStack(modules("tg")).slice_size == min(CPU_SLICE, SEEDS)
+    for loss, grads in sliced:
+        torch.testing.assert_close(loss, whole, **FLOAT32)
+        for name, grad in whole_grads.items():
+            torch.testing.assert_close(grads[name], grad, **FLOAT32, msg=name)
+            assert not grad[1].any(), name  # the failed seed's
