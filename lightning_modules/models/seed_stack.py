@@ -464,7 +464,8 @@ class SeedStack:
 
 
 # seeds per forward and backward on a CPU (``SeedStack.backward``): cpu-small TG, batch 16 per seed, 1 thread,
-# 2026-11-29: a group of 4 does 1.32x the seed-steps/s of solo loops, a group of 16 in one pass 0.55x
+# 2026-11-29 (docs/gpu-and-scale.md): 16 seeds in one pass do 0.55x the seed-steps/s of solo loops, in slices of
+# 2 / 4 / 8 seeds 1.05x / 1.04x / 0.83x; benchmarks/seed_group.py at 4: 1.09x
 CPU_SLICE = 4
 
 # the compiled layouts a group may hold (bucketed: a few dozen per preset; torch's default limit is 8)
