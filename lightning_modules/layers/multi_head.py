@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import torch
 from torch import Tensor, nn
 
 
@@ -24,17 +23,6 @@ class MultiHeadProjections(nn.Module):
         self.query = nn.Linear(d_model, d_model, bias=False)
         self.key = nn.Linear(d_model, d_model, bias=False)
         self.value = nn.Linear(d_model, d_model, bias=False)
-        self._fused: tuple[tuple[tuple[int, int], ...], Tensor] | None = None
-
-    @torch.no_grad()
-    def fused_projections(self) -> Tensor:
-        """The query, key and value weights stacked [3 D, D]: one product projects a decoded token (incremental
-        decoding on a CPU is bound by the number of operations). Cached; rebuilt when a weight changes."""
-        weights = (self.query.weight, self.key.weight, self.value.weight)
-        stamp = tuple((w.data_ptr(), w._version) for w in weights)
-        if self._fused is None or self._fused[0] != stamp:
-            self._fused = (stamp, torch.cat(weights))
-        return self._fused[1]
 
     def _heads(self, x: Tensor) -> Tensor:
         """[..., T, D] -> [..., H, T, d]."""

@@ -19,13 +19,11 @@ are computed once, and a new token costs O(its attended keys) per layer instead 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from lightning_modules.layers.folded_attention import attention
 from lightning_modules.layers.kv_cache import KeyValuePool
 from lightning_modules.layers.relative_attention import (
     AttentionPattern,
@@ -71,55 +69,20 @@ class TransformerXLLayer(nn.Module):
         return self.ln2(h + self.dropout(self.ffn(h)))
 
     def step(self, h: Tensor, pool: KeyValuePool, layer: int, rows: Tensor, key_rows: Tensor,
-             decoding: DecodingStep, rel_keys: list[Tensor] | None, compose: Tensor | None) -> Tensor:
-        """``forward`` for one new token per hypothesis: h [B, D]; its keys and values are written to
+             pattern: AttentionPattern, rel_keys: list[Tensor] | None, compose: Tensor | None) -> Tensor:
+        """``forward`` for one new token per hypothesis: h [B, 1, D]; its keys and values are written to
         ``pool`` at ``rows`` [B] before its query reads the attended rows ``key_rows`` [B, K] (itself among
-        them). ``rel_keys``: each attention function's ``relative_key_table`` with a zero row appended (the
-        positions below the table); ``decoding``: what every layer's attention shares."""
-        outs = [_decode_attention(attn, h, pool, layer, fn, rows, key_rows, decoding,
-                                  None if rel_keys is None else rel_keys[fn])
-                for fn, attn in enumerate(self.attentions)]
-        attn_out = outs[0] if len(outs) == 1 else torch.where(compose[:, None], outs[1], outs[0])
-        if self.training:  # decoding runs in eval mode; the dropout calls cost a call each per layer
-            h = self.ln1(h + self.dropout(attn_out))
-            return self.ln2(h + self.dropout(self.ffn(h)))
-        h = self.ln1(h + attn_out)
-        ffn = self.ffn
-        return self.ln2(h + ffn.outer(F.gelu(ffn.inner(h), approximate="tanh")))
-
-
-@dataclass
-class DecodingStep:
-    """What the attention of every layer of one ``TransformerXL.step`` shares: which (row, key) scores are
-    blocked [B, 1, 1, K], the position-table row of each key [B, H, 1, K] (None without positions), whether
-    each row has a key [B, 1, 1, 1]."""
-
-    blocked: Tensor
-    index: Tensor | None
-    valid: Tensor
-
-
-def _decode_attention(attn: RelativeMultiHeadAttention, h: Tensor, pool: KeyValuePool, layer: int, fn: int,
-                      rows: Tensor, key_rows: Tensor, decoding: DecodingStep, rel_keys: Tensor | None) -> Tensor:
-    """``attn`` for one query per row (h [B, D] -> [B, D]): ``RelativeMultiHeadAttention.attend``'s dense path
-    in eval mode, the three projections as one product and the masks built once per step (``DecodingStep``)."""
-    batch, heads, d = h.shape[0], attn.n_heads, attn.d_head
-    q, k, v = F.linear(h, attn.fused_projections()).view(batch, 3, heads, d).unbind(1)
-    pool.write(layer, fn, rows, k, v)
-    q = q[:, :, None]  # [B, H, 1, d]
-    scale = 1.0 / math.sqrt(d)
-    if rel_keys is None:
-        bias = torch.zeros(decoding.blocked.shape, dtype=q.dtype, device=q.device)
-    else:  # position_logits: one product per head over all rows, the zero row of the table as the padding
-        folded = (q + attn.r_r_bias[:, None, :]).transpose(0, 1).reshape(heads, batch, d)
-        logits = (torch.matmul(folded, rel_keys.transpose(-1, -2)) * scale).view(heads, batch, 1, -1)
-        bias = torch.gather(logits.transpose(0, 1), -1, decoding.index)
-        q = q + attn.r_w_bias[:, None, :]
-    q = q.to(pool.data.dtype)
-    keys, values = pool.gather(layer, fn, key_rows)
-    bias = bias.to(q.dtype).masked_fill(decoding.blocked, float("-inf"))
-    out = attention(q, keys, values, attn_mask=bias, scale=scale) * decoding.valid
-    return attn.output(out.reshape(batch, heads * d))
+        them). ``rel_keys``: each attention function's ``relative_key_table``."""
+        outs = []
+        for fn, attn in enumerate(self.attentions):
+            q, k, v = (attn._heads(proj(h)) for proj in (attn.query, attn.key, attn.value))
+            pool.write(layer, fn, rows, k[:, :, 0], v[:, :, 0])
+            keys, values = pool.gather(layer, fn, key_rows)
+            outs.append(attn.attend(q, keys, values, pattern, None,
+                                    rel_keys=None if rel_keys is None else rel_keys[fn]))
+        attn_out = outs[0] if len(outs) == 1 else torch.where(compose[:, None, None], outs[1], outs[0])
+        h = self.ln1(h + self.dropout(attn_out))
+        return self.ln2(h + self.dropout(self.ffn(h)))
 
 
 class TransformerXL(nn.Module):
@@ -270,12 +233,10 @@ class TransformerXL(nn.Module):
                             capacity, self.embedding.weight.dtype, self.embedding.weight.device)
 
     def relative_key_tables(self) -> list[list[Tensor]] | None:
-        """Every layer's and attention function's projected position table [H, R + 1, d] with a zero row
-        appended (the positions below ``min_rel``), as ``step`` reads them (it reuses them)."""
+        """Every layer's and attention function's projected position table (``step`` reuses them)."""
         if not self.relative:
             return None
-        return [[F.pad(attn.relative_key_table(self.table)[0], (0, 0, 0, 1)) for attn in layer.attentions]
-                for layer in self.layers]
+        return [[attn.relative_key_table(self.table) for attn in layer.attentions] for layer in self.layers]
 
     def step(self, tokens: Tensor, pool: KeyValuePool, rows: Tensor, key_rows: Tensor, relpos: Tensor | None,
              compose: Tensor | None = None, rel_keys: list[list[Tensor]] | None = None,
@@ -295,28 +256,24 @@ class TransformerXL(nn.Module):
         """
         if rel_keys is None:
             rel_keys = self.relative_key_tables()
-        mask = key_rows >= 0
-        valid = mask.any(-1)
-        blocked = ~(mask | ~valid[:, None])[:, None, None]  # a row with no key attends everywhere, then is zeroed
+        mask = (key_rows >= 0)[:, None]
         index = None
         if self.relative:
-            heads = self.layers[0].attentions[0].n_heads
-            index = position_index(relpos.long(), self.min_rel, self.max_rel)[:, None, None].expand(
-                -1, heads, 1, -1)
-        decoding = DecodingStep(blocked=blocked, index=index, valid=valid[:, None, None, None])
-        embedded = self.embedding(tokens)
+            index = position_index(relpos.long(), self.min_rel, self.max_rel)[:, None]
+        pattern = AttentionPattern(mask=mask, index=index, row_valid=mask.any(-1))
+        embedded = self.embedding(tokens[:, None])
         if added is not None:
-            embedded = embedded + self.embedding(added) * (added > 0)[:, None].to(embedded.dtype)
+            embedded = embedded + self.embedding(added[:, None]) * (added > 0)[:, None, None].to(embedded.dtype)
         h = self.core_dropout(self.embedding_dropout(embedded * self.embedding_scale))
         for k, layer in enumerate(self.layers):
-            h = layer.step(h, pool, k, rows, key_rows, decoding, None if rel_keys is None else rel_keys[k],
+            h = layer.step(h, pool, k, rows, key_rows, pattern, None if rel_keys is None else rel_keys[k],
                            compose)
         if isinstance(predict, bool):
             if not predict:
                 return None
-            out = h
+            out = h[:, 0]
         else:
-            out = h[predict]
+            out = h[predict, 0]
         return self.project(self.output_dropout(out), *self.head_parameters())
 
 
