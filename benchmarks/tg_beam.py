@@ -112,6 +112,44 @@ than ``beam`` / (opening labels), the count of its allowed actions (and with ``f
 counts); between words the widths and the pool's live rows. Not yet measured on a GPU (no GPU in this
 session): ``gpu_session.sh`` step 5 runs this script there.
 
+2026-11-29, toward 20x on CPU: no gain. Today's ratio (this script; the 2 cores shared with another agent,
+load 1.4-2.7; random ``cpu-small`` TG, 5-20 words, <= 8 actions per word, one thread, ``--rounds 2``; the
+two tries below, each measured and then dropped):
+
+    beam / word beam   sentences (batch)   code                   cached s/sent   re-encoding s/sent   speed-up
+    10 / 3             6 (3, default)      as committed           0.597           3.250                 5.4x
+    10 / 3             6 (3, default)      op fusion + union      0.706 / 0.545   3.950 / 3.501         5.6x / 6.4x
+    10 / 3             6 (3, default)      op fusion              0.611           3.382                 5.5x
+    50 / 5             4 (4)               as committed           1.302           13.391               10.3x
+    50 / 5             4 (4)               op fusion              1.387           14.154               10.2x
+
+Profile of the cached search (cProfile, 10/3, 6 sentences, batch 3; 369 network steps, 3.3 s):
+``Decoder.feed`` 80%, of which ``TransformerXL.step`` 65% of the total (all linear layers 22%, the output
+projection 8% of it; attention 21%: SDPA 6%, the position logits 6%, the masks and bias 4%; the key/value
+gather 5%; GELU 2.5%, LayerNorm 2%) and ``AttentionRule.advance`` 8% (~50 small tensor operations per feed);
+log-softmax 2-4%; the selection 8%, the completions 5%; closing the completed hypotheses at the sentence end
+20%. torch.profiler: ``addmm`` 21% (4,797 calls, ~105 us each), SDPA 8%, ``index_select`` 6.5%, copies
+4.5%; the 30 busiest ATen operators alone take ~490,000 calls (132,000 ``as_strided``, 52,000 ``view``):
+the fixed cost per operation is spread over everything, not one hot spot. Tried:
+
+- *Op fusion in ``TransformerXL.step``* (commit c361574, reverted in c152658): q, k, v as one product with a
+  cached stacked weight, the masks and the expanded position index built once per step instead of per layer,
+  the position table's zero row stored instead of a pad per layer, no dropout calls in eval (same totals to
+  4 decimals; the TG and DTG beam, layer and TXL LM tests passed). 50/5 search alone, best-of-2 process
+  time, old and new code alternating: 5.78 / 5.17 s old (4.58 / 4.14 in an earlier pair) vs 4.49 / 4.06 s
+  new: within the load's spread; the table shows no change of the ratio.
+- *Plus one attention over the union of the step's keys* (``torch.unique`` of the key rows, each row's keys
+  the only finite entries of its bias row; one [B, U] product per head instead of B one-query products):
+  the same totals; at 10/3 best-of-3 wall times alternating 2.78 / 2.62 / 2.54 s vs 2.67 / 2.85 / 3.23 s old
+  (process time 2.37 / 2.69 vs 2.51 / 2.46), but at 50/5 6.72 / 7.24 s vs 4.58 / 4.14 s: the B x U scores
+  grow with the frontier (and across sentences, whose keys never overlap), so it loses where the beam is
+  wide.
+
+So, as the 2026-11-24 analysis above concluded, the cached search on this CPU is bound by the arithmetic
+the bound needs and by a fixed per-operation cost spread over ~60 operations per layer step; 20x needs fewer
+floating-point operations per token or far fewer, larger operations (e.g. a compiled step), not a local
+fusion.
+
 On one H100 (2026-11-24, ``--device cuda --preset ptb``: a random 16-layer TG, 2 sentences, 10/3, <= 15
 actions per word; the beam as before this session's closing-in-one-step change): cached 0.224 vs re-encoding
 0.069 sentences/s, 3.3x; at the papers' widths 100/10 6.6 and 300/30 11.2 s per sentence. Both sides are
