@@ -23,7 +23,9 @@ def _run(*argv: str) -> subprocess.CompletedProcess:
 
 
 def test_benchmark_runs_against_the_official_code(prepared_data_dir, tmp_path) -> None:
-    site = tmp_path / "transformers-4.11.3"
+    checkout = tmp_path / "checkout"  # the cache inside a git checkout, as .cache/ in ours
+    subprocess.run(["git", "init", "-q", str(checkout)], check=True)
+    site = checkout / ".cache" / "transformers-4.11.3"
     done = _run("--transformers", str(site), "--size", "16", "--layers", "1", "--heads", "2", "--batch", "4",
                 "--steps", "2", "--sentences", "2", "--max-words", "8", "--beam", "4", "--word-beam", "2",
                 "--shift-size", "1", "--beam-batch", "2", "--data-dir", str(prepared_data_dir))
@@ -34,8 +36,9 @@ def test_benchmark_runs_against_the_official_code(prepared_data_dir, tmp_path) -
     result = json.loads(out.strip().splitlines()[-1])
     assert set(result) == {"step_official_ms", "step_synbench_ms", "beam_official", "beam_synbench"}
     assert all(v > 0 for v in result.values())
-    assert (site / "transformers" / "models" / "gpt2" / "modeling_gpt2.py").is_file()
-    assert [p.name for p in tmp_path.iterdir()] == [site.name]  # built atomically: nothing else left beside it
+    gpt2 = (site / "transformers" / "models" / "gpt2" / "modeling_gpt2.py").read_text()
+    assert "# self.wte = nn.Embedding(" in gpt2  # the official patch applied
+    assert [p.name for p in site.parent.iterdir()] == [site.name]  # built atomically: nothing else left beside it
 
 
 def test_a_folder_without_the_official_code_is_refused(tmp_path) -> None:
