@@ -16,19 +16,20 @@ from benchmarks import cag as bench
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _run(*argv: str) -> subprocess.CompletedProcess:
+def _run(*argv: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / "cag.py"), *argv], env=env, cwd=ROOT,
+    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / "cag.py"), *argv], env=env, cwd=cwd,
                           capture_output=True, text=True, timeout=900)
 
 
 def test_benchmark_runs_against_the_official_code(prepared_data_dir, tmp_path) -> None:
-    checkout = tmp_path / "checkout"  # the cache inside a git checkout, as .cache/ in ours
-    subprocess.run(["git", "init", "-q", str(checkout)], check=True)
+    checkout = tmp_path / "checkout"  # the cache inside a git checkout, named relative to it, as gpu_session.sh
+    subprocess.run(["git", "init", "-q", str(checkout)], check=True)  # names .cache/ in ours
     site = checkout / ".cache" / "transformers-4.11.3"
-    done = _run("--transformers", str(site), "--size", "16", "--layers", "1", "--heads", "2", "--batch", "4",
-                "--steps", "2", "--sentences", "2", "--max-words", "8", "--beam", "4", "--word-beam", "2",
-                "--shift-size", "1", "--beam-batch", "2", "--data-dir", str(prepared_data_dir))
+    done = _run("--transformers", str(site.relative_to(checkout)), "--size", "16", "--layers", "1", "--heads", "2",
+                "--batch", "4", "--steps", "2", "--sentences", "2", "--max-words", "8", "--beam", "4",
+                "--word-beam", "2", "--shift-size", "1", "--beam-batch", "2", "--data-dir", str(prepared_data_dir),
+                cwd=checkout)
     assert done.returncode == 0, done.stderr[-2000:]
     out = done.stdout
     assert f"the official osekilab/CAG code ({bench.ARCHIVE}, d870345; transformers 4.11.3 with its patch)" in out
