@@ -183,7 +183,12 @@ def test_a_done_seed_is_not_trained_again(short_config, reference, tmp_path):
     assert results[0] == first[0] and close(results[1], reference[1]) and 2 in results
 
 
-def test_a_seed_whose_loss_goes_nan_fails_alone(short_config, reference, tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("log_every", [1, 3])
+def test_a_seed_whose_loss_goes_nan_fails_alone(short_config, reference, tmp_path, monkeypatch, capsys, log_every):
+    """The losses stay on the device until the trainer logs (every ``train.log_every`` steps), validates or saves:
+    at 3, the step-4 divergence is read at step 6, and the failure still names step 4."""
+    import copy
+
     import torch
 
     from experiments.seed_group import train_group
@@ -200,13 +205,16 @@ def test_a_seed_whose_loss_goes_nan_fails_alone(short_config, reference, tmp_pat
         return loss, total, count
 
     monkeypatch.setattr(SeedStack, "losses", losses)
-    results = train_group(short_config, SEEDS, dirs(tmp_path))
+    config = copy.deepcopy(short_config)
+    config["train"]["log_every"] = log_every
+    results = train_group(config, SEEDS, dirs(tmp_path))
     s0, s1 = dirs(tmp_path)
     assert outcomes(results) == {0: reference[0]} and done(s0) == reference[0]
     assert not (s1 / "DONE").exists()
     assert (s1 / "FAILED").read_text() == "training step 4: training loss is nan (diverged); lower model.peak_lr " \
                                            "or check the data\n"
     assert "seed 1: training step 4" in capsys.readouterr().err
+    assert set(logged(s1, "train/loss")) == {k for k in range(4) if (k + 1) % log_every == 0}  # before it failed
 
 
 def test_sigusr1_saves_every_seed_and_the_rerun_ends_as_the_uninterrupted_group(short_config, reference, tmp_path,
