@@ -231,8 +231,7 @@ class _GroupRun:
                 for a in range(acc):
                     torch.manual_seed(step_seed(self.group_seed, self.step * acc + a))
                     slices = self.stack.step_batches([next(s) for s in streams])
-                    with self._autocast():
-                        losses += self.stack.backward(slices, self._weights / acc) / acc
+                    losses += self.stack.backward(slices, self._weights / acc, self._autocast) / acc
                     if (self.step * acc + a + 1) % val_every == 0 and a < acc - 1:  # Lightning counts batches
                         self._validate(self.step)
                 self.stack.update(clip)

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -388,15 +389,17 @@ class SeedStack:
         device = self._flats[0].device
         return [group_batch_to(self.batch(batches[seeds]), device) for seeds in self._slices()]
 
-    def backward(self, slices: Sequence[Any], weights: Tensor) -> Tensor:
+    def backward(self, slices: Sequence[Any], weights: Tensor,
+                 autocast: Callable[[], AbstractContextManager] = nullcontext) -> Tensor:
         """Device work of a step: the forward and backward of each slice's batch (``step_batches``), one slice
         after another (each slice's activations freed by its backward before the next slice's forward); the
         gradient is that of sum_s weights[s] * loss[s] (a seed's weight: 1 / the accumulated batches, 0 once it
-        failed). Returns the losses [S], detached, on the device (no host sync: the caller reads them when it
-        logs)."""
+        failed). ``autocast``: the forward's (bf16-mixed), the backward outside it, as torch advises. Returns the
+        losses [S], detached, on the device (no host sync: the caller reads them when it logs)."""
         out = []
         for seeds, batch in zip(self._slices(), slices, strict=True):
-            loss, _, _ = self.losses(batch, seeds=seeds)
+            with autocast():
+                loss, _, _ = self.losses(batch, seeds=seeds)
             weight = weights[seeds]
             torch.where(weight > 0, loss * weight, torch.zeros_like(loss)).sum().backward()
             out.append(loss.detach())
