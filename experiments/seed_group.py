@@ -186,9 +186,9 @@ class _GroupRun:
 
     def _checkpoint(self, i: int) -> dict[str, Any]:
         """Seed ``i``'s checkpoint in the solo format (its slices of the stacked state)."""
-        m = self.members[i]
         from lightning_modules.models.seed_stack import plain_state
 
+        m = self.members[i]
         return {"state_dict": self.stack.state_dict(i), "optimizer_states": [self.stack.optimizer_state(i)],
                 "lr_schedulers": [plain_state(self.scheduler.state_dict())] if self.scheduler is not None else [],
                 "global_step": self.step, "epoch": 0, "seed_group": {"best_val_loss": m.best},
