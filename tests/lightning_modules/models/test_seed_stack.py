@@ -129,3 +129,29 @@ def test_a_step_in_slices_of_seeds_is_the_step_of_all_at_once():
         for name, grad in whole_grads.items():
             torch.testing.assert_close(grads[name], grad, **FLOAT32, msg=name)
             assert not grad[1].any(), name  # the failed seed's
+
+
+def test_a_compiled_stack_keeps_its_rate_tensors_and_writes_the_solo_format():
+    """A compiled group's learning rates are device tensors the scheduler fills in place (a new rate is no new
+    graph); a seed's optimizer state and scheduler state still hold floats, as a solo run writes, and loading
+    a state fills the same tensors."""
+    from lightning_modules.models.seed_stack import plain_state
+
+    stack = SeedStack(modules("dtg")).compile("default", backend="aot_eager")  # compiled lazily: never run here
+    rates = [group["lr"] for group in stack.optimizer.param_groups]
+    assert all(isinstance(rate, torch.Tensor) and rate.dim() == 0 for rate in rates)
+    scheduler = stack.configured["lr_scheduler"]["scheduler"]
+    scheduler.step()
+    assert [group["lr"] for group in stack.optimizer.param_groups] == rates  # the same tensors, filled
+    saved = stack.optimizer_state(0)
+    assert all(type(group["lr"]) is float for group in saved["param_groups"])
+    def scalars(state):
+        return [x for v in state.values() for x in (v if isinstance(v, list) else [v])
+                if isinstance(x, torch.Tensor) and x.dim() == 0]
+
+    assert scalars(scheduler.state_dict()) and not scalars(plain_state(scheduler.state_dict()))
+    for group in saved["param_groups"]:
+        group["lr"] = 0.125
+    stack.load_optimizer_states([saved] * SEEDS)
+    for rate, group in zip(rates, stack.optimizer.param_groups, strict=True):
+        assert group["lr"] is rate and float(rate) == 0.125
