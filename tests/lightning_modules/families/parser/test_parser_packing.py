@@ -1,7 +1,7 @@
 """Packed seed-group batches of the proposal parsers (``lightning_modules/families/parser/packing.py``), for
 ``proposal-parser`` (PTB-sample trees) and ``dep-parser`` (UD English EWT sentences): a packed row's gold-action
 log-probabilities are each sentence's solo ones, and every seed of a packed group trains as its solo run:
-per-step losses over 20 steps (within 1e-5, or within twice what the solo run's own rounding moves them) and the
+per-step losses over 60 steps (within 1e-5, or within twice what the solo run's own rounding moves them) and the
 gradients of the first and last steps (dropout 0, fp32), with seeds whose batches differ in length and rows
 holding several sentences."""
 
@@ -20,7 +20,7 @@ TINY = ["model.d_model=32", "model.n_encoder_layers=1", "model.n_decoder_layers=
         "model.d_ff=64", "model.max_depth=40", "model.warmup_steps=4", "model.total_steps=20",
         "data.min_count=1"]
 FAMILIES = ["proposal-parser", "dep-parser"]
-STEPS = 20
+STEPS = 60
 BATCH = 4
 
 
@@ -88,6 +88,7 @@ def test_each_seed_of_a_packed_group_trains_as_its_solo_run(family, corpora):
         return nll / count.clamp(min=1)
 
     group = trains_as_solo(family, cfg, data, seeds, batches, loss_of, float(cfg["model"]["grad_clip_norm"]))
-    assert all(int(batch[0]["segments"].amax()) > 1 for batch in group)  # rows shared by several sentences
+    shared = sum(int(batch[0]["segments"].amax()) > 1 for batch in group)  # rows shared by several sentences
+    assert shared >= 0.9 * len(group), shared  # in nearly every step (a batch of long sentences has none)
     lengths = [[own[step]["inputs"].shape[1] for own in batches] for step in range(STEPS)]
     assert any(len(set(row)) > 1 for row in lengths)  # the seeds' batches differ in length

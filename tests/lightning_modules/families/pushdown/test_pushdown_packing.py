@@ -1,6 +1,6 @@
 """Packed seed-group batches of Pushdown-LM and Base-LM (``lightning_modules/families/pushdown/packing.py``):
 a packed row's word and attachment log-probabilities are each sentence's solo ones, and every seed of a packed
-group trains as its solo run: per-step losses over 30 steps (within 1e-5, or within twice what the solo run's
+group trains as its solo run: per-step losses over 60 steps (within 1e-5, or within twice what the solo run's
 own rounding moves them) and the gradients of the first and last steps (dropout 0, fp32), with seeds whose
 batches differ in length and rows holding several sentences."""
 
@@ -16,7 +16,7 @@ from tests.tolerances import FLOAT32
 TINY = ["model.d_model=32", "model.n_layers=2", "model.n_heads=2", "model.d_ff=64", "model.attachment_depth_dim=8",
         "model.warmup_steps=4", "model.total_steps=30"]
 FAMILIES = {"pushdown": [], "base-lm": ["model.attachment_loss=true"]}  # Base-LM with the multi-task head too
-STEPS = 30
+STEPS = 60
 BATCH = 4
 
 
@@ -72,6 +72,7 @@ def test_each_seed_of_a_packed_group_trains_as_its_solo_run(family, treebank):
     group = trains_as_solo(family, cfg, data, seeds, batches,
                            lambda module, batch: module.joint_loss(module.loss_terms(batch)),
                            float(cfg["model"]["grad_clip_norm"]))
-    assert all(int(batch[0]["segments"].amax()) > 1 for batch in group)  # rows shared by several sentences
+    shared = sum(int(batch[0]["segments"].amax()) > 1 for batch in group)  # rows shared by several sentences
+    assert shared >= 0.9 * len(group), shared  # in nearly every step (a batch of long sentences has none)
     lengths = [[own[step].inputs.shape[1] for own in batches] for step in range(STEPS)]
     assert any(len(set(row)) > 1 for row in lengths)  # the seeds' batches differ in length
