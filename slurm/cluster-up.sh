@@ -9,7 +9,7 @@ set -euo pipefail
 
 RUN=${SLURM_CI_DIR:-/tmp/synbench-slurm}
 DB_PORT=${SLURM_CI_DB_PORT:-3307}
-NCPU=$(nproc)
+NCPU=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)  # the CPUs we may use: nproc also honours OMP_* (1 in a test)
 MEM_MB=$(( $(awk '/MemTotal/{print $2}' /proc/meminfo) / 1024 * 8 / 10 ))   # 80% of RAM for jobs
 
 if ! command -v slurmctld >/dev/null; then
