@@ -96,7 +96,7 @@ def measure(mode: str, size: int, args: argparse.Namespace) -> dict[str, float]:
     from experiments.families import get_family
     from lightning_modules.models.compiled import compile_module
     from lightning_modules.models.host_sync import no_host_sync
-    from lightning_modules.models.seed_stack import SeedStack
+    from lightning_modules.models.seed_stack import SeedStack, group_batch_to
 
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
@@ -111,9 +111,6 @@ def measure(mode: str, size: int, args: argparse.Namespace) -> dict[str, float]:
     batch_size = args.batch_size
     streams = [iter(StepBatches(data.train, batch_size, seed, data.collate)) for seed in range(size)]
     clip = float(modules[0].config.grad_clip_norm)
-
-    def on_device(batch):
-        return [chunk.to(device) for chunk in batch]
 
     if mode == "group":
         stack = SeedStack(modules).compile(args.compile)
@@ -133,7 +130,7 @@ def measure(mode: str, size: int, args: argparse.Namespace) -> dict[str, float]:
         def steps(n: int) -> None:
             for module, optimizer, stream in zip(modules, optimizers, streams, strict=True):
                 for _ in range(n):
-                    total, count = module.nll(on_device(next(stream)))
+                    total, count = module.nll(group_batch_to(next(stream), device))
                     (total / count.clamp(min=1)).backward()
                     torch.nn.utils.clip_grad_norm_(module.parameters(), clip)
                     optimizer.step()
@@ -446,20 +443,12 @@ def _profiled_kernels(fn: Callable[[], None], cuda: bool) -> tuple[int, dict[str
     return kernels, sdpa
 
 
-def _on(device: torch.device, batch: Any) -> Any:
-    """A batch (a list of chunks with ``.to``, a dict of tensors, ...) on ``device``."""
-    if isinstance(batch, list | tuple):
-        return [_on(device, b) for b in batch]
-    if isinstance(batch, dict):
-        return {k: _on(device, v) for k, v in batch.items()}
-    return batch.to(device) if hasattr(batch, "to") else batch
-
-
 def _group_step(family: Any, cfg: dict, data: Any, size: int, batch_size: int,
                 device: torch.device) -> Callable[[], None]:
     """One training step of a group of seeds 0..size-1 (loss, backward, per-seed clipping, Adam) on one packed
     batch of their data, the same batch at every call."""
     import pytorch_lightning as pl
+    import torch
 
     from experiments.batching import StepBatches
     from lightning_modules.models.seed_stack import SeedStack
@@ -469,17 +458,15 @@ def _group_step(family: Any, cfg: dict, data: Any, size: int, batch_size: int,
         pl.seed_everything(seed, verbose=False)
         modules.append(family.build_module(cfg, data).to(device).train())
     stack = SeedStack(modules)
-    optimizer = stack.optimizer
-    batch = stack.batch([_on(device, next(iter(StepBatches(data.train, batch_size, seed, data.collate))))
-                         for seed in range(size)])
+    slices = stack.step_batches([next(iter(StepBatches(data.train, batch_size, seed, data.collate)))
+                                 for seed in range(size)])
+    weights = torch.ones(size, device=device)
     clip = float(modules[0].config.grad_clip_norm)
 
-    def step() -> None:
-        loss, _, _ = stack.losses(batch)
-        loss.sum().backward()
-        stack.clip_per_seed(clip)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+    def step() -> None:  # the group trainer's (experiments/seed_group.py)
+        stack.backward(slices, weights)
+        stack.update(clip)
+        stack.optimizer.zero_grad(set_to_none=True)
 
     return step
 

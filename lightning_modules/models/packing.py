@@ -45,6 +45,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 MIN_ROW = 16  # the shortest packed row: smaller rows save nothing and multiply shapes
+PER_ROW = ("mem_src", "reset")  # chunk fields per row or over the memory, not per query position
 
 Field = Callable[[Any, str], Tensor | None]
 
@@ -115,10 +116,10 @@ def pack(batches: Sequence[Sequence[Any]], padding: Mapping[str, int | bool], fi
     longest = max((n for _, lengths, _ in splits for n in lengths), default=0)
     parts: list[Part] = []
     if longest:
-        limit = max(field(chunks[0], "inputs").shape[1] for chunks in batches)  # static: a power of two always
-        size = row_length(longest, 2 * longest if static else limit)
+        limit = 2 * longest if static else max(field(chunks[0], "inputs").shape[1] for chunks in batches)
+        size = row_length(longest, limit)  # static: always a power of two
         layouts = [first_fit(lengths, size) for _, lengths, _ in splits]
-        names = [n for n in padding if n not in ("mem_src", "reset") and field(batches[0][0], n) is not None]
+        names = [n for n in padding if n not in PER_ROW and field(batches[0][0], n) is not None]
 
         def packed(seeds: list[int], rows: slice, count: int) -> dict[str, Tensor]:
             one = [_packed_rows(batches[s][0], splits[s][0], splits[s][1], layouts[s][rows], count, size, names,
@@ -126,11 +127,10 @@ def pack(batches: Sequence[Sequence[Any]], padding: Mapping[str, int | bool], fi
             return {n: torch.stack([p[n] for p in one]) for n in names}
 
         level, seeds = 0, list(range(len(batches)))
-        if static:
+        if static:  # one part over all seeds, its row count bucketed
             rows = bucket(max(len(layout) for layout in layouts))
             parts.append(Part(None, [packed(seeds, slice(0, rows), rows)]))
-            seeds = []
-        while seeds:  # rows level.. that the same seeds fill: one part over those seeds, no empty rows
+        while seeds and not static:  # rows level.. that the same seeds fill: one part over them, no empty rows
             end = min(len(layouts[s]) for s in seeds)
             parts.append(Part(seeds if len(seeds) < len(batches) else None,
                               [packed(seeds, slice(level, end), end - level)]))
@@ -159,7 +159,7 @@ def _static_length(chunk: dict[str, Tensor], target: int, padding: Mapping[str, 
         return chunk
     out = {}
     for name, value in chunk.items():
-        if name in ("mem_src", "reset"):  # per row, or over the memory: no query positions
+        if name in PER_ROW:  # no query positions
             out[name] = value
             continue
         pad = [0, target - length] if value.dim() == 3 else [0, target - length, 0, target - length]
