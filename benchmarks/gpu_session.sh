@@ -61,38 +61,42 @@ step() {  # step N NAME SECONDS ARGV... : one measurement, its output in N-NAME.
 
 if [ "$mode" = cuda ]; then
   # bf16 dense peak of an H100/H200 SXM (989 TFLOP/s): MFU's denominator
-  step 2 training_step 60 "$PY" benchmarks/training_step.py --device cuda --preset ptb --precision bf16 --steps 20 \
+  step 2 training_step 45 "$PY" benchmarks/training_step.py --device cuda --preset ptb --precision bf16 --steps 20 \
     --peak-tflops 989
-  step 3 seed_group 45 "$PY" benchmarks/seed_group.py --device cuda --preset ptb --sizes 1 4 --steps 5 \
+  step 3 seed_group 40 "$PY" benchmarks/seed_group.py --device cuda --preset ptb --sizes 1 4 --steps 5 \
     --batch-size 16 --repeats 1 --sync-check
-  step 4 marginalize 40 "$PY" benchmarks/marginalize.py --device cuda --preset ptb --sentences 4 --proposals 100 --bf16 \
+  step 4 marginalize 35 "$PY" benchmarks/marginalize.py --device cuda --preset ptb --sentences 4 --proposals 100 --bf16 \
     --proposal-kind k-best --skip-one --skip-beam --repeats 1
-  step 5 tg_beam 40 "$PY" benchmarks/tg_beam.py --device cuda --preset ptb --sentences 2 --beam 20 --word-beam 5 \
+  step 5 tg_beam 30 "$PY" benchmarks/tg_beam.py --device cuda --preset ptb --sentences 2 --beam 20 --word-beam 5 \
     --max-actions 8 --curve
-  step 6 pushdown_beam 40 "$PY" benchmarks/pushdown_beam.py --device cuda --lengths 20 --beams 32 300 --sentences 2
-  step 7 attention 30 "$PY" benchmarks/attention.py --device cuda --lengths 256 1024
-  step 8 pushdown_attention 30 "$PY" benchmarks/pushdown_attention.py --device cuda --lengths 256 1024 --flex
-  step 9 paper_cost_eval 45 "$PY" benchmarks/paper_cost.py --eval --device cuda --preset ptb --sample 3
+  step 6 pushdown_beam 30 "$PY" benchmarks/pushdown_beam.py --device cuda --lengths 20 --beams 32 300 --sentences 2
+  step 7 attention 25 "$PY" benchmarks/attention.py --device cuda --lengths 256 1024
+  step 8 pushdown_attention 25 "$PY" benchmarks/pushdown_attention.py --device cuda --lengths 256 1024 --flex
+  step 9 paper_cost_eval 35 "$PY" benchmarks/paper_cost.py --eval --device cuda --preset ptb --sample 3
   # K runs packed on the GPU (--runs-per-gpu), with and without MPS when the driver's MPS tools are here, vs solo
-  # runs; 20 steps per run, so start-up weighs as in short runs (limits rebalanced for this step: sum 480 s)
+  # runs; 20 steps per run, so start-up weighs as in short runs
   mps=$(command -v nvidia-cuda-mps-control > /dev/null && echo --mps)
-  step 10 packed_runs 60 "$PY" benchmarks/packed_runs.py --device cuda --preset ptb --runs-per-gpu 1 2 4 8 $mps \
+  step 10 packed_runs 40 "$PY" benchmarks/packed_runs.py --device cuda --preset ptb --runs-per-gpu 1 4 8 $mps \
     --steps 20 --rounds 1
   # RNNG against the official rnng-pytorch code (the golden archive): the official PTB size, its beam 100/10/1
   step 11 rnng 20 "$PY" benchmarks/rnng.py --device cuda --size 256 --layers 2 --batch 64 --steps 5 \
     --sentences 4 --max-words 15 --beam 100 --word-beam 10 --beam-batch 4
   # a seed group's attention folded into one SDPA call (memory-efficient kernel) vs the math path it replaced:
-  # kernels per step, attention time and peak memory (limits rebalanced for steps 12-14: 2, 3, 9, 10, 11;
-  # sum 480 s)
-  step 12 seed_group_kernels 25 "$PY" benchmarks/seed_group.py --kernels --device cuda --preset ptb --sizes 1 8 \
+  # kernels per step, attention time and peak memory
+  step 12 seed_group_kernels 20 "$PY" benchmarks/seed_group.py --kernels --device cuda --preset ptb --sizes 1 8 \
     --batch-size 16 --repeats 1
   # CAG against the official osekilab/CAG code: the README's size (3 layers of 256, 4 heads), batch 32, 100/10/5
   step 13 cag 15 "$PY" benchmarks/cag.py --device cuda --transformers .cache/cag-transformers-4.11.3 --batch 32 \
     --steps 5 --sentences 4 --max-words 15 --beam-batch 4
   # the group's loss (full logits vs chunked at labelled positions: peak memory per seed) and its optimizer phase
   # (per-parameter vs flat buffers: kernels), in one process; S = 8 here (the 30 s taken from step 3's S = 8)
-  step 14 seed_group_phases 30 "$PY" benchmarks/seed_group.py --device cuda --preset ptb --phases --sizes 4 8 \
+  step 14 seed_group_phases 20 "$PY" benchmarks/seed_group.py --device cuda --preset ptb --phases --sizes 4 8 \
     --steps 3 --batch-size 16 --repeats 1
+  # TG Table 1's training device-hours (solo, a group of 32, 8 runs under MPS), TG's row only: each way is three
+  # real runs (27 launches for the three models would not fit); limits of steps 2-10, 12 and 14 cut for it (sum
+  # 480 s)
+  step 15 paper_cost_train 100 "$PY" benchmarks/paper_cost.py --train --device cuda --models tg --steps 10 \
+    --group 32 --runs-per-gpu 8 $mps
 else
   step 2 training_step 90 "$PY" benchmarks/training_step.py --device cpu --tiny --steps 3 --warmup 1
   step 3 seed_group 120 "$PY" benchmarks/seed_group.py --device cpu --sizes 1 2 --steps 1 --batch-size 2 --repeats 1 \
@@ -121,6 +125,8 @@ else
     --beam-batch 2
   step 14 seed_group_phases 60 "$PY" benchmarks/seed_group.py --device cpu --phases --sizes 2 --steps 1 \
     --batch-size 2 --repeats 1
+  step 15 paper_cost_train 240 "$PY" benchmarks/paper_cost.py --train --device cpu --preset cpu-small --tiny \
+    --models tg --steps 2 --group 2 --runs-per-gpu 2
 fi
 echo "outputs: $out"
 ! grep -v " ok \| skipped " "$out/summary.txt" > /dev/null

@@ -11,8 +11,9 @@ Seed-steps/s = S × steps / seconds. Peak memory per seed: on CUDA ``max_memory_
 the growth of the process's peak RSS over training / S (allocator caching makes it coarse).
 
 On the CPU this checks correctness of the plumbing more than speed (CPU matrix products are already large
-enough at one seed: expect groups at or below solo speed). The GPU rows (``ptb``, ``bllip``) and the
-``reproduce-tg-paper`` H100-hour estimate need a CUDA device; without one they are printed as not measured.
+enough at one seed: expect groups at or below solo speed). The GPU rows (``ptb``, ``bllip``) need a CUDA
+device; without one they are printed as not measured. The ``reproduce-tg-paper`` device-hours (training, solo,
+MPS and groups; evaluation) are ``benchmarks/paper_cost.py --train`` and ``--eval``.
 
     python benchmarks/seed_group.py                       # CPU, cpu-small, S in 1 4 16, batch 4, 1 timed step
     python benchmarks/seed_group.py --device cuda --preset ptb --sizes 1 4 16 64 --steps 20 --batch-size 32
@@ -611,7 +612,7 @@ def main(argv: list[str] | None = None) -> dict[int, dict[str, dict[str, float]]
     if args.device != "cuda":
         state = "no CUDA device here" if not torch.cuda.is_available() else "run with --device cuda"
         print(f"GPU rows (ptb, bllip; S up to 64; MFU): not measured ({state})")
-        print("reproduce-tg-paper H100-hours (training, evaluation): not estimated (needs the GPU rows)")
+        print("reproduce-tg-paper device-hours: benchmarks/paper_cost.py --train (training), --eval (evaluation)")
 
 
 if __name__ == "__main__":
