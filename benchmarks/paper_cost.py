@@ -266,8 +266,13 @@ def train_cost(args: argparse.Namespace) -> tuple[list[Protocol], list[TrainRow]
     with tempfile.TemporaryDirectory(prefix="synbench-cost-") as tmp:
         for p in protocols:
             for way, size in ways:
-                row = measure_training(p, way, size, args, Path(tmp))
-                row.way = f"{label[way]}{'' if way == 'solo' else f' {size}'}"
+                name = f"{label[way]}{'' if way == 'solo' else f' {size}'}"
+                try:
+                    row = measure_training(p, way, size, args, Path(tmp))
+                except (subprocess.CalledProcessError, AssertionError) as error:  # e.g. a group the device can't hold
+                    print(f"{p.model:>14} {name:>10}  failed: {error}", flush=True)
+                    continue
+                row.way = name
                 rows.append(row)
                 print(f"{p.model:>14} {row.way:>10} {p.seeds:6} {p.steps:8,} {p.val_every:9} {row.step:12.5f} "
                       f"{row.validation:11.3f} {row.hours(p):13.1f}{'  (noise: raise --steps)' if row.noisy else ''}",
@@ -275,9 +280,10 @@ def train_cost(args: argparse.Namespace) -> tuple[list[Protocol], list[TrainRow]
     by_model = {p.model: p for p in protocols}
     device = device_label(torch.device(args.device))
     for way in dict.fromkeys(r.way for r in rows):
-        total = sum(r.hours(by_model[r.model]) for r in rows if r.way == way)
+        measured = [r for r in rows if r.way == way]
+        total = sum(r.hours(by_model[r.model]) for r in measured)
         print(f"TG Table 1 training, {way}: {total:,.1f} device-hours on {device} "
-              f"({', '.join(p.model for p in protocols)})")
+              f"({', '.join(r.model for r in measured)}{'' if len(measured) == len(protocols) else ' only'})")
     return protocols, rows
 
 

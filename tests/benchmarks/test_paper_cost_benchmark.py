@@ -56,3 +56,12 @@ def test_train_cost_refuses_mps_off_cuda_and_bad_sizes(capsys) -> None:
         assert stop.value.code == 2
         err = capsys.readouterr().err
         assert err.startswith("synbench: error: ") and err.count("\n") == 1
+
+
+def test_a_way_that_fails_is_printed_and_the_rest_goes_on(prepared_data_dir, monkeypatch, capsys) -> None:
+    monkeypatch.setenv("SYNBENCH_DATA", str(prepared_data_dir))
+    _, rows = bench.main(["train.batch_size=0", "--train", "--preset", "cpu-small", "--tiny", "--models", "tg",
+                          "--steps", "1", "--runs-per-gpu", "--group"])  # refused by every run: exit 2
+    assert rows == []
+    out = capsys.readouterr().out
+    assert "            tg       solo  failed: Command " in out and "TG Table 1 training," not in out
