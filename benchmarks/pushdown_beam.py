@@ -59,6 +59,24 @@ scorer's host transfers were batched per step (load 1.9-2.0) 6.2x and 5.1x: one 
 by a quarter or more with the load. The ratio now grows with the length at beam 32. At length
 10-20 the constant part of a step bounds it: the linear layers (the attachment head's MLPs and the word
 logits over N hypotheses), which re-encoding pays as well.
+
+The search state and the pruning then moved to the model's device (``scorers._Beams``: the stack states and
+scores of every sentence's hypotheses as tensors, top-k per sentence by a stable sort; nothing read back to
+the host inside a word step, the results once per batch), to spare a GPU its per-step syncs. On this CPU the
+search's own part was already small beside ``step``: measured 2026-11-29, this command at 20/40 x beam 32, 3
+sentences, 1 thread, interleaved with the previous host-numpy scorer swapped into this script, three rounds
+each, twice (load average 1.8-1.9, then 1.1-1.2; seconds per sentence, mean of each run's three rounds)::
+
+    length  beam   together        alone         recompute
+                   host  device    host  device  host  device
+        20    32  0.069  0.065    0.106  0.103   0.298  0.299   (load 1.8-1.9)
+        40    32  0.169  0.169    0.225  0.242   0.970  0.971
+        20    32  0.065  0.066    0.092  0.102   0.276  0.275   (load 1.1-1.2)
+        40    32  0.160  0.148    0.220  0.219   0.922  0.906
+
+Equal within the rounds' spread (a cell moves by up to a fifth between rounds); a focused run at length 40 (5
+interleaved rounds, load 1.2) gave 0.227 s host and 0.218 s device alone, 0.154 s and 0.143 s together. The
+gain the change is for, on a GPU, was not measured here (no GPU in that session).
 """
 
 from __future__ import annotations

@@ -5,9 +5,13 @@ that word, its attachment r_{t+1} (reduce with the constituent ending at positio
 updates the stack tape every later position reads. ``BeamScorer`` keeps the ``beam`` best attachment
 histories per sentence (§3.4, beam 300 in the paper), all hypotheses of ``batch_size`` sentences batched in
 one incremental step per token (``PushdownLM.step``: only the newest position is computed, every earlier
-position's keys and values are cached and reordered with the beam; each sentence prunes its own hypotheses):
+position's keys and values are cached and reordered with the beam; each sentence prunes its own hypotheses).
+The search state (every hypothesis's stack state and score) and the pruning stay on the model's device, batched
+over the sentences (``_Beams``, ``_Batch``): inside a word step no value is read back to the host (no sync
+stalls a GPU; a test runs the steps under ``lightning_modules.models.host_sync.no_host_sync``), and the
+sentences' results are read back once, when the batch has ended:
 
-- candidates at word k: every hypothesis x every legal attachment of x_k (``StackStates.legal``), scored
+- candidates at word k: every hypothesis x every legal attachment of x_k (``legal_attachments``), scored
   ``log p(prefix, y) + log p(x_k | ...) + log p(r_k | ..., x_k)``; the ``beam`` best survive;
 - the incremental estimate log p(x_k | x_<k) is the difference of successive prefix marginals, each
   ``logsumexp`` over the beam of ``log p(prefix, y) + log p(x_k | ...)`` (the official definition, without its
@@ -49,8 +53,9 @@ accounting (a token's attachment is counted with the next token), so they telesc
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -65,8 +70,13 @@ from lightning_modules.data.sentencepiece import BOUNDARY
 from lightning_modules.data.tree import Tree, clean, drop_pos_tags, to_bracketed
 from lightning_modules.data.vocab import EOS, PAD, SOS, SPECIALS, TokenVocab, WordVocab, terminal_vocab
 from lightning_modules.errors import InputError
-from lightning_modules.families.pushdown.encoding import StackStates, attachments_to_tree, merge_pieces
-from lightning_modules.numeric import logsumexp
+from lightning_modules.families.pushdown.encoding import (
+    attach_labels,
+    attachments_to_tree,
+    legal_attachments,
+    merge_pieces,
+    stack_from_top,
+)
 
 FAMILIES = ("pushdown", "base-lm")
 INCREMENTAL = ("difference of successive beam prefix marginals, log-sum-exp over the beam of p(prefix, y) "
@@ -240,27 +250,101 @@ class ExactScorer:
         return np.stack(out)
 
 
-@dataclass
-class _Search:
-    """One sentence's beam search in progress: its hypotheses (attachment states, scores), the prefix marginal at
-    the last word end, the values so far, and its result once ``<eos>`` is scored."""
+class _Beams:
+    """The hypotheses of G sentences searched in lockstep, on the model's device, ``slots`` per sentence (row
+    g * slots + i of the decoding state is sentence g's slot i): their stack states (``StackStates``'s
+    ``depth``, ``open`` and ``attachment``, [G, slots, W]) and scores log p(prefix, y) [G, slots] (float64).
+    The slots follow a bound known on the host (``advance``), so no hypothesis count is read back: until a
+    sentence's beam is full, the slots beyond its hypotheses are empty (score -inf, never chosen before a
+    hypothesis, never counted in a marginal)."""
 
-    words: Sequence[str]
-    enc: Encoded
-    states: StackStates = field(init=False)
-    scores: np.ndarray = field(default_factory=lambda: np.zeros(1))
-    prefix: float = 0.0  # log p(x_<k) estimate at the last word boundary
-    word_logprobs: list[float] = field(default_factory=list)
-    with_boundary: list[float] = field(default_factory=list)  # corrected: at every word's first piece and <eos>
-    result: SentenceScore | None = None
+    def __init__(self, depth: torch.Tensor, open_: torch.Tensor, attachment: torch.Tensor, scores: torch.Tensor):
+        self.depth, self.open, self.attachment, self.scores = depth, open_, attachment, scores
 
-    def __post_init__(self) -> None:
-        self.states = StackStates(self.n)
+    @classmethod
+    def start(cls, count: int, width: int, device: torch.device) -> _Beams:
+        """``count`` sentences of at most ``width - 2`` tokens, one hypothesis each: ``<s>`` read."""
+        open_ = torch.zeros((count, 1, width), dtype=torch.bool, device=device)
+        open_[..., 0] = True
+        zeros = torch.zeros((count, 1, width), dtype=torch.long, device=device)
+        return cls(zeros, open_, zeros.clone(), torch.zeros((count, 1), dtype=torch.float64, device=device))
+
+    def __len__(self) -> int:
+        return self.scores.shape[0]
 
     @property
-    def n(self) -> int:
-        """Tokens (pieces) between ``<s>`` and ``<eos>``."""
-        return len(self.enc.ids) - 2
+    def slots(self) -> int:
+        return self.scores.shape[1]
+
+    def part(self, sentences: slice) -> _Beams:
+        """These sentences' hypotheses (views)."""
+        return _Beams(self.depth[sentences], self.open[sentences], self.attachment[sentences], self.scores[sentences])
+
+    def advance(self, k: int, with_word: torch.Tensor, attach: torch.Tensor, legal: torch.Tensor, beam: int
+                ) -> tuple[_Beams, torch.Tensor]:
+        """Every hypothesis x every legal attachment of token k, scored ``with_word`` [G, slots] (the scores with
+        the token's log-prob) + ``attach`` [G, slots, >= k + 1] (float64) where ``legal`` [G, slots, k + 1]; each
+        sentence's ``beam`` best, best first. Returns them and the slot each extends [G, slots'].
+
+        Ties go to the lower (hypothesis, label) first: numpy's stable order, which the host search used when
+        nothing was pruned (when it pruned, ``argpartition`` chose among candidates tied at the cut, in no
+        documented order). The new slot count ``min(beam, slots * k)`` bounds the candidates (token k has at
+        most k attachments); an empty slot extends any slot by a shift (always legal) and stays at -inf.
+        """
+        width = k + 1
+        candidates = with_word[..., None] + torch.where(legal, attach[..., :width], -math.inf)
+        scores, top = candidates.flatten(1).sort(dim=1, descending=True, stable=True)
+        slots = min(beam, self.slots * k)
+        scores, top = scores[:, :slots], top[:, :slots]
+        origins = top.div(width, rounding_mode="floor")
+        labels = torch.where(scores > -math.inf, top % width, k)
+        pick = origins[..., None].expand(-1, -1, self.depth.shape[-1])
+        out = _Beams(self.depth.gather(1, pick), self.open.gather(1, pick), self.attachment.gather(1, pick), scores)
+        attach_labels(out.depth, out.open, out.attachment, k, labels)
+        return out, origins
+
+
+@dataclass
+class _Batch:
+    """Sentences searched in lockstep, the longest first (those still going at a token are a prefix): what the
+    word steps read on the device (tokens and word structure, ``Encoded``'s padded to ``[B, L + 2]``) and what
+    they record there for the results, read back once when all have ended."""
+
+    encoded: list[Encoded]
+    ids: torch.Tensor  # int64 [B, L + 2]: <s> pieces <eos> (0 after a sentence's <eos>)
+    first: torch.Tensor  # int64 [B, L + 2]
+    word_end: torch.Tensor  # bool [B, L + 2]
+    n_tokens: torch.Tensor  # int64 [B]
+    # logsumexp over the beam of log p(x_<=k, y) at token k (at k = n + 1, <eos>: the total)
+    marginals: torch.Tensor  # float64 [B, L + 2]
+    # corrected: logsumexp over the beam of log p(x_<k, y) + log P(B | x_<k, y) at token k
+    begins: torch.Tensor  # float64 [B, L + 2]
+    best_logprob: torch.Tensor  # float64 [B]: the final beam's best
+    attachment: torch.Tensor  # int64 [B, L + 2]: its attachments
+    beam_final: torch.Tensor  # int64 [B]: hypotheses in the final beam
+
+    @classmethod
+    def of(cls, encoded: list[Encoded], device: torch.device) -> _Batch:
+        """The sentences' tokens and word structure on the device (one transfer), the records empty."""
+        width = max(len(e.ids) for e in encoded)
+        ids, first, word_end = (np.zeros((len(encoded), width), dtype=dtype) for dtype in (np.int64, np.int64, bool))
+        for b, e in enumerate(encoded):
+            ids[b, : len(e.ids)], first[b, : len(e.first)], word_end[b, : len(e.word_end)] = e.ids, e.first, e.word_end
+        n_tokens = np.array([len(e.ids) - 2 for e in encoded])
+        ids_t, first_t, end_t, n_t = (torch.from_numpy(a).to(device) for a in (ids, first, word_end, n_tokens))
+        values = torch.zeros((len(encoded), width), dtype=torch.float64, device=device)
+        return cls(encoded, ids_t, first_t, end_t, n_t, values, values.clone(),
+                   torch.zeros(len(encoded), dtype=torch.float64, device=device),
+                   torch.zeros((len(encoded), width), dtype=torch.long, device=device),
+                   torch.zeros(len(encoded), dtype=torch.long, device=device))
+
+    def end(self, sentences: slice, final: torch.Tensor, beams: _Beams) -> None:
+        """Record the final beams ``beams`` of these sentences, scored ``final`` [E, slots]."""
+        best = final.argmax(1, keepdim=True)  # the first maximum, as numpy's
+        self.best_logprob[sentences] = final.gather(1, best)[:, 0]
+        pick = best[..., None].expand(-1, -1, beams.attachment.shape[-1])
+        self.attachment[sentences] = beams.attachment.gather(1, pick)[:, 0]
+        self.beam_final[sentences] = final.isfinite().sum(1)
 
 
 class BeamScorer:
@@ -294,92 +378,102 @@ class BeamScorer:
 
     @torch.no_grad()
     def _search(self, sentences: Sequence[Sequence[str]]) -> list[SentenceScore]:
-        """The sentences' searches in lockstep: at token k one ``step`` over every hypothesis of every sentence
-        still going (all read position k - 1), then each sentence's own candidates and pruning (``_step``)."""
-        module, device = self.model.module, self.model.device
-        searches = [_Search(words, self.model.encode(words)) for words in sentences]
-        decoding = module.start(max(s.n for s in searches) + 1 + self.official)  # official: <eos> is read too
-        going = searches
-        for k in range(1, max(s.n for s in searches) + 2):  # token k; k = n + 1 is a sentence's <eos>
-            counts = [len(s.scores) for s in going]
-            next_words = torch.tensor([s.enc.ids[k] for s, c in zip(going, counts) for _ in range(c)], device=device)
-            lp_words, lp_attach, decoding = module.step(
-                decoding, torch.tensor([s.enc.ids[k - 1] for s, c in zip(going, counts) for _ in range(c)],
-                                       device=device),
-                torch.from_numpy(np.concatenate([s.states.depth[:, :k] for s in going])).to(device), next_words)
-            # what the pruning reads, moved to the host once per step for all sentences (not once per sentence)
-            picked = lp_words.gather(1, next_words[:, None])[:, 0].double().cpu().numpy()
-            attach = lp_attach.double().cpu().numpy()
-            origins, still, offset = [], [], 0
-            for s, count in zip(going, counts):
-                rows = slice(offset, offset + count)
-                own = self._step(s, k, picked[rows], attach[rows], lp_words[rows], lp_attach[rows], decoding, rows)
-                if own is not None:
-                    origins.append(own + offset)
-                    still.append(s)
-                offset += count
-            if not still:
-                break
-            going = still
-            decoding = decoding.select(torch.from_numpy(np.concatenate(origins)).to(device))
-        return [s.result for s in searches]  # type: ignore[misc]
+        """The sentences' searches in lockstep on the model's device (``_lockstep``), then their results."""
+        encoded = [self.model.encode(words) for words in sentences]
+        order = sorted(range(len(sentences)), key=lambda b: -len(encoded[b].ids))  # the longest first
+        batch = _Batch.of([encoded[b] for b in order], self.model.device)
+        self._lockstep(batch)
+        out: list[SentenceScore | None] = [None] * len(sentences)
+        for b, score in zip(order, self._results([sentences[b] for b in order], batch)):
+            out[b] = score
+        return out  # type: ignore[return-value]
 
-    def _step(self, s: _Search, k: int, picked: np.ndarray, attach: np.ndarray, lp_words: torch.Tensor,
-              lp_attach: torch.Tensor, decoding: Any, rows: slice) -> np.ndarray | None:
-        """Token k of sentence ``s`` from its hypotheses' distributions: its marginals, then every hypothesis x
-        every allowed attachment, pruned to the beam; returns the hypothesis each survivor extends, or None at
-        ``<eos>`` (``s.result`` set). ``picked`` [count] log p(x_k | ...) and ``attach`` [count, k + 1] the
-        attachment log-probs on the host (float64), ``lp_words`` and ``lp_attach`` the same on the device (the
-        boundary mass and the official end read them). Its hypotheses are ``rows`` of ``decoding``."""
-        ids, n, enc = s.enc.ids, s.n, s.enc
-        with_word = s.scores + picked
-        if self.boundary is not None and (k == n + 1 or enc.first[k] == k):
-            begins = lp_words[:, self.boundary].logsumexp(-1).double().cpu().numpy()
-            s.with_boundary.append(logsumexp(s.scores + begins))
-        if k == n + 1:
-            if self.official:
-                own = decoding.select(torch.arange(rows.start, rows.stop, device=self.model.device))
-                with_word = with_word + self._official_end(own, s.states, lp_attach, ids[k])
-            marginal = logsumexp(with_word)
-            best = int(np.argmax(with_word))
-            attachment = s.states.attachment[best, : n + 1].tolist()
-            tree = merge_pieces(attachments_to_tree([*attachment, 0], [str(t) for t in ids[1:-1]]),
-                                enc.word_of, list(s.words))
-            word_logprobs = np.diff(s.with_boundary).tolist() if s.with_boundary else s.word_logprobs
-            s.result = SentenceScore(tuple(s.words), tuple(word_logprobs), marginal, marginal - s.prefix,
+    def _lockstep(self, batch: _Batch) -> None:
+        """Every token's word step for the batch, on the model's device with no value read back to the host: at
+        token k one ``step`` over every hypothesis of every sentence still going (all read position k - 1),
+        the marginals recorded, the sentences at their ``<eos>`` ended (``_Batch.end``), the others' candidates
+        pruned to their beams (``_Beams.advance``) and the decoding state reordered."""
+        module, device = self.model.module, self.model.device
+        lengths = [len(e.ids) - 2 for e in batch.encoded]  # tokens per sentence, the longest first
+        beams = _Beams.start(len(lengths), lengths[0] + 2, device)
+        decoding = module.start(lengths[0] + 1 + self.official)  # official: <eos> is read too
+        for k in range(1, lengths[0] + 2):  # token k; k = n + 1 is a sentence's <eos>
+            going, slots, on = len(beams), beams.slots, sum(n >= k for n in lengths)  # on: going after k
+            ids = batch.ids[:going, k - 1 : k + 1, None].expand(going, 2, slots)
+            next_words = ids[:, 1].flatten()
+            lp_words, lp_attach, decoding = module.step(decoding, ids[:, 0].flatten(),
+                                                        beams.depth.flatten(0, 1)[:, :k], next_words)
+            attach = lp_attach.view(going, slots, -1)
+            with_word = beams.scores + lp_words.gather(1, next_words[:, None]).view(going, slots).double()
+            if self.boundary is not None:
+                begins = lp_words[:, self.boundary].logsumexp(-1).double().view(going, slots)
+                batch.begins[:going, k] = torch.logsumexp(beams.scores + begins, 1)
+            if on < going:  # the last sentences read <eos>
+                ending = slice(on, going)
+                final = with_word[ending]
+                if self.official:
+                    final = final + self._official_end(decoding, beams.part(ending), attach[ending, :, 0], k,
+                                                       slice(on * slots, going * slots))
+                batch.marginals[ending, k] = torch.logsumexp(final, 1)
+                batch.end(ending, final, beams.part(ending))
+            if not on:
+                break
+            batch.marginals[:on, k] = torch.logsumexp(with_word[:on], 1)
+            closing = False if self.official or k == 1 else (batch.n_tokens[:on] == k)[:, None]
+            legal = legal_attachments(beams.open[:on], k, closing)
+            # pieces: a non-final piece shifts, the final piece closes its word (down to its first piece)
+            word_end, first = batch.word_end[:on, k, None, None], batch.first[:on, k, None, None]
+            columns = torch.arange(k + 1, device=device)
+            legal &= torch.where(word_end, columns <= first, columns == k)
+            beams, origins = beams.part(slice(0, on)).advance(k, with_word[:on], attach[:on].double(), legal,
+                                                              self.beam)
+            decoding = decoding.select((torch.arange(on, device=device)[:, None] * slots + origins).flatten())
+
+    def _results(self, sentences: Sequence[Sequence[str]], batch: _Batch) -> list[SentenceScore]:
+        """Each sentence's score from what the word steps recorded (read back once): the incremental values,
+        the total (the marginal at ``<eos>``) and the final beam's best tree."""
+        marginals, begins, best_logprob, attachments, beam_final = (
+            t.cpu().tolist() for t in (batch.marginals, batch.begins, batch.best_logprob, batch.attachment,
+                                       batch.beam_final))
+        out = []
+        for b, (words, enc) in enumerate(zip(sentences, batch.encoded)):
+            n = len(enc.ids) - 2
+            prefix, word_logprobs = 0.0, []  # log p(x_<k) estimate at the last word end
+            for k in range(1, n + 1):
+                if enc.word_end[k]:
+                    word_logprobs.append(marginals[b][k] - prefix)
+                    prefix = marginals[b][k]
+            if self.boundary is not None:  # at every word's first piece and <eos>
+                word_logprobs = np.diff([begins[b][k] for k in range(1, n + 2) if k == n + 1 or enc.first[k] == k]
+                                        ).tolist()
+            total, attachment = marginals[b][n + 1], attachments[b][: n + 1]
+            tree = merge_pieces(attachments_to_tree([*attachment, 0], [str(t) for t in enc.ids[1:-1]]),
+                                enc.word_of, list(words))
+            out.append(SentenceScore(tuple(words), tuple(word_logprobs), total, total - prefix,
                                      best_tree=tree if isinstance(tree, str) else to_bracketed(tree),
                                      unknown_words=enc.unknown,
-                                     extra={"attachment": attachment, "beam_final": len(s.scores),
-                                            "best_logprob": float(with_word[best])})
-            return None
-        if enc.word_end[k]:
-            marginal = logsumexp(with_word)
-            s.word_logprobs.append(marginal - s.prefix)
-            s.prefix = marginal
-        legal = s.states.legal(close_at_last=not self.official)
-        if not enc.word_end[k]:
-            legal[:, :k] = False  # a non-final piece shifts
-        elif enc.first[k] < k:
-            legal[:, enc.first[k] + 1:] = False  # the final piece closes its word
-        s.states, s.scores, origins = self._advance(s.states, with_word, attach, legal)
-        return origins
+                                     extra={"attachment": attachment, "beam_final": beam_final[b],
+                                            "best_logprob": best_logprob[b]}))
+        return out
 
-    def _official_end(self, decoding: Any, states: StackStates, lp_attach: torch.Tensor, eos: int) -> np.ndarray:
-        """The official search's end per hypothesis: ``<eos>``'s attachment to ``<s>`` (forced, its log-prob
+    def _official_end(self, decoding: Any, beams: _Beams, eos_attach: torch.Tensor, k: int, rows: slice
+                      ) -> torch.Tensor:
+        """The official search's end per hypothesis [E, slots] (float64) of sentences reading ``<eos>`` at k,
+        rows ``rows`` of ``decoding``: ``<eos>``'s attachment to ``<s>`` (forced, its log-prob ``eos_attach``
         counted), that reduce applied to the tape (every constituent on the stack merged with ``<s>``), then
         ``<eos>`` read and log p(``</s>``) counted."""
         from experiments.families.pushdown.official import END
 
         module, device, end = self.model.module, self.model.device, self.model.ids[END]
-        k = states.position + 1  # <eos>
+        own = decoding.select(torch.arange(rows.start, rows.stop, device=device))
         # the j-th constituent from the top (<s>'s the last) takes part in R - j + 1 merges; <eos> in all R
-        from_top = np.cumsum(states.open[:, k - 1 :: -1], axis=1)[:, ::-1]
-        merges = from_top[:, :1]
-        tape = np.concatenate([states.depth[:, :k] + merges - from_top + 1, states.depth[:, k:k + 1] + merges], 1)
-        count = len(states)
-        lp_words, _, _ = module.step(decoding, torch.full((count,), eos, device=device),
-                                     torch.from_numpy(tape).to(device), torch.full((count,), end, device=device))
-        return (lp_attach[:, 0] + lp_words[:, end]).double().cpu().numpy()
+        from_top = stack_from_top(beams.open, k)
+        merges = from_top[..., :1]
+        tape = torch.cat([beams.depth[..., :k] + merges - from_top + 1, beams.depth[..., k : k + 1] + merges], -1)
+        count = rows.stop - rows.start
+        lp_words, _, _ = module.step(own, torch.full((count,), self.model.ids[EOS], device=device),
+                                     tape.flatten(0, 1), torch.full((count,), end, device=device))
+        return (eos_attach + lp_words[:, end].view_as(eos_attach)).double()
 
     def next_token_logprobs(self, prefixes: Sequence[Sequence[str]]) -> np.ndarray:
         """log p(w | prefix) [N, V] for token prefixes (Dyck): the beam's marginal next-token distribution.
@@ -396,44 +490,22 @@ class BeamScorer:
         n = len(ids) - 1
         if n < 1:
             raise InputError("empty prefix", "prefix")
-        states = StackStates(n)
+        beams = _Beams.start(1, n + 2, device)
         decoding = module.start(n + 1)
-        scores = np.zeros(1)
         for k in range(1, n + 2):
-            count = len(scores)
+            count = beams.slots
             word = ids[k] if k <= n else ids[0]  # after the prefix the attachment head's output is unused
             lp_words, lp_attach, decoding = module.step(
-                decoding, torch.full((count,), ids[k - 1], device=device),
-                torch.from_numpy(states.depth[:, :k]).to(device), torch.full((count,), word, device=device))
-            lp = lp_words.double().cpu()
+                decoding, torch.full((count,), ids[k - 1], device=device), beams.depth[0, :, :k],
+                torch.full((count,), word, device=device))
+            lp = lp_words.double()
             if k == n + 1:
-                joint = torch.from_numpy(scores)[:, None] + lp
-                return (torch.logsumexp(joint, dim=0) - torch.logsumexp(torch.from_numpy(scores), dim=0)).numpy()
-            states, scores, origins = self._advance(states, scores + lp[:, ids[k]].numpy(),
-                                                    lp_attach.double().cpu().numpy(),
-                                                    states.legal(close_at_last=False))
-            decoding = decoding.select(torch.from_numpy(origins).to(device))
+                scores = beams.scores[0]
+                return (torch.logsumexp(scores[:, None] + lp, 0) - torch.logsumexp(scores, 0)).cpu().numpy()
+            beams, origins = beams.advance(k, beams.scores + lp[None, :, ids[k]], lp_attach.double()[None],
+                                           legal_attachments(beams.open, k), self.beam)
+            decoding = decoding.select(origins[0])
         raise AssertionError("unreachable")
-
-    def _advance(self, states: StackStates, with_word: np.ndarray, attach: np.ndarray, legal: np.ndarray
-                 ) -> tuple[StackStates, np.ndarray, np.ndarray]:
-        """Every hypothesis x every allowed attachment of the next token; the ``beam`` best, best first.
-
-        ``with_word`` [count] the hypotheses' scores with the token's log-prob; ``attach`` [count, >= k + 1] their
-        attachment log-probs (float64, host); ``legal`` [count, k + 1] the attachments allowed. Returns the new
-        states, their scores and the hypothesis each extends.
-        """
-        k = states.position + 1
-        cand = with_word[:, None] + np.where(legal, attach[:, : k + 1], -np.inf)
-        flat = cand.ravel()
-        keep = min(self.beam, int(np.isfinite(flat).sum()))
-        top = np.argpartition(-flat, keep - 1)[:keep] if keep < flat.size else np.arange(flat.size)
-        top = top[np.isfinite(flat[top])]
-        top = top[np.argsort(-flat[top], kind="stable")]
-        origins, labels = np.divmod(top, k + 1)
-        states = states.select(origins)
-        states.attach(labels)
-        return states, flat[top], origins
 
 
 class GoldScorer:

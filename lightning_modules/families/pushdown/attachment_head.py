@@ -102,7 +102,7 @@ class AttachmentHead(nn.Module):
         hidden = nn.functional.embedding_bag(pairs, table, mode="sum").relu_()  # [N (t + 1), h]
         folded = q @ second.weight  # [N, 1, h]
         reduce_logits = torch.bmm(folded, hidden.view(count, keys, -1).mT) + (q @ second.bias)[..., None]
-        positions = torch.tensor([keys - 1], device=q.device)
+        positions = torch.full((1,), keys - 1, device=q.device)  # not from a host list: no copy to the device
         lengths = torch.full((count,), keys, dtype=torch.long, device=q.device)
         return self._complete(q, reduce_logits, self_logits, positions, lengths)[:, 0]
 

@@ -16,7 +16,9 @@ As the official code computes them (``process_bllip.py``, ``text_helpers.py``; r
   last token's row (the ``<eos>`` reduce with ``<s>``, which closes the stack, is not written).
 
 ``encode`` reads all of this off the binary tree at once; ``StackStates`` runs Algorithm 1 one token at a
-time for many hypotheses (beam search, sampling); ``attachments_to_tree`` turns labels back into a tree and
+time for many hypotheses (beam search, sampling) on the host; ``legal_attachments`` and ``attach_labels`` are
+its two steps on tensors of any leading shape and device (the beam keeps every sentence's hypotheses on the
+model's device; ``StackStates`` calls them on its arrays); ``attachments_to_tree`` turns labels back into a tree and
 ``merge_pieces`` that tree over subword pieces into the tree over words (Appendix C).
 """
 
@@ -26,6 +28,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import torch
+from torch import Tensor
 
 from lightning_modules.data.transforms import binarize, collapse_unary
 from lightning_modules.data.tree import Tree
@@ -252,7 +256,7 @@ class StackStates:
     reduce is never applied), ``open`` (True at the rightmost token of each constituent on the stack,
     ``<s>`` at the bottom included) and ``attachment``.
     A word-synchronous beam reorders hypotheses with ``select(origins)`` (one gather per array; origins
-    may repeat) and extends all of them with ``attach(labels)`` in vectorised numpy.
+    may repeat) and extends all of them with ``attach(labels)`` (``attach_labels`` on the arrays, in place).
     """
 
     __slots__ = ("position", "depth", "open", "attachment")
@@ -292,13 +296,8 @@ class StackStates:
         do), which makes label sequences and binary trees one-to-one.
         """
         k = self._next()
-        mask = np.concatenate([self.open[:, :k], np.ones((len(self), 1), dtype=bool)], axis=1)
-        mask[:, 0] = False
-        if close_at_last and k == self.n_tokens and k > 1:
-            bottom = np.argmax(mask[:, 1:], axis=1) + 1  # the first open position after <s>
-            mask[:] = False
-            mask[np.arange(len(self)), bottom] = True
-        return mask
+        closing = close_at_last and k == self.n_tokens and k > 1
+        return legal_attachments(torch.from_numpy(self.open), k, closing).numpy()
 
     def attach(self, labels: Sequence[int] | np.ndarray) -> None:
         """Consume the next token with one attachment label per hypothesis (Algorithm 1, in place)."""
@@ -313,21 +312,45 @@ class StackStates:
             b = int(np.argmin(ok))
             raise ValueError(f"hypothesis {b}: token {k} cannot attach to {int(labels[b])}; legal: "
                              f"{np.flatnonzero(self.legal()[b]).tolist()}")
-        # from_top[:, x]: the stack constituent holding x, counted from the top (1) = open positions in x..k-1
-        from_top = np.cumsum(self.open[:, k - 1 :: -1], axis=1)[:, ::-1]
-        reduces = np.where(labels < k, from_top[rows, at], 0)
-        # Alg. 1 merges the top constituent first: the j-th from the top takes part in reduces - j + 1
-        inc = reduces[:, None] - from_top + 1
-        inc[from_top > reduces[:, None]] = 0
-        self.depth[:, :k] += inc
-        self.depth[:, k] += reduces
-        cols = np.arange(k)
-        self.open[:, :k] &= ~((cols >= labels[:, None]) & (labels[:, None] < k))
-        self.open[:, k] = True
-        self.attachment[:, k] = labels
+        attach_labels(torch.from_numpy(self.depth), torch.from_numpy(self.open), torch.from_numpy(self.attachment),
+                      k, torch.from_numpy(labels))
         self.position = k
 
     def _next(self) -> int:
         if self.position >= self.n_tokens:
             raise ValueError(f"all {self.n_tokens} tokens are in; <eos> takes no attachment")
         return self.position + 1
+
+
+def stack_from_top(open_: Tensor, k: int) -> Tensor:
+    """int64[..., k]: the stack constituent holding each position x < k counted from the top (1), i.e. the
+    open positions in x..k-1 (``open_`` [..., >= k])."""
+    return open_[..., :k].flip(-1).cumsum(-1).flip(-1)
+
+
+def legal_attachments(open_: Tensor, k: int, closing: Tensor | bool = False) -> Tensor:
+    """bool[..., k + 1]: the attachments token k may take given ``open_`` [..., >= k] (``StackStates.legal``):
+    the open positions after ``<s>`` (reduce) and k (shift); where ``closing`` (bool, or bool[...] over the
+    leading dimensions) only the first open position after ``<s>`` (the last token closes the stack)."""
+    mask = torch.cat([open_[..., :k], open_.new_ones((*open_.shape[:-1], 1))], dim=-1)
+    mask[..., 0] = False
+    if closing is False:
+        return mask
+    bottom = mask[..., 1:].to(torch.uint8).argmax(-1, keepdim=True) + 1  # argmax: the first maximum
+    only = torch.zeros_like(mask).scatter_(-1, bottom, True)
+    return only if closing is True else torch.where(closing[..., None], only, mask)
+
+
+def attach_labels(depth: Tensor, open_: Tensor, attachment: Tensor, k: int, labels: Tensor) -> None:
+    """Algorithm 1 for token k, in place: every hypothesis's ``depth``, ``open_`` and ``attachment`` [..., > k]
+    after its legal label ``labels`` [...] (reduce down to that position, or shift: k)."""
+    from_top = stack_from_top(open_, k)
+    reduces = torch.where(labels < k, from_top.gather(-1, labels.clamp(0, k - 1)[..., None])[..., 0], 0)
+    # Alg. 1 merges the top constituent first: the j-th from the top takes part in reduces - j + 1
+    inc = (reduces[..., None] - from_top + 1).masked_fill_(from_top > reduces[..., None], 0)
+    depth[..., :k] += inc
+    depth[..., k] += reduces
+    closed = (torch.arange(k, device=labels.device) >= labels[..., None]) & (labels[..., None] < k)
+    open_[..., :k] &= ~closed
+    open_[..., k] = True
+    attachment[..., k] = labels

@@ -30,7 +30,7 @@ TINY = dict(d_model=16, n_layers=2, n_heads=2, d_ff=32, attachment_depth_dim=8, 
             embedding_dropout=0.0, output_dropout=0.0, attachment_dropout=0.0)
 
 
-def _model(family: str) -> PushdownModel:
+def _model(family: str, device: str = "cpu") -> PushdownModel:
     words = WordVocab.build(WORDS * 3, min_count=1)
     tokens = [words.token(i) for i in range(len(words))]
     vocab = TokenVocab(tokens)
@@ -38,7 +38,7 @@ def _model(family: str) -> PushdownModel:
     overrides = {} if family == "pushdown" else {"pushdown_layers": 0, "attachment_loss": False}
     module = build({**TINY, **overrides, "vocab_size": len(vocab)}, family).eval()
     meta = {"family": family, "vocab": {"terminals": "words", "words": words.to_dict(), "tokens": list(vocab.tokens)}}
-    return PushdownModel(module, meta)
+    return PushdownModel(module, meta, device)
 
 
 def _binary_trees(leaves: list[Tree]) -> list[Tree]:
@@ -130,7 +130,7 @@ def test_base_lm_is_exact_and_refuses_the_beam():
         ExactScorer(_model("pushdown"))
 
 
-def _piece_model(family: str) -> tuple[PushdownModel, SentencePieceModel]:
+def _piece_model(family: str, device: str = "cpu") -> tuple[PushdownModel, SentencePieceModel]:
     """A tiny model over the pieces of a SentencePiece model trained on a few sentences."""
     sentences = [["the", "dog", "is", "happy"], ["the", "dog", "barks"], ["a", "cat", "sleeps"]] * 5
     sp = SentencePieceModel.train(sentences, vocab_size=22)  # single characters (and "▁")
@@ -140,7 +140,7 @@ def _piece_model(family: str) -> tuple[PushdownModel, SentencePieceModel]:
     module = build({**TINY, **overrides, "vocab_size": len(vocab)}, family).eval()
     meta = {"family": family, "vocab": {"terminals": "sentencepiece", "unknown": "<unk>", "tokens": list(vocab.tokens),
                                         "sentencepiece": base64.b64encode(sp.to_bytes()).decode("ascii")}}
-    return PushdownModel(module, meta), sp
+    return PushdownModel(module, meta, device), sp
 
 
 def _piece_joint(model: PushdownModel, sp: SentencePieceModel, tree: Tree) -> float:
@@ -193,3 +193,41 @@ def test_sentences_searched_together_equal_each_searched_alone(pieces):
         assert a.word_logprobs == close32(b.word_logprobs, scale=abs(b.total))
         assert (a.best_tree, a.extra["attachment"], a.extra["beam_final"]) == (
             b.best_tree, b.extra["attachment"], b.extra["beam_final"])
+
+
+def _official_model(device: str) -> PushdownModel:
+    """``_model`` with the official sentence end (imported checkpoints): ``</s>`` is in the vocabulary."""
+    from experiments.families.pushdown.official import END
+
+    model = _model("pushdown")
+    tokens = [*model.tokens, END]
+    module = build({**TINY, "vocab_size": len(tokens)}, "pushdown").eval()
+    meta = {"family": "pushdown", "config": {"model": {"sentence_end": "official"}},
+            "vocab": {"terminals": "words", "words": model.words.to_dict(), "tokens": tokens}}
+    return PushdownModel(module, meta, device)
+
+
+@pytest.mark.parametrize("kind", ["words", "pieces", "official"])
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="no CUDA device"))])
+def test_word_steps_read_nothing_back_to_the_host(kind: str, device: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The word steps (``_lockstep``: every step, the pruning, the sentence ends) run under ``no_host_sync``
+    (a scalar read or a value-dependent shape raises on any device, any synchronising call on CUDA), with a
+    beam narrower than the candidates, and give the unguarded search's results."""
+    from experiments.families.pushdown.scorers import _Batch
+    from lightning_modules.models.host_sync import no_host_sync
+
+    model = {"words": lambda: _model("pushdown", device), "pieces": lambda: _piece_model("pushdown", device)[0],
+             "official": lambda: _official_model(device)}[kind]()
+    sentences = [["the", "dog", "is", "happy", "barks"], ["the", "dog", "barks"], ["dog"]]
+    scorer = BeamScorer(model, beam=3, batch_size=3, **({"word_prob": "corrected"} if kind == "pieces" else {}))
+    expected = scorer.score(sentences)
+    lockstep = BeamScorer._lockstep
+
+    def guarded(self: BeamScorer, batch: _Batch) -> None:
+        with no_host_sync(model.device):
+            lockstep(self, batch)
+
+    monkeypatch.setattr(BeamScorer, "_lockstep", guarded)
+    assert scorer.score(sentences) == expected
+    assert expected[0].extra["beam_final"] == 3
