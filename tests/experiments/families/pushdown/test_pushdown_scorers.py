@@ -208,8 +208,7 @@ def _official_model(device: str) -> PushdownModel:
 
 
 @pytest.mark.parametrize("kind", ["words", "pieces", "official"])
-@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
-    not torch.cuda.is_available(), reason="no CUDA device"))])
+@pytest.mark.parametrize("device", ["cpu", *(["cuda"] if torch.cuda.is_available() else [])])  # CUDA where present
 def test_word_steps_read_nothing_back_to_the_host(kind: str, device: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The word steps (``_lockstep``: every step, the pruning, the sentence ends) run under ``no_host_sync``
     (a scalar read or a value-dependent shape raises on any device, any synchronising call on CUDA), with a
