@@ -136,7 +136,7 @@ class Decoder:
         types = torch.from_numpy(model.vocab.token_types(torch.arange(len(model.vocab)).numpy()))
         self.types = types.long().to(model.device)
         with torch.no_grad():
-            self.rel_keys = self.network.relative_key_tables()
+            self.parameters = self.network.step_parameters()
 
     @torch.no_grad()
     def feed(self, h: Hypotheses, index: Tensor, tokens: Tensor, types: Tensor | None = None,
@@ -166,7 +166,7 @@ class Decoder:
         relpos = torch.cat([torch.nn.functional.pad(rel, (0, width - rel.shape[1])) for _, rel, _ in entries])
         compose = torch.cat([c for _, _, c in entries])
         logits = self.network.step(torch.cat(feeds), self.pool, new_rows, key_rows, relpos, compose,
-                                   self.rel_keys, last)
+                                   self.parameters, last)
         return logits.float().log_softmax(-1)
 
     def compact(self, h: Hypotheses) -> None:
