@@ -153,7 +153,8 @@ class Decoder:
         count = len(tokens)
         position = h.position if index is None else h.position[index]
         ttype = torch.where(position == 0, int(TokenType.SOS), self.types[tokens] if types is None else types)
-        entries = [self.rule.advance(h, index, ttype)]
+        first_chunk = h.bounds[0] <= self.rule.length  # every position below the bound
+        entries = [self.rule.advance(h, index, ttype, first_chunk)]
         where = None if twice is None else twice.nonzero()[:, 0]  # how many close: the one count read
         new_rows = self.pool.allocate(count + (0 if where is None else len(where)))
         _write_rows(h, index, new_rows[:count])
@@ -161,7 +162,7 @@ class Decoder:
         last = torch.arange(count, device=tokens.device)
         if where is not None and len(where):
             second = where if index is None else index[where]
-            entries.append(self.rule.advance(h, second, torch.full_like(second, int(TokenType.CNT2))))
+            entries.append(self.rule.advance(h, second, torch.full_like(second, int(TokenType.CNT2)), first_chunk))
             _write_rows(h, second, new_rows[count:])
             feeds.append(tokens[where])
             fed.append(second)

@@ -66,18 +66,20 @@ class AttentionRule:
         self.causal, self.relpos, self.length = causal, relpos, length
         self.smart = memory == "smart" and not causal
 
-    def advance(self, h: DecodingRows, index: Tensor | None, ttype: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    def advance(self, h: DecodingRows, index: Tensor | None, ttype: Tensor, first_chunk: bool = False
+                ) -> tuple[Tensor, Tensor, Tensor]:
         """Advance rows ``index`` (distinct; None: every row, whose fields are then replaced, not written)
         over one token each, of ``TokenType`` ``ttype`` (the first token of a sequence is its root whatever
         its type): (key positions [n, W] ascending, -1 padding among them; raw relative positions [n, W];
-        COMPOSE [n])."""
+        COMPOSE [n]). ``first_chunk``: the caller knows every token is in its sequence's first chunk (no
+        memory yet, none to start), so that bookkeeping is skipped."""
         def rows(t: Tensor) -> Tensor:
             return t if index is None else t[index]
 
         pos = rows(h.position)
         size = self.length
-        start = pos - pos % size
         if self.causal:
+            start = pos - pos % size
             first = (start - size).clamp(min=0)
             keys = first[:, None] + torch.arange(min(h.depths.shape[1], 2 * size), device=pos.device)
             keys = keys.masked_fill(keys > pos[:, None], -1)
@@ -85,22 +87,24 @@ class AttentionRule:
             _store(h, index, position=pos + 1)
             return keys, rel.masked_fill(keys < 0, 0), torch.zeros_like(pos, dtype=torch.bool)
         stack, stack_len, open_at, open_len = rows(h.stack), rows(h.stack_len), rows(h.open_at), rows(h.open_len)
-        depths, memory = rows(h.depths), rows(h.memory)
+        depths, memory = rows(h.depths), None if first_chunk else rows(h.memory)
         slots = torch.arange(stack.shape[1], device=pos.device)
         in_stack = slots < stack_len[:, None]
-        new_chunk = (pos > 0) & (pos == start)
-        if self.smart:  # the stack's items from the last chunk or its memory, the newest L of them
-            keep = in_stack & ((stack >= (start - size)[:, None]) | memory.gather(1, stack))
-            keep &= keep.flip(1).cumsum(1).flip(1) <= size
-            fresh = scatter_true(memory.shape, stack, keep)
-        else:
-            columns = torch.arange(memory.shape[1], device=pos.device)
-            fresh = (columns >= (start - size)[:, None]) & (columns < start[:, None])
-        memory = torch.where(new_chunk[:, None], fresh, memory)
         compose = (ttype == TokenType.CNT) & (pos > 0)
         top = open_at.gather(1, (open_len - 1).clamp(min=0)[:, None])[:, 0]  # innermost open constituent
         valid = in_stack & (slots >= torch.where(compose, top, 0)[:, None])
-        valid &= (start[:, None] == 0) | (stack >= start[:, None]) | memory.gather(1, stack)
+        if not first_chunk:
+            start = pos - pos % size
+            new_chunk = (pos > 0) & (pos == start)
+            if self.smart:  # the stack's items from the last chunk or its memory, the newest L of them
+                keep = in_stack & ((stack >= (start - size)[:, None]) | memory.gather(1, stack))
+                keep &= keep.flip(1).cumsum(1).flip(1) <= size
+                fresh = scatter_true(memory.shape, stack, keep)
+            else:
+                columns = torch.arange(memory.shape[1], device=pos.device)
+                fresh = (columns >= (start - size)[:, None]) & (columns < start[:, None])
+            memory = torch.where(new_chunk[:, None], fresh, memory)
+            valid &= (start[:, None] == 0) | (stack >= start[:, None]) | memory.gather(1, stack)
         depth = torch.where(compose, depths.gather(1, stack.gather(1, top[:, None]))[:, 0], open_len)
         keys = torch.cat([stack.masked_fill(~valid, -1), pos[:, None]], dim=1)
         if self.relpos == "depth":
@@ -121,7 +125,7 @@ class AttentionRule:
         open_at = torch.where(opens[:, None] & (open_slots == open_len[:, None]), stack_len[:, None], open_at)
         _store(h, index, open_len=open_len + opens.long() - compose.long(),
                stack_len=torch.where(compose, top + 1, stack_len + pushes.long()), stack=stack, open_at=open_at,
-               depths=depths, memory=memory, position=pos + 1)
+               depths=depths, position=pos + 1, **({} if first_chunk else {"memory": memory}))
         return keys, rel.masked_fill(keys < 0, 0), compose
 
     def live(self, h: DecodingRows) -> Tensor:
