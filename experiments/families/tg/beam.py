@@ -33,6 +33,7 @@ mass).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 import torch
@@ -255,8 +256,11 @@ class BeamScorer:
         longest = max(len(p) for p in word)
         ids = torch.tensor([p + [p[-1]] * (longest - len(p)) for p in word], device=device)
         ids = ids[torch.from_numpy(np.repeat(np.arange(len(sizes)), sizes)).to(device)]  # [H, longest]
-        out = frontier.select(torch.arange(len(frontier), device=device)).grown(longest)
-        out.logprob += frontier.next.gather(1, ids[:, :1])[:, 0].double()
+        if longest == 1:  # nothing fed: the frontier's fields are shared, and replaced where they change
+            out = replace(frontier, next=None).grown(1)
+        else:
+            out = frontier.select(torch.arange(len(frontier), device=device)).grown(longest)
+        out.logprob = out.logprob + frontier.next.gather(1, ids[:, :1])[:, 0].double()
         out.append(None, ids[:, 0], torch.full_like(ids[:, 0], i))
         for k in range(1, longest):
             rows = torch.from_numpy(ranges(sizes, [len(p) > k for p in word])).to(device)
@@ -266,7 +270,7 @@ class BeamScorer:
         last = torch.tensor([len(p) - 1 for p in word], device=device)[
             torch.from_numpy(np.repeat(np.arange(len(sizes)), sizes)).to(device)]
         out.pending = ids.gather(1, last[:, None])[:, 0]
-        out.cc_empty.zero_()
+        out.cc_empty = torch.zeros_like(out.cc_empty)
         return out
 
     def select(self, frontier: Hypotheses, sizes: list[int], words: Hypotheses | None, last: bool

@@ -114,11 +114,12 @@ class Hypotheses(DecodingRows):
             setattr(self, name, getattr(self, name)[:, : max(1, width)].contiguous())
 
     def append(self, index: Tensor | None, actions: Tensor, words: Tensor) -> None:
-        """Record one more action of the rows ``index`` (distinct; None: every row), written in place."""
+        """Record one more action of the rows ``index`` (distinct, written in place; None: every row, the
+        fields replaced, so rows may share them with the hypotheses they were copied from)."""
         if index is None:
-            self.actions.scatter_(1, self.n_actions[:, None], actions[:, None])
-            self.words.scatter_(1, self.n_actions[:, None], words[:, None])
-            self.n_actions += 1
+            self.actions = self.actions.scatter(1, self.n_actions[:, None], actions[:, None])
+            self.words = self.words.scatter(1, self.n_actions[:, None], words[:, None])
+            self.n_actions = self.n_actions + 1
             return
         flat = index * self.actions.shape[1] + self.n_actions[index]
         self.actions.view(-1)[flat] = actions
