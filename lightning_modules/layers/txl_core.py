@@ -272,15 +272,15 @@ class TransformerXL(nn.Module):
         fn = compose.long() if p.fns == 2 else None
         index = pool.key_index(key_rows, fn)
         mask = torch.zeros(key_rows.shape, dtype=pool.data.dtype, device=key_rows.device)
-        mask = mask.masked_fill_(key_rows < 0, float("-inf"))  # [B, K]
-        take, bias = None, mask.expand(heads, batch, width).reshape(heads * batch, 1, width)
-        if p.rel is not None:  # flat index of (head, row, key) into the position logits [F·H, B, R+1]
+        mask = mask.masked_fill_(key_rows < 0, float("-inf"))[:, None, None]  # [B, 1, 1, K]
+        take = None
+        if p.rel is not None:  # flat index of (row, head, key) into the position logits [F·H, B, R+1]
             columns = p.rel[0].shape[-1]
-            base = (torch.arange(heads, device=key_rows.device)[:, None] * batch
-                    + torch.arange(batch, device=key_rows.device)[None, :]) * columns
+            base = (torch.arange(heads, device=key_rows.device)[None, :] * batch
+                    + torch.arange(batch, device=key_rows.device)[:, None]) * columns
             if fn is not None:
-                base = base + (fn * (heads * batch * columns))[None, :]
-            take = base[:, :, None] + position_index(relpos.long(), self.min_rel, self.max_rel)[None]
+                base = base + (fn * (heads * batch * columns))[:, None]
+            take = base[:, :, None] + position_index(relpos.long(), self.min_rel, self.max_rel)[:, None]
         h = F.embedding(tokens, self.embedding.weight)
         if added is not None:
             h = h + F.embedding(added, self.embedding.weight) * (added > 0)[:, None].to(h.dtype)
@@ -289,19 +289,18 @@ class TransformerXL(nn.Module):
         for k, layer in enumerate(self.layers):
             qkv = F.linear(h, p.qkv[k]).view(batch, p.fns, 3, heads, d_head)
             pool.write(k, rows, qkv[:, :, 1:])
-            kv = pool.gather(k, index).view(heads * batch, width, 2 * d_head)  # [H·B, K, 2d]
+            kv = pool.gather(k, index).view(batch, width, 2, heads, d_head)
             q = qkv[:, :, 0]  # [B, F, H, d]
+            bias = mask
             if take is not None:
                 logits = torch.bmm((q + p.v[k]).permute(1, 2, 0, 3).reshape(p.fns * heads, batch, d_head),
                                    p.rel[k])  # [F·H, B, R+1]
-                bias = (logits.take(take) + mask).view(heads * batch, 1, width)
+                bias = logits.take(take)[:, :, None] + mask  # [B, H, 1, K]
                 q = q + p.u[k]
             q = q[:, 0] if fn is None else torch.where(compose[:, None, None], q[:, 1], q[:, 0])
-            q = q.transpose(0, 1).reshape(heads * batch, 1, d_head)
-            scores = torch.baddbmm(bias, q, kv[:, :, :d_head].transpose(1, 2), alpha=p.scale)
-            attended = torch.bmm(scores.softmax(-1), kv[:, :, d_head:])  # [H·B, 1, d]
-            attended = attended.view(heads, batch, d_head).transpose(0, 1).reshape(batch, heads * d_head)
-            out = F.linear(attended, p.out_w[k], p.out_b[k])
+            attended = F.scaled_dot_product_attention(q[:, :, None], kv[:, :, 0].transpose(1, 2),
+                                                      kv[:, :, 1].transpose(1, 2), attn_mask=bias, scale=p.scale)
+            out = F.linear(attended.view(batch, heads * d_head), p.out_w[k], p.out_b[k])
             if fn is not None:
                 out = out.view(batch, 2, -1)
                 out = torch.where(compose[:, None], out[:, 1], out[:, 0])

@@ -11,9 +11,7 @@ from lightning_modules.layers.kv_cache import KeyValuePool
 def _read(pool: KeyValuePool, layer: int, rows: list[int], fn: int) -> torch.Tensor:
     """k, v [n, 2, H, d] of ``rows`` under attention function ``fn``."""
     key_rows = torch.tensor([rows])
-    kv = pool.gather(layer, pool.key_index(key_rows, torch.tensor([fn])))  # [H, n, 2d]
-    heads, _, width = kv.shape
-    return kv.view(heads, len(rows), 2, width // 2).permute(1, 2, 0, 3)
+    return pool.gather(layer, pool.key_index(key_rows, torch.tensor([fn])))
 
 
 def test_write_gather_grow_and_compact():
