@@ -218,7 +218,7 @@ class TransformerXL(nn.Module):
                             capacity, self.embedding.weight.dtype, self.embedding.weight.device)
 
     def relative_key_tables(self) -> list[list[Tensor]] | None:
-        """Every layer's and attention function's projected position table (``step`` reuses them)."""
+        """Every layer's and attention function's projected position table (``step_parameters`` reads them)."""
         if not self.relative:
             return None
         return [[attn.relative_key_table(self.table) for attn in layer.attentions] for layer in self.layers]
@@ -263,8 +263,8 @@ class TransformerXL(nn.Module):
         Few, large operations (a CPU decodes small batches at a fixed cost per operation): per layer one
         product for every attention function's q, k, v, one slice write and one gather of the keys and values
         (each query those of its own attention function: COMPOSE rows the second), the position logits of all
-        heads as one batched product read through one flat index built once per step, and one output
-        product of the attention functions side by side.
+        heads as one batched product read through one flat index built once per step, one SDPA call over the
+        gathered rows' strided views, and one output product of the attention functions side by side.
         """
         p = rel_keys if isinstance(rel_keys, StepParameters) else self.step_parameters(rel_keys)
         batch, width = key_rows.shape
