@@ -2,8 +2,8 @@
 
 - **Speed.** ``BeamScorer`` (``experiments/families/tg/beam.py``: one batched ``TransformerXL.step`` per
   action step over the hypotheses of ``--batch`` sentences, keys and values cached, the hypotheses rows of
-  tensors with their selection on the device — since 2026-11-28; before, Python objects per hypothesis, the
-  "cached" rows of the older tables below) against the reference
+  tensors with their selection on the device — since 2026-11-28; before, Python objects per hypothesis)
+  against the reference
   ``ReencodingBeamScorer`` (``reference_beam.py``: the same search as the TG beam ran before the cache, and as
   a beam without a cache must: every action step re-encodes every frontier hypothesis's whole prefix). Both
   run in the same process, interleaved sentence batch by sentence batch, at the same settings; their totals
@@ -20,135 +20,66 @@ words.
 
     PYTHONPATH=. python benchmarks/tg_beam.py [--checkpoint CKPT] [--sentences 6] [--batch 6] [--rounds 2]
 
-Measured 2026-11-24 on this machine's CPU (2 cores shared with four other agents' jobs, load 4-13; one torch
-thread each; PTB-sample validation sentences of 5-20 words, <= 8 actions per word; interleaved, same run).
-Before (first cached version, load 8-13):
+History, condensed (2026-11-24 to 11-29, this machine's 2 CPU cores shared with other agents' jobs, so
+the same code's ratio moved by up to 1.5x with the load): the first cached search (Python objects per
+hypothesis) ran 7-8x at 10/3 and 10-14x at 50/5 (load 4-13); feeding a closing nonterminal's COMPOSE and
+STACK tokens in the same step, the output layer only on rows that predict, and the hypotheses as rows of
+tensors (2026-11-28: 8.1x and 10.2x at load 8-9) changed little, and two tries of 2026-11-29 were dropped
+(q, k, v as one product with the masks built once per step, no change; one attention over the union of a
+step's keys, a loss at 50/5, whose B x U scores grow with the frontier). Longer sentences do not buy the
+ratio (21-40 words: 6.9x vs 6.6x at 5-20). Every profile since has said the same: the search is bound by
+the matrix products the bound needs plus a fixed cost per tensor operation spread over everything.
 
-    beam / word beam   sentences (batch)   model           cached s/sent   re-encoding s/sent   speed-up
-    10 / 3             6 (6)               random          0.67            4.72                  7.0x
-    10 / 3             6 (6)               250-step TG     0.84            6.74                  8.0x
-    50 / 5             4 (4)               random          2.27            30.81                13.6x
-    50 / 5             4 (4)               250-step TG     2.07            20.67                10.0x
-    100 / 10           2 (2)               250-step TG     8.61            98.92                11.5x
+Fewer operators per step (2026-11-29). Counted with a ``TorchDispatchMode`` keyed by the calling source
+line (10/3, 6 sentences, batch 3: 369 network steps; 50/5, 4 sentences, batch 4: 189), ATen operators per
+network step, before (commit edcf243) -> after:
 
-After (one gather per layer from a pool holding key and value side by side, the last allocation written as
-a slice, a frontier's distributions read as a view of its feed, the cyclic GC paused during a search; load
-6-8, which slows both sides):
+    where                                            10 / 3         50 / 5
+    network step (layers, attention, pool)           362 -> 182      363 -> 185
+    attention rule (``AttentionRule.advance``)       126 ->  79      131 ->  82
+    hypotheses (``Hypotheses``, ``Decoder.feed``)    117 ->  87      115 ->  87
+    search (``beam.py``: selection, completions)      75 ->  73       73 ->  71
+    all                                              680 -> 423      682 -> 425
 
-    beam / word beam   sentences (batch)   model           cached s/sent   re-encoding s/sent   speed-up
-    10 / 3             6 (6)               random          0.55            7.27                 13.3x
-    10 / 3             6 (6)               250-step TG     2.13            26.88                12.6x
-    50 / 5             4 (4)               random          2.64            26.23                 9.9x
-    50 / 5             4 (4)               250-step TG     7.10            84.92                12.0x
+What changed: ``TransformerXL.step`` reads ``step_parameters()`` (built once per search: every attention
+function's q, k, v weights stacked, the output weights side by side, u and v stacked, the position table
+projected, scaled and given its zero row) and per layer issues one q/k/v product, one slice write of the
+new rows, one gather of each query's own attention function's keys and values (COMPOSE rows: the second),
+the position logits of all heads as one batched product read through one flat index built once per step
+(with the mask), one SDPA call on the gathered rows' strided views and one output product (before: per
+attention function three projections, a write, a gather, the position logits padded, gathered and masked
+per layer, and both functions' attention computed and selected). ``AttentionRule.advance``,
+``Decoder.feed`` and ``Hypotheses.append`` take ``index=None`` for every row (the fields replaced, not
+indexed and written back); ``first_chunk`` (the decoder's host-side position bound below the segment
+length) skips the chunk and memory bookkeeping; a one-piece word's completions share the frontier's fields
+instead of copying every row. Same trees and numbers (the TG and DTG beam tests; the 10/3 totals equal to
+1e-8 relative).
 
-The target of 20x is not reached. Where the cached search's time goes (cProfile, 250-step TG, 10/3, 6
-sentences, batch 6): the network's ``step`` 70% (its 4 layers 57%, embedding and the 5,390-way output
-projection 13%; all ``nn.Linear`` calls together 23%, SDPA 8%, the key/value gather 3%: the rest of the
-layers' share is the fixed cost of ~60 small tensor operations per step on batches of ~60 tokens), the
-log-softmax over the vocabulary 7%, building the attention index tensors 6%, the search's own Python
-(constraints, selection, hypotheses) 17%. Closing every completed hypothesis at the end of the sentence (all
-of them count in the bound; two tokens per closing nonterminal) is 27% of the total.
+Speed, before and after (this script, each run with its own re-encoding reference; old and new code run
+alternately as separate processes, ``--rounds 2``; random ``cpu-small`` TG, 5-20 words, <= 8 actions per
+word, one thread; load average 2.1-3.1 (another agent's jobs on the 2 cores)):
 
-Then (2026-11-24, this session): a closing nonterminal's two tokens (COMPOSE, STACK) fed in the *same* step
-as two rows of the batch (every layer writes both rows' keys and values before any query reads, so the STACK
-token sees its COMPOSE copy: exact, tested at 1e-5; closing feeds 85 -> 45 and all steps 256 -> 216 in the
-random model's 10/3 search of 6 sentences), the output layer only on rows whose distribution is read (not
-the COMPOSE copies), index tensors built in numpy; the comparison now runs each batch ABBA (``--rounds 2``).
-Before (commit 4bbfb9f's beam, measured with this script) and after, each in its own same-run comparison,
-random ``cpu-small`` TG, load 1.1-2.7 (other agents' jobs on the 2 cores), two repetitions each (rep 1 /
-rep 2):
+    beam / word beam   sentences (batch)   code     cached s/sent    re-encoding s/sent   speed-up
+    10 / 3             6 (3)               before   0.413 / 0.420    2.596 / 2.521        6.3x / 6.0x
+    10 / 3             6 (3)               after    0.383 / 0.358    2.620 / 2.501        6.8x / 7.0x
+    50 / 5             4 (4)               before   1.001 / 1.029    9.933 / 10.273        9.9x / 10.0x
+    50 / 5             4 (4)               after    1.010 / 0.969   10.254 / 9.901        10.2x / 10.2x
 
-    beam / word beam   sentences (batch)   version   cached s/sent   re-encoding s/sent   speed-up
-    10 / 3             6 (6)               before    0.362 / 0.257   2.318 / 2.047         6.4x / 8.0x
-    10 / 3             6 (6)               after     0.249 / 0.314   2.071 / 2.174         8.3x / 6.9x
-    10 / 3             12 (12)             before    0.234 / 0.216   1.883 / 1.927         8.0x / 8.9x
-    10 / 3             12 (12)             after     0.208 / 0.212   1.851 / 1.912         8.9x / 9.0x
-    50 / 5             4 (4)               before    0.872 / 0.907   9.131 / 9.012        10.5x / 9.9x
-    50 / 5             4 (4)               after     0.888 / 0.893   9.100 / 9.381        10.3x / 10.5x
+So 38% fewer operators bought ~12% at 10/3 and nothing measurable at 50/5: past this point the operator
+count is not what bounds the time. What bounds the rest (``torch.profiler``, after; ATen self time): at 10/3
+(2.42 s search under the profiler, 1.79 s of it inside operators) the matrix products 0.84 s (``addmm``,
+``mm``, ``bmm``: the 4 layers on 12,857 fed tokens, the 5,390-way output layer on 10,697 predicting rows;
+the output layer runs at ~17 G multiply-adds/s inside the search against ~36 alone: likely its 2.7 MB weight
+leaves the 1 MB L2 between steps), SDPA 0.14 s, the key/value gather 0.13 s, log-softmax 0.06 s, GELU
+0.05 s: ~1.2 s, 0.2 s per sentence, against the reference's ~2.55 s per sentence, so with every other cost
+gone the ratio would be ~13x; at 50/5 (3.3 s in operators) the same kernels take 2.7 s (products 1.5 s, SDPA
+0.53 s, gather 0.34 s), ~15x at best. The rest is ~425 small operators per step (~0.6 s at 10/3) and the
+Python around them (~0.6 s). 20x needs fewer floating-point operations per token or lower precision (both
+change the numbers), not fewer operators.
 
-Alone on the machine (the same 6 sentences, 10/3, batch 6, best of runs) the cached search went from 1.55 s
-to 1.38 s (-11%); in the comparisons the gain is within their run-to-run spread (the table above: the same
-code's ratio moves by 1.5x between repetitions). Batching more sentences helps little (10/3, 24 sentences:
-0.21 / 0.19 / 0.17 s per sentence at batch 6 / 12 / 24): the search is bound by arithmetic, not by calls.
-Where the time goes now (``torch.profiler``, self CPU time by operator, 50/5, 4 sentences, batch 4: 41,014
-tokens fed, 16,020 of them closing the completed hypotheses): matrix products (``addmm``/``mm``/``bmm``: the
-projections, the feed-forward layers and the 5,390-way output layer on 33,814 predicted rows) 32%, SDPA 16%,
-``index_select`` (the key/value gather) 10%, log-softmax over the vocabulary 8%, copies 7%, GELU 7%; the
-rest (small tensor operations, the search's Python) ~20%. At 10/3 (6 sentences, batch 6): matrix products
-32%, SDPA 12%, ``index_select`` 8%, log-softmax 6%, GELU 5%, copies 6% (~69%). The floating-point work is
-what the bound needs (every completed hypothesis's closing, every frontier's full distribution: the
-log-softmax needs every logit; 17.5 G multiply-adds at 10/3, 6 sentences, in the linear layers alone, run at
-~42 GMAC/s on these ~60-row matrices), so even with every per-operation overhead gone the speed-up would be
-about 8.5 / 0.69 and 10.4 / 0.8, ~12-13x, not 20x; 20x needs fewer floating-point operations per token (a
-smaller output layer, lower precision: both change the numbers) or faster small-matrix kernels.
-
-By sentence length (2026-11-24, random ``cpu-small`` TG, 10/3, 3 sentences, batch 3, ``--rounds 2``, the
-same shared CPU, one run after the other): 21-40 words (``--min-words 21 --max-words 40``, 78 words) 0.706 vs
-4.895 s per sentence, 6.9x; 5-20 words (48 words) 0.501 vs 3.294, 6.6x. Longer sentences do not buy the
-ratio at these lengths: per sentence both sides took 1.4x and 1.5x as long for 1.6x the words.
-
-2026-11-28: the hypotheses became rows of tensors (``hypotheses.Hypotheses``,
-``decoding.AttentionRule``: attend lists, stack, memory, constraint masks, scores and pool rows indexed by
-hypothesis; each sentence's top-k by one stable sort on the device). Same hypotheses, trees and numbers as the
-re-encoding beam (tests). Measured with this script, random ``cpu-small`` TG, PTB-sample validation sentences
-(5-20 words; 100/10: 5-12), <= 8 actions per word, one torch thread, this machine's 2 CPU cores shared with
-other agents' jobs (load 7.8-9.3 throughout), interleaved:
-
-    beam / word beam   sentences (batch)   rounds   words   tensor rows s/sent   re-encoding s/sent   speed-up
-    10 / 3             6 (6)               2        97      1.448                11.709                8.1x
-    50 / 5             4 (4)               2        62      6.247                63.854               10.2x
-    100 / 10           2 (2)               1        17      5.666                33.568                5.9x
-
-Against the beam it replaces (its code run from commit 60e60d7 in the same process, interleaved ABBA, same
-load; ``--rounds 2``, a script of this session's): 10/3, 6 sentences: 1.852 vs 2.196 s per sentence, 1.2x
-(an earlier run, load 9: 1.061 vs 1.079, 1.0x); 50/5, 4 sentences: 5.944 vs 6.942, 1.2x. So on a CPU the
-change gains little: as the profile above predicted, the search was already bound by the network's
-arithmetic (now, cProfile at 10/3, 6 sentences, load ~9: ``TransformerXL.step`` ~66% of the search, the
-attention rule's tensor operations ~8%, selection ~8%, completions ~5%); the 20x target is not reached on
-CPU. Removing the per-hypothesis Python is for the accelerator, where the old
-search's time was launches and host round trips: a word step now reads back only the number of closing
-children of each action step (TG feeds a closing nonterminal as two tokens) and, while a frontier is smaller
-than ``beam`` / (opening labels), the count of its allowed actions (and with ``fast_track``, its kept
-counts); between words the widths and the pool's live rows. Not yet measured on a GPU (no GPU in this
-session): ``gpu_session.sh`` step 5 runs this script there.
-
-2026-11-29, toward 20x on CPU: no gain. Today's ratio (this script; the 2 cores shared with another agent,
-load 1.4-2.7; random ``cpu-small`` TG, 5-20 words, <= 8 actions per word, one thread, ``--rounds 2``; the
-two tries below, each measured and then dropped):
-
-    beam / word beam   sentences (batch)   code                   cached s/sent   re-encoding s/sent   speed-up
-    10 / 3             6 (3, default)      as committed           0.597           3.250                 5.4x
-    10 / 3             6 (3, default)      op fusion + union      0.706 / 0.545   3.950 / 3.501         5.6x / 6.4x
-    10 / 3             6 (3, default)      op fusion              0.611           3.382                 5.5x
-    50 / 5             4 (4)               as committed           1.302           13.391               10.3x
-    50 / 5             4 (4)               op fusion              1.387           14.154               10.2x
-
-Profile of the cached search (cProfile, 10/3, 6 sentences, batch 3; 369 network steps, 3.3 s):
-``Decoder.feed`` 80%, of which ``TransformerXL.step`` 65% of the total (all linear layers 22%, the output
-projection 8% of it; attention 21%: SDPA 6%, the position logits 6%, the masks and bias 4%; the key/value
-gather 5%; GELU 2.5%, LayerNorm 2%) and ``AttentionRule.advance`` 8% (~50 small tensor operations per feed);
-log-softmax 2-4%; the selection 8%, the completions 5%; closing the completed hypotheses at the sentence end
-20%. torch.profiler: ``addmm`` 21% (4,797 calls, ~105 us each), SDPA 8%, ``index_select`` 6.5%, copies
-4.5%; the 30 busiest ATen operators alone take ~490,000 calls (132,000 ``as_strided``, 52,000 ``view``):
-the fixed cost per operation is spread over everything, not one hot spot. Tried:
-
-- *Op fusion in ``TransformerXL.step``* (commit c361574, reverted in c152658): q, k, v as one product with a
-  cached stacked weight, the masks and the expanded position index built once per step instead of per layer,
-  the position table's zero row stored instead of a pad per layer, no dropout calls in eval (same totals to
-  4 decimals; the TG and DTG beam, layer and TXL LM tests passed). 50/5 search alone, best-of-2 process
-  time, old and new code alternating: 5.78 / 5.17 s old (4.58 / 4.14 in an earlier pair) vs 4.49 / 4.06 s
-  new: within the load's spread; the table shows no change of the ratio.
-- *Plus one attention over the union of the step's keys* (``torch.unique`` of the key rows, each row's keys
-  the only finite entries of its bias row; one [B, U] product per head instead of B one-query products):
-  the same totals; at 10/3 best-of-3 wall times alternating 2.78 / 2.62 / 2.54 s vs 2.67 / 2.85 / 3.23 s old
-  (process time 2.37 / 2.69 vs 2.51 / 2.46), but at 50/5 6.72 / 7.24 s vs 4.58 / 4.14 s: the B x U scores
-  grow with the frontier (and across sentences, whose keys never overlap), so it loses where the beam is
-  wide.
-
-So, as the 2026-11-24 analysis above concluded, the cached search on this CPU is bound by the arithmetic
-the bound needs and by a fixed per-operation cost spread over ~60 operations per layer step; 20x needs fewer
-floating-point operations per token or far fewer, larger operations (e.g. a compiled step), not a local
-fusion.
+``torch.compile(TransformerXL.step, dynamic=True)`` (inductor, CPU; tried on this session's step before
+its SDPA change): the first 10/3 search of the 6 sentences took 112 s (compiling), later ones 7.9 s
+against 1.95 s eager (804 calls captured, 2 unique graphs), so it loses end to end and was not kept.
 
 On one H100 (2026-11-24, ``--device cuda --preset ptb``: a random 16-layer TG, 2 sentences, 10/3, <= 15
 actions per word; the beam as before this session's closing-in-one-step change): cached 0.224 vs re-encoding

@@ -7,9 +7,10 @@ origins) copies nothing — the survivors keep pointing at the rows they share. 
 more are dropped by ``compact``, which moves only the rows still needed (the decoder calls it between words,
 when the pool has grown well past what is live).
 
-A row holds a token's key and value side by side, so reading the attended keys of a batch is one
-``index_select`` per layer and attention function (decoding small batches on a CPU is bound by the number of
-tensor operations, not by their size).
+A row holds a token's key and value side by side, every attention function's rows one block of a layer, so
+writing a step's new tokens is one slice copy per layer and reading the attended keys of a batch (each query
+its own attention function's) one ``index_select`` per layer (decoding small batches on a CPU is bound by the
+number of tensor operations, not by their size).
 """
 
 from __future__ import annotations
@@ -50,22 +51,28 @@ class KeyValuePool:
         self.size = needed
         return rows
 
-    def write(self, layer: int, fn: int, rows: Tensor, k: Tensor, v: Tensor) -> None:
-        """Store k, v [B, H, d] of the tokens at ``rows`` [B] (the rows the last ``allocate`` returned,
-        consecutive, are written as one slice)."""
-        store = self.data[layer, fn]
+    def write(self, layer: int, rows: Tensor, kv: Tensor) -> None:
+        """Store every attention function's k, v ``kv`` [B, n_fns, 2, H, d] of the tokens at ``rows`` [B] (the
+        rows the last ``allocate`` returned, consecutive, are written as one slice)."""
+        store = self.data[layer]
         if self._allocated is not None and rows is self._allocated[0]:
-            store = store[self._allocated[1] : self._allocated[1] + len(rows)]
-            store[:, 0], store[:, 1] = k, v
+            store[:, self._allocated[1] : self._allocated[1] + len(rows)] = kv.transpose(0, 1)
         else:
-            store[rows, 0], store[rows, 1] = k, v
+            store[:, rows] = kv.transpose(0, 1)
 
-    def gather(self, layer: int, fn: int, key_rows: Tensor) -> tuple[Tensor, Tensor]:
-        """k, v [B, H, K, d] at ``key_rows`` [B, K] (entries < 0 read row 0: the caller masks them)."""
-        store = self.data[layer, fn]
-        flat = store.view(store.shape[0], -1).index_select(0, key_rows.clamp(min=0).flatten())
-        kv = flat.view(*key_rows.shape, *store.shape[1:])  # [B, K, 2, H, d]
-        return kv[:, :, 0].transpose(1, 2), kv[:, :, 1].transpose(1, 2)
+    def key_index(self, key_rows: Tensor, fn: Tensor | None) -> Tensor:
+        """The flat index [B·K] that ``gather`` reads: rows ``key_rows`` [B, K] (entries < 0 read row 0: the
+        caller masks them) of each query's attention function ``fn`` [B] (None: the first). Valid until the
+        next ``allocate`` or ``compact``."""
+        index = key_rows.clamp(min=0)
+        if fn is not None:
+            index = index + (fn * self.capacity)[:, None]
+        return index.flatten()
+
+    def gather(self, layer: int, index: Tensor) -> Tensor:
+        """k, v [B·K, 2, H, d] of layer ``layer`` at a ``key_index``: one ``index_select``."""
+        store = self.data[layer]
+        return store.view(-1, *store.shape[2:]).index_select(0, index)
 
     def compact(self, live: Tensor) -> Tensor:
         """Keep only the rows ``live`` (long, distinct), moved to the front in that order; returns the map

@@ -19,6 +19,7 @@ are computed once, and a new token costs O(its attended keys) per layer instead 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -65,22 +66,6 @@ class TransformerXLLayer(nn.Module):
                 compose: Tensor | None, flex: bool, compiled_flex: bool) -> Tensor:
         outs = [attn(h, memory, pattern, table, flex, compiled_flex) for attn in self.attentions]
         attn_out = outs[0] if len(outs) == 1 else torch.where(compose[..., None], outs[1], outs[0])
-        h = self.ln1(h + self.dropout(attn_out))
-        return self.ln2(h + self.dropout(self.ffn(h)))
-
-    def step(self, h: Tensor, pool: KeyValuePool, layer: int, rows: Tensor, key_rows: Tensor,
-             pattern: AttentionPattern, rel_keys: list[Tensor] | None, compose: Tensor | None) -> Tensor:
-        """``forward`` for one new token per hypothesis: h [B, 1, D]; its keys and values are written to
-        ``pool`` at ``rows`` [B] before its query reads the attended rows ``key_rows`` [B, K] (itself among
-        them). ``rel_keys``: each attention function's ``relative_key_table``."""
-        outs = []
-        for fn, attn in enumerate(self.attentions):
-            q, k, v = (attn._heads(proj(h)) for proj in (attn.query, attn.key, attn.value))
-            pool.write(layer, fn, rows, k[:, :, 0], v[:, :, 0])
-            keys, values = pool.gather(layer, fn, key_rows)
-            outs.append(attn.attend(q, keys, values, pattern, None,
-                                    rel_keys=None if rel_keys is None else rel_keys[fn]))
-        attn_out = outs[0] if len(outs) == 1 else torch.where(compose[:, None, None], outs[1], outs[0])
         h = self.ln1(h + self.dropout(attn_out))
         return self.ln2(h + self.dropout(self.ffn(h)))
 
@@ -233,48 +218,116 @@ class TransformerXL(nn.Module):
                             capacity, self.embedding.weight.dtype, self.embedding.weight.device)
 
     def relative_key_tables(self) -> list[list[Tensor]] | None:
-        """Every layer's and attention function's projected position table (``step`` reuses them)."""
+        """Every layer's and attention function's projected position table (``step_parameters`` reads them)."""
         if not self.relative:
             return None
         return [[attn.relative_key_table(self.table) for attn in layer.attentions] for layer in self.layers]
 
+    def step_parameters(self, rel_keys: list[list[Tensor]] | None = None) -> StepParameters:
+        """The weights ``step`` reads, rearranged once for a search (``rel_keys``: ``relative_key_tables()``,
+        computed when not given)."""
+        if rel_keys is None:
+            rel_keys = self.relative_key_tables()
+        attention = self.layers[0].attentions[0]
+        scale = 1.0 / math.sqrt(attention.d_head)
+        qkv, out_w, out_b, u, v, rel = [], [], [], [], [], []
+        for k, layer in enumerate(self.layers):
+            fns = layer.attentions
+            qkv.append(torch.cat([w for a in fns for w in (a.query.weight, a.key.weight, a.value.weight)]))
+            out_w.append(torch.cat([a.output.weight for a in fns]))
+            out_b.append(None if fns[0].output.bias is None else torch.cat([a.output.bias for a in fns]))
+            if self.relative:
+                u.append(torch.stack([a.r_w_bias for a in fns]))
+                v.append(torch.stack([a.r_r_bias for a in fns]))
+                table = torch.cat([keys[0] for keys in rel_keys[k]]) * scale  # [F·H, R, d]
+                rel.append(F.pad(table, (0, 0, 0, 1)).transpose(1, 2).contiguous())  # the zero row: below min_rel
+        return StepParameters(len(self.layers[0].attentions), attention.n_heads, attention.d_head, scale, qkv,
+                              out_w, out_b, u, v, rel if self.relative else None)
+
     def step(self, tokens: Tensor, pool: KeyValuePool, rows: Tensor, key_rows: Tensor, relpos: Tensor | None,
-             compose: Tensor | None = None, rel_keys: list[list[Tensor]] | None = None,
+             compose: Tensor | None = None, rel_keys: list[list[Tensor]] | StepParameters | None = None,
              predict: bool | Tensor = True, added: Tensor | None = None) -> Tensor | None:
         """Incremental decoding: one new token per hypothesis -> its logits [B, V] (None if ``predict`` is
         False: the token's keys and values are all a caller may need, e.g. TG's COMPOSE token before its STACK
-        copy; only the rows ``predict`` [n] when it is an index tensor).
+        copy; only the rows ``predict`` [n] when it is an index tensor). No dropout (decoding).
 
         ``tokens`` [B]; ``rows`` [B] the pool rows allocated for them; ``key_rows`` [B, K] the rows of the
         keys each attends (itself included, -1 = padding); ``relpos`` [B, K] raw relative positions;
-        ``rel_keys`` ``relative_key_tables()`` (computed here when not given); ``added`` [B] ids whose
-        embeddings are added to the tokens' (0: none), as in ``forward``. A row may attend rows of the same
-        step (several next tokens of one sequence): every layer writes all rows' keys and values before any
-        query reads them. Equal to ``forward`` at that position when the keys are the token's attend list
-        restricted to its chunk and memory (a memory slot holds the layer inputs its token had, so its keys are
-        the cached ones).
+        ``rel_keys`` ``step_parameters()`` (or its ``relative_key_tables()``; computed here when not given: a
+        search prepares them once); ``added`` [B] ids whose embeddings are added to the tokens' (0: none), as
+        in ``forward``. A row may attend rows of the same step (several next tokens of one sequence): every
+        layer writes all rows' keys and values before any query reads them. Equal to ``forward`` at that
+        position when the keys are the token's attend list restricted to its chunk and memory (a memory slot
+        holds the layer inputs its token had, so its keys are the cached ones).
+
+        Few, large operations (a CPU decodes small batches at a fixed cost per operation): per layer one
+        product for every attention function's q, k, v, one slice write and one gather of the keys and values
+        (each query those of its own attention function: COMPOSE rows the second), the position logits of all
+        heads as one batched product read through one flat index built once per step, one SDPA call over the
+        gathered rows' strided views, and one output product of the attention functions side by side.
         """
-        if rel_keys is None:
-            rel_keys = self.relative_key_tables()
-        mask = (key_rows >= 0)[:, None]
-        index = None
-        if self.relative:
-            index = position_index(relpos.long(), self.min_rel, self.max_rel)[:, None]
-        pattern = AttentionPattern(mask=mask, index=index, row_valid=mask.any(-1))
-        embedded = self.embedding(tokens[:, None])
+        p = rel_keys if isinstance(rel_keys, StepParameters) else self.step_parameters(rel_keys)
+        batch, width = key_rows.shape
+        heads, d_head = p.heads, p.d_head
+        fn = compose.long() if p.fns == 2 else None
+        index = pool.key_index(key_rows, fn)
+        mask = torch.zeros(key_rows.shape, dtype=pool.data.dtype, device=key_rows.device)
+        mask = mask.masked_fill_(key_rows < 0, float("-inf"))[:, None, None]  # [B, 1, 1, K]
+        take = None
+        if p.rel is not None:  # flat index of (row, head, key) into the position logits [F·H, B, R+1]
+            columns = p.rel[0].shape[-1]
+            base = (torch.arange(heads, device=key_rows.device)[None, :] * batch
+                    + torch.arange(batch, device=key_rows.device)[:, None]) * columns
+            if fn is not None:
+                base = base + (fn * (heads * batch * columns))[:, None]
+            take = base[:, :, None] + position_index(relpos.long(), self.min_rel, self.max_rel)[:, None]
+        h = F.embedding(tokens, self.embedding.weight)
         if added is not None:
-            embedded = embedded + self.embedding(added[:, None]) * (added > 0)[:, None, None].to(embedded.dtype)
-        h = self.core_dropout(self.embedding_dropout(embedded * self.embedding_scale))
+            h = h + F.embedding(added, self.embedding.weight) * (added > 0)[:, None].to(h.dtype)
+        if self.embedding_scale != 1.0:
+            h = h * self.embedding_scale
         for k, layer in enumerate(self.layers):
-            h = layer.step(h, pool, k, rows, key_rows, pattern, None if rel_keys is None else rel_keys[k],
-                           compose)
+            qkv = F.linear(h, p.qkv[k]).view(batch, p.fns, 3, heads, d_head)
+            pool.write(k, rows, qkv[:, :, 1:])
+            kv = pool.gather(k, index).view(batch, width, 2, heads, d_head)
+            q = qkv[:, :, 0]  # [B, F, H, d]
+            bias = mask
+            if take is not None:
+                logits = torch.bmm((q + p.v[k]).permute(1, 2, 0, 3).reshape(p.fns * heads, batch, d_head),
+                                   p.rel[k])  # [F·H, B, R+1]
+                bias = logits.take(take)[:, :, None] + mask  # [B, H, 1, K]
+                q = q + p.u[k]
+            q = q[:, 0] if fn is None else torch.where(compose[:, None, None], q[:, 1], q[:, 0])
+            attended = F.scaled_dot_product_attention(q[:, :, None], kv[:, :, 0].transpose(1, 2),
+                                                      kv[:, :, 1].transpose(1, 2), attn_mask=bias, scale=p.scale)
+            out = F.linear(attended.view(batch, heads * d_head), p.out_w[k], p.out_b[k])
+            if fn is not None:
+                out = out.view(batch, 2, -1)
+                out = torch.where(compose[:, None], out[:, 1], out[:, 0])
+            h = layer.ln1(h + out)
+            h = layer.ln2(h + layer.ffn(h))
         if isinstance(predict, bool):
             if not predict:
                 return None
-            out = h[:, 0]
         else:
-            out = h[predict, 0]
-        return self.project(self.output_dropout(out), *self.head_parameters())
+            h = h[predict]
+        return self.project(h, *self.head_parameters())
+
+
+@dataclass(frozen=True)
+class StepParameters:
+    """``TransformerXL.step_parameters``: per layer, each attention function's weights side by side."""
+
+    fns: int  # attention functions per layer (F)
+    heads: int
+    d_head: int
+    scale: float  # 1 / sqrt(d_head)
+    qkv: list[Tensor]  # [F·3·D, D]: query, key, value of each function
+    out_w: list[Tensor]  # [F·D, D]
+    out_b: list[Tensor | None]  # [F·D] (None: no output bias, a DTG option)
+    u: list[Tensor]  # [F, H, d] (empty lists without position information)
+    v: list[Tensor]  # [F, H, d]
+    rel: list[Tensor] | None  # [F·H, d, R+1]: the projected position table, scaled, a zero column appended
 
 
 def gather_memory(memory: Tensor, h: Tensor, mem_src: Tensor) -> Tensor:

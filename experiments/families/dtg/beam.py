@@ -182,7 +182,7 @@ class DTGBeamScorer:
         """Each sentence's search; ``batch_size`` sentences of similar length advance together."""
         check_sentences(sentences)
         with torch.no_grad():
-            self.rel_keys = self.network.relative_key_tables()
+            self.rel_keys = self.network.step_parameters()
         order = sorted(range(len(sentences)), key=lambda k: -len(sentences[k]))
         out: list[SentenceScore | None] = [None] * len(sentences)
         for lo in range(0, len(order), self.batch_size):

@@ -33,6 +33,7 @@ mass).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 import torch
@@ -255,10 +256,12 @@ class BeamScorer:
         longest = max(len(p) for p in word)
         ids = torch.tensor([p + [p[-1]] * (longest - len(p)) for p in word], device=device)
         ids = ids[torch.from_numpy(np.repeat(np.arange(len(sizes)), sizes)).to(device)]  # [H, longest]
-        out = frontier.select(torch.arange(len(frontier), device=device)).grown(longest)
-        out.logprob += frontier.next.gather(1, ids[:, :1])[:, 0].double()
-        everyone = torch.arange(len(out), device=device)
-        out.append(everyone, ids[:, 0], torch.full_like(everyone, i))
+        if longest == 1:  # nothing fed: the frontier's fields are shared, and replaced where they change
+            out = replace(frontier, next=None).grown(1)
+        else:
+            out = frontier.select(torch.arange(len(frontier), device=device)).grown(longest)
+        out.logprob = out.logprob + frontier.next.gather(1, ids[:, :1])[:, 0].double()
+        out.append(None, ids[:, 0], torch.full_like(ids[:, 0], i))
         for k in range(1, longest):
             rows = torch.from_numpy(ranges(sizes, [len(p) > k for p in word])).to(device)
             logprobs = decoder.feed(out, rows, ids[rows, k - 1], self._terminal(rows))
@@ -267,7 +270,7 @@ class BeamScorer:
         last = torch.tensor([len(p) - 1 for p in word], device=device)[
             torch.from_numpy(np.repeat(np.arange(len(sizes)), sizes)).to(device)]
         out.pending = ids.gather(1, last[:, None])[:, 0]
-        out.cc_empty.zero_()
+        out.cc_empty = torch.zeros_like(out.cc_empty)
         return out
 
     def select(self, frontier: Hypotheses, sizes: list[int], words: Hypotheses | None, last: bool
@@ -323,8 +326,7 @@ class BeamScorer:
         out = frontier.select(parents).grown(2)
         out.logprob = values
         action = self.nonterminal_ids[chosen]
-        everyone = torch.arange(len(out), device=out.sentence.device)
-        out.append(everyone, action, torch.full_like(everyone, -1))
+        out.append(None, action, torch.full_like(action, -1))
         opening = self.opening_columns[chosen]
         slot = out.cc_open[:, None]
         out.cc_close = out.cc_close.scatter(1, slot, torch.where(opening[:, None], self.closing[action][:, None],
@@ -342,7 +344,7 @@ class BeamScorer:
         """Every row fed its pending token (``<s>`` or its word's last piece): the rows with ``next``."""
         h = h.grown(1)
         rows = torch.arange(len(h), device=h.sentence.device)
-        h.next = decoder.feed(h, rows, h.pending, self._terminal(rows))  # at position 0: SOS
+        h.next = decoder.feed(h, None, h.pending, self._terminal(rows))  # at position 0: SOS
         h.pending = torch.full_like(h.pending, -1)
         return h
 
@@ -351,9 +353,8 @@ class BeamScorer:
         tokens (COMPOSE CNT1, then CNT2), fed together, nothing predicted after the first."""
         if not len(h):
             return h
-        rows = torch.arange(len(h), device=h.sentence.device)
         twice = None if decoder.causal else self.column_closing[self.column[h.pending]]
-        h.next = decoder.feed(h, rows, h.pending, None, twice)
+        h.next = decoder.feed(h, None, h.pending, None, twice)
         h.pending = torch.full_like(h.pending, -1)
         return h
 

@@ -113,11 +113,17 @@ class Hypotheses(DecodingRows):
                             ("words", actions)):
             setattr(self, name, getattr(self, name)[:, : max(1, width)].contiguous())
 
-    def append(self, index: Tensor, actions: Tensor, words: Tensor) -> None:
-        """Record one more action of the rows ``index`` (distinct)."""
-        column = self.n_actions[index, None]
-        self.actions[index] = self.actions[index].scatter(1, column, actions[:, None])
-        self.words[index] = self.words[index].scatter(1, column, words[:, None])
+    def append(self, index: Tensor | None, actions: Tensor, words: Tensor) -> None:
+        """Record one more action of the rows ``index`` (distinct, written in place; None: every row, the
+        fields replaced, so rows may share them with the hypotheses they were copied from)."""
+        if index is None:
+            self.actions = self.actions.scatter(1, self.n_actions[:, None], actions[:, None])
+            self.words = self.words.scatter(1, self.n_actions[:, None], words[:, None])
+            self.n_actions = self.n_actions + 1
+            return
+        flat = index * self.actions.shape[1] + self.n_actions[index]
+        self.actions.view(-1)[flat] = actions
+        self.words.view(-1)[flat] = words
         self.n_actions[index] += 1
 
 
@@ -136,29 +142,32 @@ class Decoder:
         types = torch.from_numpy(model.vocab.token_types(torch.arange(len(model.vocab)).numpy()))
         self.types = types.long().to(model.device)
         with torch.no_grad():
-            self.rel_keys = self.network.relative_key_tables()
+            self.parameters = self.network.step_parameters()
 
     @torch.no_grad()
-    def feed(self, h: Hypotheses, index: Tensor, tokens: Tensor, types: Tensor | None = None,
+    def feed(self, h: Hypotheses, index: Tensor | None, tokens: Tensor, types: Tensor | None = None,
              twice: Tensor | None = None) -> Tensor:
-        """Feed each row ``index`` (distinct) the token ``tokens`` of ``TokenType`` ``types`` (default: the
-        vocabulary's; at position 0 SOS); the entries where ``twice`` [n] bool (a TG closing nonterminal) then the same
-        token again as CNT2 in the same step. Returns the log-probabilities [n, V] of the token after
-        each row's last one, in ``index`` order; the COMPOSE copies predict nothing."""
-        ttype = torch.where(h.position[index] == 0, int(TokenType.SOS), self.types[tokens] if types is None else types)
-        entries = [self.rule.advance(h, index, ttype)]
+        """Feed each row ``index`` (distinct; None: every row, in order) the token ``tokens`` of ``TokenType``
+        ``types`` (default: the vocabulary's; at position 0 SOS); the entries where ``twice`` [n] bool (a TG
+        closing nonterminal) then the same token again as CNT2 in the same step. Returns the log-probabilities
+        [n, V] of the token after each row's last one, in ``index`` order; the COMPOSE copies predict nothing."""
+        count = len(tokens)
+        position = h.position if index is None else h.position[index]
+        ttype = torch.where(position == 0, int(TokenType.SOS), self.types[tokens] if types is None else types)
+        first_chunk = h.bounds[0] <= self.rule.length  # every position below the bound
+        entries = [self.rule.advance(h, index, ttype, first_chunk)]
         where = None if twice is None else twice.nonzero()[:, 0]  # how many close: the one count read
-        new_rows = self.pool.allocate(len(index) + (0 if where is None else len(where)))
-        _write_rows(h, index, new_rows[: len(index)])
+        new_rows = self.pool.allocate(count + (0 if where is None else len(where)))
+        _write_rows(h, index, new_rows[:count])
         feeds, fed = [tokens], [index]
-        last = torch.arange(len(index), device=index.device)
+        last = torch.arange(count, device=tokens.device)
         if where is not None and len(where):
-            second = index[where]
-            entries.append(self.rule.advance(h, second, torch.full_like(second, int(TokenType.CNT2))))
-            _write_rows(h, second, new_rows[len(index):])
+            second = where if index is None else index[where]
+            entries.append(self.rule.advance(h, second, torch.full_like(second, int(TokenType.CNT2)), first_chunk))
+            _write_rows(h, second, new_rows[count:])
             feeds.append(tokens[where])
             fed.append(second)
-            last[where] = len(index) + torch.arange(len(second), device=index.device)
+            last[where] = count + torch.arange(len(second), device=tokens.device)
         limit = h.bounds[0] if self.causal else h.bounds[1] + 1  # no attend list is longer
         entries = [_packed(*entry, None if self.read_widths else limit) for entry in entries]
         width = max(keys.shape[1] for keys, _, _ in entries)
@@ -166,7 +175,7 @@ class Decoder:
         relpos = torch.cat([torch.nn.functional.pad(rel, (0, width - rel.shape[1])) for _, rel, _ in entries])
         compose = torch.cat([c for _, _, c in entries])
         logits = self.network.step(torch.cat(feeds), self.pool, new_rows, key_rows, relpos, compose,
-                                   self.rel_keys, last)
+                                   self.parameters, last)
         return logits.float().log_softmax(-1)
 
     def compact(self, h: Hypotheses) -> None:
@@ -188,12 +197,15 @@ def _packed(keys: Tensor, rel: Tensor, compose: Tensor, limit: int | None) -> tu
     return keys[:, :width], rel[:, :width], compose
 
 
-def _write_rows(h: Hypotheses, index: Tensor, rows: Tensor) -> None:
-    """The pool rows of the tokens just attended (at each row's previous position)."""
-    h.rows[index] = h.rows[index].scatter(1, (h.position[index] - 1)[:, None], rows[:, None])
+def _write_rows(h: Hypotheses, index: Tensor | None, rows: Tensor) -> None:
+    """The pool rows of the tokens just attended (at each row's previous position), written in place."""
+    if index is None:
+        h.rows.scatter_(1, (h.position - 1)[:, None], rows[:, None])
+    else:
+        h.rows.view(-1)[index * h.rows.shape[1] + h.position[index] - 1] = rows
 
 
-def _rows_at(h: Hypotheses, index: Tensor, keys: Tensor, width: int) -> Tensor:
-    """Pool rows [n, width] of key positions ``keys`` [n, W] (-1: padding) of rows ``index``."""
-    rows = h.rows[index].gather(1, keys.clamp(min=0)).masked_fill(keys < 0, -1)
+def _rows_at(h: Hypotheses, index: Tensor | None, keys: Tensor, width: int) -> Tensor:
+    """Pool rows [n, width] of key positions ``keys`` [n, W] (-1: padding) of rows ``index`` (None: all)."""
+    rows = (h.rows if index is None else h.rows[index]).gather(1, keys.clamp(min=0)).masked_fill(keys < 0, -1)
     return torch.nn.functional.pad(rows, (0, width - rows.shape[1]), value=-1)

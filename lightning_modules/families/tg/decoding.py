@@ -66,38 +66,45 @@ class AttentionRule:
         self.causal, self.relpos, self.length = causal, relpos, length
         self.smart = memory == "smart" and not causal
 
-    def advance(self, h: DecodingRows, index: Tensor, ttype: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """Advance rows ``index`` (distinct) over one token each, of ``TokenType`` ``ttype`` (the first token
-        of a sequence is its root whatever its type): (key positions [n, W] ascending, -1 padding among them;
-        raw relative positions [n, W]; COMPOSE [n])."""
-        pos = h.position[index]
+    def advance(self, h: DecodingRows, index: Tensor | None, ttype: Tensor, first_chunk: bool = False
+                ) -> tuple[Tensor, Tensor, Tensor]:
+        """Advance rows ``index`` (distinct; None: every row, whose fields are then replaced, not written)
+        over one token each, of ``TokenType`` ``ttype`` (the first token of a sequence is its root whatever
+        its type): (key positions [n, W] ascending, -1 padding among them; raw relative positions [n, W];
+        COMPOSE [n]). ``first_chunk``: the caller knows every token is in its sequence's first chunk (no
+        memory yet, none to start), so that bookkeeping is skipped."""
+        def rows(t: Tensor) -> Tensor:
+            return t if index is None else t[index]
+
+        pos = rows(h.position)
         size = self.length
-        start = pos - pos % size
         if self.causal:
+            start = pos - pos % size
             first = (start - size).clamp(min=0)
             keys = first[:, None] + torch.arange(min(h.depths.shape[1], 2 * size), device=pos.device)
             keys = keys.masked_fill(keys > pos[:, None], -1)
             rel = (pos[:, None] - keys) if self.relpos == "linear" else torch.zeros_like(keys)
-            h.position[index] = pos + 1
+            _store(h, index, position=pos + 1)
             return keys, rel.masked_fill(keys < 0, 0), torch.zeros_like(pos, dtype=torch.bool)
-        stack, stack_len = h.stack[index], h.stack_len[index]
-        open_at, open_len = h.open_at[index], h.open_len[index]
-        depths, memory = h.depths[index], h.memory[index]
+        stack, stack_len, open_at, open_len = rows(h.stack), rows(h.stack_len), rows(h.open_at), rows(h.open_len)
+        depths, memory = rows(h.depths), None if first_chunk else rows(h.memory)
         slots = torch.arange(stack.shape[1], device=pos.device)
         in_stack = slots < stack_len[:, None]
-        new_chunk = (pos > 0) & (pos == start)
-        if self.smart:  # the stack's items from the last chunk or its memory, the newest L of them
-            keep = in_stack & ((stack >= (start - size)[:, None]) | memory.gather(1, stack))
-            keep &= keep.flip(1).cumsum(1).flip(1) <= size
-            fresh = scatter_true(memory.shape, stack, keep)
-        else:
-            columns = torch.arange(memory.shape[1], device=pos.device)
-            fresh = (columns >= (start - size)[:, None]) & (columns < start[:, None])
-        memory = torch.where(new_chunk[:, None], fresh, memory)
         compose = (ttype == TokenType.CNT) & (pos > 0)
         top = open_at.gather(1, (open_len - 1).clamp(min=0)[:, None])[:, 0]  # innermost open constituent
         valid = in_stack & (slots >= torch.where(compose, top, 0)[:, None])
-        valid &= (start[:, None] == 0) | (stack >= start[:, None]) | memory.gather(1, stack)
+        if not first_chunk:
+            start = pos - pos % size
+            new_chunk = (pos > 0) & (pos == start)
+            if self.smart:  # the stack's items from the last chunk or its memory, the newest L of them
+                keep = in_stack & ((stack >= (start - size)[:, None]) | memory.gather(1, stack))
+                keep &= keep.flip(1).cumsum(1).flip(1) <= size
+                fresh = scatter_true(memory.shape, stack, keep)
+            else:
+                columns = torch.arange(memory.shape[1], device=pos.device)
+                fresh = (columns >= (start - size)[:, None]) & (columns < start[:, None])
+            memory = torch.where(new_chunk[:, None], fresh, memory)
+            valid &= (start[:, None] == 0) | (stack >= start[:, None]) | memory.gather(1, stack)
         depth = torch.where(compose, depths.gather(1, stack.gather(1, top[:, None]))[:, 0], open_len)
         keys = torch.cat([stack.masked_fill(~valid, -1), pos[:, None]], dim=1)
         if self.relpos == "depth":
@@ -116,10 +123,9 @@ class AttentionRule:
         opens = ((ttype == TokenType.ONT) | (pos == 0)) & ~compose
         open_slots = torch.arange(open_at.shape[1], device=pos.device)
         open_at = torch.where(opens[:, None] & (open_slots == open_len[:, None]), stack_len[:, None], open_at)
-        h.open_len[index] = open_len + opens.long() - compose.long()
-        h.stack_len[index] = torch.where(compose, top + 1, stack_len + pushes.long())
-        h.stack[index], h.open_at[index], h.depths[index], h.memory[index] = stack, open_at, depths, memory
-        h.position[index] = pos + 1
+        _store(h, index, open_len=open_len + opens.long() - compose.long(),
+               stack_len=torch.where(compose, top + 1, stack_len + pushes.long()), stack=stack, open_at=open_at,
+               depths=depths, position=pos + 1, **({} if first_chunk else {"memory": memory}))
         return keys, rel.masked_fill(keys < 0, 0), compose
 
     def live(self, h: DecodingRows) -> Tensor:
@@ -130,6 +136,15 @@ class AttentionRule:
             return (columns >= (start - self.length)[:, None]) & (columns < h.position[:, None])
         slots = torch.arange(h.stack.shape[1], device=h.stack.device)
         return h.memory | scatter_true(h.memory.shape, h.stack, slots < h.stack_len[:, None])
+
+
+def _store(h: DecodingRows, index: Tensor | None, **values: Tensor) -> None:
+    """Write the rows ``index`` of the fields ``values`` (None: the fields become them)."""
+    for name, value in values.items():
+        if index is None:
+            setattr(h, name, value)
+        else:
+            getattr(h, name)[index] = value
 
 
 def scatter_true(shape: torch.Size, index: Tensor, flags: Tensor) -> Tensor:

@@ -225,3 +225,33 @@ def test_step_equals_forward_token_by_token(dtg_options):
         logits = net.step(tokens[:, t], pool, rows, torch.arange(t + 1)[None], torch.arange(t, -1, -1)[None],
                           added=None if added is None else added[:, t])
         torch.testing.assert_close(logits, full[:, t], atol=1e-9, rtol=1e-9)
+
+
+def test_step_with_two_attention_functions_and_same_step_keys():
+    """``step`` with a second attention function (COMPOSE rows), several tokens of one sequence in one step
+    (the later attending the earlier's keys, written first), keys newest first with padding and relative
+    positions below ``min_rel`` (the table's zero row): the full causal pass's logits."""
+    torch.manual_seed(7)
+    net = TransformerXL(**SMALL, memory_length=0, min_rel=1, max_rel=4, n_attention_fns=2).double().eval()
+    length = 8
+    tokens = torch.randint(1, SMALL["vocab_size"], (1, length))
+    compose = torch.tensor([[False, False, True, False, True, True, False, True]])
+    causal = torch.ones(length, length, dtype=torch.bool).tril()[None]
+    relpos = (torch.arange(length)[:, None] - torch.arange(length)[None, :])[None]
+    full, _ = net(tokens, causal, relpos, torch.full((1, 0), -1), torch.ones(1, dtype=torch.bool), None,
+                  compose=compose)
+    pool, params = net.new_pool(2), net.step_parameters()
+    done = 0
+    for count in (1, 2, 1, 3, 1):  # tokens per step; the pool grows past its capacity
+        rows = pool.allocate(count)
+        t = torch.arange(done, done + count)
+        key_rows = torch.full((count, length + 1), -1)
+        rel = torch.zeros((count, length + 1), dtype=torch.long)
+        for b, q in enumerate(t.tolist()):
+            keys = torch.arange(q, -1, -1)  # newest first, then padding
+            key_rows[b, : q + 1], rel[b, : q + 1] = keys, q - keys
+        logits = net.step(tokens[0, t], pool, rows, key_rows, rel, compose[0, t], params)
+        torch.testing.assert_close(logits, full[0, t], atol=1e-9, rtol=1e-9)
+        done += count
+    assert net.step(tokens[0, :1], net.new_pool(1), torch.tensor([0]), torch.tensor([[0]]), torch.tensor([[0]]),
+                    compose[0, :1], params, False) is None

@@ -104,3 +104,28 @@ def test_bad_arguments():
                           ((False, "depth", 4, "lru"), "memory")):
         with pytest.raises(ValueError, match=message):
             AttentionRule(*args)
+
+
+@settings(max_examples=30, deadline=None)
+@given(tree=TREES, memory=st.sampled_from(["smart", "plain"]))
+def test_every_row_and_first_chunk_shortcuts(tree, memory):
+    """Advancing every row (index None: the fields replaced) and, within the first chunk, skipping the chunk
+    and memory bookkeeping (``first_chunk``) give the same attention and state as the general path."""
+    example = tg.encode(choe_charniak(tree), ActionVocab.build([choe_charniak(tree)]), "depth")
+    length = 16
+    rule = AttentionRule(False, "depth", length, memory)
+    width = len(example) + 1
+
+    def start() -> DecodingRows:
+        return DecodingRows(**{name: torch.nn.functional.pad(t, (0, width - 1)) if t.dim() == 2 else t
+                               for name, t in DecodingRows.empty(2).items()})
+
+    general, shortcut = start(), start()
+    for i, ttype in enumerate(example.types.tolist()):
+        types = torch.full((2,), ttype)
+        expected = rule.advance(general, torch.arange(2), types)
+        got = rule.advance(shortcut, None, types, first_chunk=i < length)
+        for a, b in zip(expected, got, strict=True):
+            assert torch.equal(a, b)
+        for name in DecodingRows.empty(1):
+            assert torch.equal(getattr(general, name), getattr(shortcut, name)), name
