@@ -28,7 +28,8 @@ from pathlib import Path
 import numpy as np
 
 from lightning_modules.data.tree import Tree, clean, read_bracketed
-from lightning_modules.families.pushdown.encoding import StackStates, encode, pushdown_tree
+from lightning_modules.families.pushdown.encoding import encode, pushdown_tree
+from lightning_modules.families.pushdown.stack_states import StackStates
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "ptb_nltk_sample" / "combined"
 

@@ -171,7 +171,7 @@ class SilverTape:
 
         from lightning_modules.data.vocab import EOS
         from lightning_modules.families.pushdown.batch import PushdownSentence, collate
-        from lightning_modules.families.pushdown.encoding import StackStates
+        from lightning_modules.families.pushdown.stack_states import StackStates
 
         module, device = self.model.module, self.model.device
         out = []

@@ -70,13 +70,8 @@ from lightning_modules.data.sentencepiece import BOUNDARY
 from lightning_modules.data.tree import Tree, clean, drop_pos_tags, to_bracketed
 from lightning_modules.data.vocab import EOS, PAD, SOS, SPECIALS, TokenVocab, WordVocab, terminal_vocab
 from lightning_modules.errors import InputError
-from lightning_modules.families.pushdown.encoding import (
-    attach_labels,
-    attachments_to_tree,
-    legal_attachments,
-    merge_pieces,
-    stack_from_top,
-)
+from lightning_modules.families.pushdown.encoding import attachments_to_tree, merge_pieces
+from lightning_modules.families.pushdown.stack_states import attach_labels, legal_attachments, stack_from_top
 
 FAMILIES = ("pushdown", "base-lm")
 INCREMENTAL = ("difference of successive beam prefix marginals, log-sum-exp over the beam of p(prefix, y) "

@@ -19,7 +19,6 @@ from hypothesis import strategies as st
 
 from lightning_modules.data.tree import Tree, clean, parse_tree, read_bracketed, to_bracketed
 from lightning_modules.families.pushdown.encoding import (
-    StackStates,
     attachments_to_tree,
     encode,
     merge_pieces,
@@ -27,6 +26,7 @@ from lightning_modules.families.pushdown.encoding import (
     stack_tape,
     unlabelled,
 )
+from lightning_modules.families.pushdown.stack_states import StackStates
 
 
 def rows(text: str) -> list[list[int]]:
