@@ -77,6 +77,12 @@ gone the ratio would be ~13x; at 50/5 (3.3 s in operators) the same kernels take
 Python around them (~0.6 s). 20x needs fewer floating-point operations per token or lower precision (both
 change the numbers), not fewer operators.
 
+At the paper's beam (2026-11-29, after the change above; ``--beam 100 --word-beam 10 --max-actions 15
+--min-words 15 --max-words 25 --rounds 1``, one thread, beside a CI run on the other core): random
+``cpu-small``, 2 sentences (41 words), batch 2: 8.208 vs 102.256 s per sentence, 12.5x; random ``ptb`` TG
+(``--preset ptb``: 16 layers, d_model 192), 1 sentence (24 words): 77.580 vs 1141.443 s, 14.7x. Wider beams,
+longer sentences and the deeper model raise the ratio toward the ~15x bound, not past it.
+
 ``torch.compile(TransformerXL.step, dynamic=True)`` (inductor, CPU; tried on this session's step before
 its SDPA change): the first 10/3 search of the 6 sentences took 112 s (compiling), later ones 7.9 s
 against 1.95 s eager (804 calls captured, 2 unique graphs), so it loses end to end and was not kept.
