@@ -186,7 +186,8 @@ def table1(spec: str = "reproduce-tg-paper", models: Sequence[str] = TABLE1) -> 
     for name in models:
         mine = [r for r in runs if r.model == name]
         if not mine:
-            raise SystemExit(f"synbench: error: --models: {spec} has no model {name!r}")
+            known = ", ".join(dict.fromkeys(r.model for r in runs))
+            raise ValueError(f"{spec} has no model {name!r} (its models: {known})")
         first, train = mine[0], mine[0].config["train"]
         out.append(Protocol(name, first.family, first.preset, first.overrides, len(mine), int(train["max_steps"]),
                             int(train["val_every"])))
@@ -232,8 +233,9 @@ def _timed_runs(folder: Path, argv: list[str], way: str, size: int, cpus: int, m
     return float(np.mean([read_timing(d)["train_seconds"] for d in dirs])), int(words)
 
 
-def measure_training(p: Protocol, way: str, size: int, args: argparse.Namespace, tmp: Path) -> TrainRow:
-    """Time ``way`` of ``p`` by runs A, B, C (module docstring) and return its device-seconds per seed."""
+def measure_training(p: Protocol, way: str, size: int, args: argparse.Namespace, tmp: Path) -> tuple[float, float]:
+    """Time ``way`` of ``p`` by runs A, B, C (module docstring): device-seconds per seed of a step and of a §22
+    validation pass."""
     accelerator = "cuda" if args.device == "cuda" else "cpu"
     precision = "bf16-mixed" if args.device == "cuda" else "32-true"
     launch = [sys.executable, "-m", "experiments.cli", "train", p.family, "--preset", args.preset or p.preset,
@@ -248,16 +250,15 @@ def measure_training(p: Protocol, way: str, size: int, args: argparse.Namespace,
         argv = [*launch, f"train.max_steps={steps}", f"train.val_every={every}", f"train.ckpt_every={every}"]
         seconds[run], words = _timed_runs(folder, argv, way, size, args.cpus, args.mps and way == "packed")
     scale = PTB_VALID[1] / words
-    return TrainRow(p.model, way, (seconds["B"] - seconds["A"]) / a / size,
-                    (seconds["C"] - seconds["B"]) * scale / size)
+    return (seconds["B"] - seconds["A"]) / a / size, (seconds["C"] - seconds["B"]) * scale / size
 
 
-def train_cost(args: argparse.Namespace) -> tuple[list[Protocol], list[TrainRow]]:
+def train_cost(args: argparse.Namespace, protocols: list[Protocol]) -> list[TrainRow]:
     """Measure every way for every model, printing each row as it is measured (a time limit keeps them)."""
-    protocols = table1(models=args.models)
     ways = [("solo", 1)] + [("group", s) for s in args.group] + [("packed", k) for k in args.runs_per_gpu]
     label = {"solo": "solo", "packed": "MPS" if args.mps else "packed", "group": "group"}
-    print(f"training cost of TG Table 1 (reproduce-tg-paper) on {device_label(torch.device(args.device))}: "
+    device = device_label(torch.device(args.device))
+    print(f"training cost of TG Table 1 (reproduce-tg-paper) on {device}: "
           f"runs of {args.steps} and {2 * args.steps} steps, preset {args.preset or protocols[0].preset}"
           f"{' (tiny)' if args.tiny else ''}", flush=True)
     print(f"{'model':>14} {'way':>10} {'seeds':>6} {'steps':>8} {'val every':>9} {'s/seed-step':>12} "
@@ -268,23 +269,21 @@ def train_cost(args: argparse.Namespace) -> tuple[list[Protocol], list[TrainRow]
             for way, size in ways:
                 name = f"{label[way]}{'' if way == 'solo' else f' {size}'}"
                 try:
-                    row = measure_training(p, way, size, args, Path(tmp))
+                    row = TrainRow(p.model, name, *measure_training(p, way, size, args, Path(tmp)))
                 except (subprocess.CalledProcessError, AssertionError) as error:  # e.g. a group the device can't hold
                     print(f"{p.model:>14} {name:>10}  failed: {error}", flush=True)
                     continue
-                row.way = name
                 rows.append(row)
                 print(f"{p.model:>14} {row.way:>10} {p.seeds:6} {p.steps:8,} {p.val_every:9} {row.step:12.5f} "
                       f"{row.validation:11.3f} {row.hours(p):13.1f}{'  (noise: raise --steps)' if row.noisy else ''}",
                       flush=True)
     by_model = {p.model: p for p in protocols}
-    device = device_label(torch.device(args.device))
     for way in dict.fromkeys(r.way for r in rows):
         measured = [r for r in rows if r.way == way]
         total = sum(r.hours(by_model[r.model]) for r in measured)
         print(f"TG Table 1 training, {way}: {total:,.1f} device-hours on {device} "
               f"({', '.join(r.model for r in measured)}{'' if len(measured) == len(protocols) else ' only'})")
-    return protocols, rows
+    return rows
 
 
 def main(argv: list[str] | None = None) -> list[Row] | tuple[list[Protocol], list[TrainRow]]:
@@ -320,7 +319,11 @@ def main(argv: list[str] | None = None) -> list[Row] | tuple[list[Protocol], lis
         if args.mps and args.device != "cuda":
             ap.exit(2, "synbench: error: --mps: MPS shares an NVIDIA GPU between processes; it needs --device "
                        "cuda\n")
-        return train_cost(args)
+        try:
+            protocols = table1(models=args.models)
+        except ValueError as error:
+            ap.exit(2, f"synbench: error: --models: {error}\n")
+        return protocols, train_cost(args, protocols)
     if args.override:
         ap.exit(2, f"synbench: error: --eval takes no overrides ({' '.join(args.override)})\n")
     beam = tuple(args.beam) if args.beam else (BEAM.options["beam"], BEAM.options["word_beam"],

@@ -217,18 +217,13 @@ class RelativeMultiHeadAttention(MultiHeadProjections):
         return self.attend(q, k, v, pattern, table, flex, compiled_flex)
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, pattern: AttentionPattern, table: Tensor | None,
-               flex: bool = False, compiled_flex: bool = False, rel_keys: Tensor | None = None) -> Tensor:
+               flex: bool = False, compiled_flex: bool = False) -> Tensor:
         """Projected q [B, H, L, d] and k, v [B, H, K, d] (keys as ``pattern`` columns) -> [B, L, D].
-
-        ``forward`` projects the chunk and its memory; incremental decoding (``TransformerXL.step``) gathers
-        k and v of the attended keys from its cache and passes the ``relative_key_table`` it computed once.
-        """
+        (Incremental decoding has its own batched form: ``TransformerXL.step``.)"""
         scale = 1.0 / math.sqrt(self.d_head)
         pos_logits = None
         if self.relative:
-            if rel_keys is None:
-                rel_keys = self.relative_key_table(table, q.shape[0])
-            pos_logits = self.position_logits(q, rel_keys, scale)
+            pos_logits = self.position_logits(q, self.relative_key_table(table, q.shape[0]), scale)
             q = q + self.r_w_bias[:, None, :]
         if flex:
             if self.training and self.dropout > 0:

@@ -217,21 +217,13 @@ class TransformerXL(nn.Module):
         return KeyValuePool(self.n_layers, len(self.layers[0].attentions), attention.n_heads, attention.d_head,
                             capacity, self.embedding.weight.dtype, self.embedding.weight.device)
 
-    def relative_key_tables(self) -> list[list[Tensor]] | None:
-        """Every layer's and attention function's projected position table (``step_parameters`` reads them)."""
-        if not self.relative:
-            return None
-        return [[attn.relative_key_table(self.table) for attn in layer.attentions] for layer in self.layers]
-
-    def step_parameters(self, rel_keys: list[list[Tensor]] | None = None) -> StepParameters:
-        """The weights ``step`` reads, rearranged once for a search (``rel_keys``: ``relative_key_tables()``,
-        computed when not given)."""
-        if rel_keys is None:
-            rel_keys = self.relative_key_tables()
+    def step_parameters(self) -> StepParameters:
+        """The weights ``step`` reads, rearranged once for a search (each layer's projected position tables
+        among them)."""
         attention = self.layers[0].attentions[0]
         scale = 1.0 / math.sqrt(attention.d_head)
         qkv, out_w, out_b, u, v, rel = [], [], [], [], [], []
-        for k, layer in enumerate(self.layers):
+        for layer in self.layers:
             fns = layer.attentions
             qkv.append(torch.cat([w for a in fns for w in (a.query.weight, a.key.weight, a.value.weight)]))
             out_w.append(torch.cat([a.output.weight for a in fns]))
@@ -239,13 +231,13 @@ class TransformerXL(nn.Module):
             if self.relative:
                 u.append(torch.stack([a.r_w_bias for a in fns]))
                 v.append(torch.stack([a.r_r_bias for a in fns]))
-                table = torch.cat([keys[0] for keys in rel_keys[k]]) * scale  # [F·H, R, d]
+                table = torch.cat([a.relative_key_table(self.table)[0] for a in fns]) * scale  # [F·H, R, d]
                 rel.append(F.pad(table, (0, 0, 0, 1)).transpose(1, 2).contiguous())  # the zero row: below min_rel
         return StepParameters(len(self.layers[0].attentions), attention.n_heads, attention.d_head, scale, qkv,
                               out_w, out_b, u, v, rel if self.relative else None)
 
     def step(self, tokens: Tensor, pool: KeyValuePool, rows: Tensor, key_rows: Tensor, relpos: Tensor | None,
-             compose: Tensor | None = None, rel_keys: list[list[Tensor]] | StepParameters | None = None,
+             compose: Tensor | None = None, params: StepParameters | None = None,
              predict: bool | Tensor = True, added: Tensor | None = None) -> Tensor | None:
         """Incremental decoding: one new token per hypothesis -> its logits [B, V] (None if ``predict`` is
         False: the token's keys and values are all a caller may need, e.g. TG's COMPOSE token before its STACK
@@ -253,11 +245,11 @@ class TransformerXL(nn.Module):
 
         ``tokens`` [B]; ``rows`` [B] the pool rows allocated for them; ``key_rows`` [B, K] the rows of the
         keys each attends (itself included, -1 = padding); ``relpos`` [B, K] raw relative positions;
-        ``rel_keys`` ``step_parameters()`` (or its ``relative_key_tables()``; computed here when not given: a
-        search prepares them once); ``added`` [B] ids whose embeddings are added to the tokens' (0: none), as
-        in ``forward``. A row may attend rows of the same step (several next tokens of one sequence): every
-        layer writes all rows' keys and values before any query reads them. Equal to ``forward`` at that
-        position when the keys are the token's attend list restricted to its chunk and memory (a memory slot
+        ``params`` ``step_parameters()`` (computed here when not given: a search prepares them once);
+        ``added`` [B] ids whose embeddings are added to the tokens' (0: none), as in ``forward``. A row may
+        attend rows of the same step (several next tokens of one sequence): every layer writes all rows' keys
+        and values before any query reads them. Equal to ``forward`` at that position when the keys are the
+        token's attend list restricted to its chunk and memory (a memory slot
         holds the layer inputs its token had, so its keys are the cached ones).
 
         Few, large operations (a CPU decodes small batches at a fixed cost per operation): per layer one
@@ -266,7 +258,7 @@ class TransformerXL(nn.Module):
         heads as one batched product read through one flat index built once per step, one SDPA call over the
         gathered rows' strided views, and one output product of the attention functions side by side.
         """
-        p = rel_keys if isinstance(rel_keys, StepParameters) else self.step_parameters(rel_keys)
+        p = params if params is not None else self.step_parameters()
         batch, width = key_rows.shape
         heads, d_head = p.heads, p.d_head
         fn = compose.long() if p.fns == 2 else None

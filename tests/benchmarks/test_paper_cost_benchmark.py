@@ -49,8 +49,9 @@ def test_train_cost_times_solo_packed_and_group_runs_and_extrapolates(prepared_d
         assert f"TG Table 1 training, {r.way}: {r.hours(tg):,.1f} device-hours on cpu (" in out
 
 
-def test_train_cost_refuses_mps_off_cuda_and_bad_sizes(capsys) -> None:
-    for argv in (["--train", "--mps"], ["--train", "--group", "1"], ["--train", "--steps", "0"]):
+def test_train_cost_refuses_mps_off_cuda_bad_sizes_and_unknown_models(capsys) -> None:
+    for argv in (["--train", "--mps"], ["--train", "--group", "1"], ["--train", "--steps", "0"],
+                 ["--train", "--models", "tg", "gpt"]):
         with pytest.raises(SystemExit) as stop:
             bench.main(argv)
         assert stop.value.code == 2

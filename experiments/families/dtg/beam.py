@@ -170,7 +170,7 @@ class DTGBeamScorer:
             torch.tensor([r[0] for _, r, _ in batch], dtype=torch.long, device=device), pool, new_rows,
             torch.tensor(key_rows, dtype=torch.long, device=device),
             torch.tensor(relpos, dtype=torch.long, device=device),
-            torch.tensor([r[3] for _, r, _ in batch], device=device), self.rel_keys, True,
+            torch.tensor([r[3] for _, r, _ in batch], device=device), self.step_params, True,
             torch.tensor([r[4] for _, r, _ in batch], dtype=torch.long, device=device))
         logprobs = logits.float().log_softmax(-1).cpu()
         for k, (h, _, last) in enumerate(batch):
@@ -182,7 +182,7 @@ class DTGBeamScorer:
         """Each sentence's search; ``batch_size`` sentences of similar length advance together."""
         check_sentences(sentences)
         with torch.no_grad():
-            self.rel_keys = self.network.step_parameters()
+            self.step_params = self.network.step_parameters()
         order = sorted(range(len(sentences)), key=lambda k: -len(sentences[k]))
         out: list[SentenceScore | None] = [None] * len(sentences)
         for lo in range(0, len(order), self.batch_size):

@@ -251,7 +251,7 @@ def test_eval_blimp_and_sg_through_the_beam(model, tmp_path: Path, capsys, prepa
 
 def test_no_transition_ends_the_sequence_while_words_remain(model) -> None:
     scorer = DTGBeamScorer(model, 50, 50, 3, 0)
-    scorer.rel_keys = scorer.network.relative_key_tables()
+    scorer.step_params = scorer.network.step_parameters()
     pool = scorer.network.new_pool(64)
     start = _Hypothesis(dtg.DTGState(model.system), [], [], 0.0)
     scorer._run(pool, scorer._feed([start], [None], ()))
